@@ -1,0 +1,66 @@
+"""The one interface every backend implements: where function containers come from."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+
+from faasrl.manifest import FunctionSpec
+
+
+@dataclass
+class ContainerHandle:
+    """A started container: how to reach its runtime and how its backend knows it."""
+
+    id: str
+    function: str
+    backend: str
+    host: str
+    port: int
+    pid: int | None = None  # process backend
+    native_id: str | None = None  # the backend's own id (a Docker container id)
+
+
+@dataclass
+class ContainerStats:
+    memory_mb: float
+    cpu_s: float
+
+
+class Backend(ABC):
+    """Starts and stops containers that run ``faasrl.runtime``; knows nothing of pools."""
+
+    name: str
+
+    @abstractmethod
+    async def start(self, spec: FunctionSpec, container_id: str,
+                    gpus: tuple[int, ...] = ()) -> ContainerHandle:
+        """Start a container whose runtime will answer on the returned endpoint."""
+
+    @abstractmethod
+    async def stop(self, handle: ContainerHandle, grace_s: float = 2.0) -> None:
+        """Stop a container and everything it started; safe to call on one that already exited."""
+
+    @abstractmethod
+    def exit_code(self, handle: ContainerHandle) -> int | None:
+        """The exit status of a container that stopped by itself, None while it runs."""
+
+    @abstractmethod
+    def list_own(self) -> list[ContainerHandle]:
+        """Containers this platform instance runs on this backend."""
+
+    @abstractmethod
+    def reap_orphans(self) -> int:
+        """Stop containers left behind by a platform instance that is gone; returns how many."""
+
+    @abstractmethod
+    def stats(self, handle: ContainerHandle) -> ContainerStats | None:
+        """Memory and CPU use, None if the container is gone."""
+
+    @abstractmethod
+    def logs(self, handle: ContainerHandle, tail: int = 50) -> str:
+        """The last lines the container printed."""
+
+    @abstractmethod
+    async def close(self) -> None:
+        """Stop every container this instance started."""

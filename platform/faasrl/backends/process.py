@@ -1,0 +1,172 @@
+"""The process backend: every container is a local subprocess running ``faasrl.runtime``.
+
+Each container gets its own session (so its whole process group can be signalled), a listening
+socket bound here and inherited by the child (no race for a free port), a heap limit
+(``RLIMIT_DATA``), and a parent-death signal so that a crashed platform leaves nothing behind.
+Its pid and start time are recorded in the state dir; a platform that starts after a crash of
+another reaps what that one left, and never touches a process whose start time does not match
+(a recycled pid).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections import deque
+from pathlib import Path
+
+import faasrl
+from faasrl.backends.base import Backend, ContainerHandle, ContainerStats
+from faasrl.manifest import FunctionSpec
+
+_CLK_TCK = os.sysconf("SC_CLK_TCK")
+_PLATFORM_DIR = str(Path(faasrl.__file__).resolve().parents[1])
+
+
+def process_start_time(pid: int) -> int | None:
+    """The start time of a process in clock ticks since boot (with the pid, its identity)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    return int(stat[stat.rindex(b")") + 2:].split()[19])
+
+
+def is_alive(pid: int, start_time: int | None) -> bool:
+    """Whether the process that had this pid and start time still runs."""
+    return start_time is not None and process_start_time(pid) == start_time
+
+
+def _exited(pid: int) -> int | None:
+    """Exit status of our child without reaping it (so its process group stays addressable)."""
+    try:
+        info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return -1  # already reaped
+    if info is None:
+        return None
+    return info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
+
+
+class ProcessBackend(Backend):
+    name = "process"
+
+    def __init__(self, state_dir: Path):
+        self._records = Path(state_dir) / "containers"
+        self._logs = Path(state_dir) / "logs"
+        self._records.mkdir(parents=True, exist_ok=True)
+        self._logs.mkdir(parents=True, exist_ok=True)
+        self._default_cwd = Path(state_dir)
+        self._owner = {"owner_pid": os.getpid(), "owner_start": process_start_time(os.getpid())}
+        self._procs: dict[str, subprocess.Popen[bytes]] = {}
+        self._handles: dict[str, ContainerHandle] = {}
+
+    async def start(self, spec: FunctionSpec, container_id: str,
+                    gpus: tuple[int, ...] = ()) -> ContainerHandle:
+        cwd = Path(spec.code_dir) if spec.code_dir else self._default_cwd
+        if not cwd.is_dir():
+            raise FileNotFoundError(f"code_dir {cwd} is not a folder on this host")
+        env = dict(os.environ)
+        env.update(
+            PYTHONUNBUFFERED="1",
+            PYTHONPATH=os.pathsep.join(p for p in (_PLATFORM_DIR, env.get("PYTHONPATH")) if p),
+            CUDA_VISIBLE_DEVICES=",".join(map(str, gpus)),
+            FAASRL_CONTAINER_ID=container_id,
+        )
+        cmd = [sys.executable, "-m", "faasrl.runtime", "--parent-pid", str(os.getpid()),
+               "--memory-mb", str(spec.memory_mb)]
+        with socket.create_server(("127.0.0.1", 0), backlog=128) as sock, \
+                open(self._logs / f"{container_id}.log", "ab") as log:
+            fd = sock.fileno()
+            proc = subprocess.Popen(
+                [*cmd, "--listen-fd", str(fd)], cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+                stdout=log, stderr=subprocess.STDOUT, pass_fds=(fd,), start_new_session=True)
+            port = sock.getsockname()[1]
+        handle = ContainerHandle(container_id, spec.name, self.name, "127.0.0.1", port, proc.pid)
+        self._procs[container_id] = proc
+        self._handles[container_id] = handle
+        record = {"id": container_id, "function": spec.name, "pid": proc.pid, "port": port,
+                  "start_time": process_start_time(proc.pid), **self._owner}
+        (self._records / f"{container_id}.json").write_text(json.dumps(record))
+        return handle
+
+    async def stop(self, handle: ContainerHandle, grace_s: float = 2.0) -> None:
+        proc = self._procs.get(handle.id)
+        if proc is None:
+            return
+        pid = proc.pid
+        if proc.returncode is None:
+            _killpg(pid, signal.SIGTERM)
+            deadline = time.monotonic() + grace_s
+            delay = 0.002
+            while _exited(pid) is None and time.monotonic() < deadline:
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 0.05)
+            # The leader is now a zombie or still running: either way the group id is still
+            # ours, so the rest of the group can be killed before the leader is reaped.
+            _killpg(pid, signal.SIGKILL)
+            while proc.poll() is None:
+                await asyncio.sleep(0.005)
+        self._procs.pop(handle.id, None)
+        self._handles.pop(handle.id, None)
+        (self._records / f"{handle.id}.json").unlink(missing_ok=True)
+
+    def exit_code(self, handle: ContainerHandle) -> int | None:
+        proc = self._procs.get(handle.id)
+        if proc is None:
+            return -1
+        return proc.returncode if proc.returncode is not None else _exited(proc.pid)
+
+    def list_own(self) -> list[ContainerHandle]:
+        return list(self._handles.values())
+
+    def reap_orphans(self) -> int:
+        reaped = 0
+        for path in self._records.glob("*.json"):
+            try:
+                rec = json.loads(path.read_text())
+            except (OSError, ValueError):
+                path.unlink(missing_ok=True)
+                continue
+            if is_alive(rec.get("owner_pid", 0), rec.get("owner_start")):
+                continue  # another live platform owns it
+            if is_alive(rec.get("pid", 0), rec.get("start_time")):
+                _killpg(rec["pid"], signal.SIGKILL)
+                reaped += 1
+            path.unlink(missing_ok=True)
+        return reaped
+
+    def stats(self, handle: ContainerHandle) -> ContainerStats | None:
+        try:
+            status = Path(f"/proc/{handle.pid}/status").read_text()
+            stat = Path(f"/proc/{handle.pid}/stat").read_bytes()
+        except OSError:
+            return None
+        rss_kb = next((int(line.split()[1]) for line in status.splitlines()
+                       if line.startswith("VmRSS:")), 0)
+        fields = stat[stat.rindex(b")") + 2:].split()
+        cpu_s = (int(fields[11]) + int(fields[12])) / _CLK_TCK
+        return ContainerStats(memory_mb=rss_kb / 1024, cpu_s=cpu_s)
+
+    def logs(self, handle: ContainerHandle, tail: int = 50) -> str:
+        try:
+            with open(self._logs / f"{handle.id}.log", errors="replace") as f:
+                return "".join(deque(f, maxlen=tail))
+        except OSError:
+            return ""
+
+    async def close(self) -> None:
+        await asyncio.gather(*(self.stop(h, grace_s=1.0) for h in list(self._handles.values())))
+
+
+def _killpg(pgid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)

@@ -1,0 +1,140 @@
+"""A small client for the gateway's REST API, used by the CLI, the examples and the tests."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from faasrl.manifest import FunctionSpec, load_manifest
+
+
+class GatewayError(Exception):
+    """A 4xx/5xx from the gateway, with its error type, message and offending fields."""
+
+    def __init__(self, status: int, kind: str, message: str, fields: dict[str, str] | None = None):
+        super().__init__(f"{status} {kind}: {message}")
+        self.status, self.kind, self.message, self.fields = status, kind, message, fields or {}
+
+
+def gateway_file(state_dir: Path) -> Path:
+    """Where a running platform leaves its URL and token for the CLI on the same machine."""
+    return Path(state_dir) / "gateway.json"
+
+
+class Client:
+    def __init__(self, url: str, token: str | None = None, timeout: float = 30.0):
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self.url = url.rstrip("/")
+        self._http = httpx.Client(base_url=self.url, headers=headers, timeout=timeout)
+
+    @classmethod
+    def discover(cls, url: str | None = None, token: str | None = None,
+                 state_dir: Path | None = None) -> Client:
+        """URL and token from the arguments, else ``FAASRL_URL``/``FAASRL_TOKEN``, else the
+        gateway file a local ``faasrl up`` wrote."""
+        url = url or os.environ.get("FAASRL_URL")
+        token = token or os.environ.get("FAASRL_TOKEN")
+        if url is None:
+            state_dir = state_dir or Path(os.environ.get("FAASRL_STATE_DIR",
+                                                         Path.home() / ".faasrl"))
+            path = gateway_file(state_dir)
+            if not path.is_file():
+                raise GatewayError(0, "NotRunning", f"no gateway: set FAASRL_URL or run "
+                                                    f"'faasrl up' (looked for {path})")
+            info = json.loads(path.read_text())
+            url, token = info["url"], token or info.get("token")
+        return cls(url, token)
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _call(self, method: str, path: str, **kwargs: Any) -> Any:
+        try:
+            resp = self._http.request(method, path, **kwargs)
+        except httpx.TransportError as exc:
+            raise GatewayError(0, "Unreachable", f"{self.url}: {exc}") from exc
+        if resp.status_code >= 400:
+            try:
+                err = resp.json()["error"]
+            except (ValueError, KeyError, TypeError):
+                err = {"type": "HTTPError", "message": resp.text}
+            raise GatewayError(resp.status_code, err.get("type", "HTTPError"),
+                               err.get("message", ""), err.get("fields"))
+        return resp.json() if resp.content else None
+
+    # --------------------------------------------------------------------- API
+    def health(self) -> dict[str, Any]:
+        return self._call("GET", "/healthz")
+
+    def functions(self) -> list[dict[str, Any]]:
+        return self._call("GET", "/v1/functions")
+
+    def function(self, name: str) -> dict[str, Any]:
+        return self._call("GET", f"/v1/functions/{name}")
+
+    def deploy(self, spec: FunctionSpec | dict[str, Any] | str | Path) -> dict[str, Any]:
+        """Register or replace a function from a spec, a dict, or a folder with a manifest."""
+        if isinstance(spec, str | Path):
+            spec = load_manifest(spec)
+        body = spec.model_dump(mode="json") if isinstance(spec, FunctionSpec) else spec
+        return self._call("PUT", f"/v1/functions/{body['name']}", json=body)
+
+    def delete(self, name: str) -> None:
+        self._call("DELETE", f"/v1/functions/{name}")
+
+    def invoke(self, name: str, args: Any = None, timeout_s: float | None = None
+               ) -> dict[str, Any]:
+        """Invoke and wait; the record's ``status`` says how the handler did."""
+        body: dict[str, Any] = {"args": args}
+        if timeout_s is not None:
+            body["timeout_s"] = timeout_s
+        return self._call("POST", f"/v1/functions/{name}/invoke", json=body, timeout=None)
+
+    def invoke_async(self, name: str, args: Any = None, timeout_s: float | None = None) -> str:
+        body: dict[str, Any] = {"args": args}
+        if timeout_s is not None:
+            body["timeout_s"] = timeout_s
+        out = self._call("POST", f"/v1/functions/{name}/invoke", params={"mode": "async"},
+                         json=body)
+        return out["id"]
+
+    def invocation(self, invocation_id: str) -> dict[str, Any]:
+        return self._call("GET", f"/v1/invocations/{invocation_id}")
+
+    def invocations(self, function: str | None = None, limit: int = 50) -> list[dict[str, Any]]:
+        params: dict[str, Any] = {"limit": limit}
+        if function:
+            params["function"] = function
+        return self._call("GET", "/v1/invocations", params=params)
+
+    def wait(self, invocation_id: str, timeout_s: float = 60.0, poll_s: float = 0.05
+             ) -> dict[str, Any]:
+        """Poll an async invocation until it has finished."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            rec = self.invocation(invocation_id)
+            if rec["status"] in ("success", "error", "timeout"):
+                return rec
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"invocation {invocation_id} still {rec['status']}")
+            time.sleep(poll_s)
+
+    def prewarm(self, name: str, count: int) -> dict[str, int]:
+        return self._call("POST", f"/v1/functions/{name}/prewarm", json={"count": count})
+
+    def cluster(self) -> dict[str, Any]:
+        return self._call("GET", "/v1/cluster")
+
+    def metrics(self) -> str:
+        return self._http.get("/metrics").text

@@ -1,0 +1,124 @@
+"""A whole platform in this process: embedded Redis (unless a URL is set) and the gateway.
+
+``faasrl up`` runs one in the foreground; ``make run``, the tests and the benchmarks start one in
+the background. The gateway serves on its own thread (so this thread stays free for a client),
+and one lock per state dir keeps two platforms from sharing the same Redis data and pid records.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import threading
+import time
+from pathlib import Path
+from typing import IO
+
+import uvicorn
+
+from faasrl.cache.server import EmbeddedRedis
+from faasrl.client import Client, gateway_file
+from faasrl.config import Settings
+from faasrl.gateway import create_app
+
+
+class PlatformError(RuntimeError):
+    pass
+
+
+class EmbeddedPlatform:
+    def __init__(self, settings: Settings | None = None, *, access_log: bool = False):
+        self.settings = settings or Settings()
+        self.redis: EmbeddedRedis | None = None
+        self.redis_url = self.settings.redis_url
+        self.url = ""
+        self._access_log = access_log
+        self._server: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
+        self._lock: IO[str] | None = None
+
+    @property
+    def token(self) -> str | None:
+        return self.settings.token.get_secret_value() if self.settings.token else None
+
+    def start(self, timeout_s: float = 60.0) -> EmbeddedPlatform:
+        state = self.settings.state_dir
+        state.mkdir(parents=True, exist_ok=True)
+        self._take_lock(state)
+        try:
+            if self.redis_url is None:
+                self.redis = EmbeddedRedis(state / "redis").start()
+                self.redis_url = self.redis.url
+            self._serve(timeout_s)
+        except BaseException:
+            self.stop()
+            raise
+        info = {"url": self.url, "token": self.token, "pid": os.getpid()}
+        path = gateway_file(state)
+        path.write_text(json.dumps(info))
+        path.chmod(0o600)
+        return self
+
+    def _take_lock(self, state: Path) -> None:
+        lock = open(state / "platform.lock", "a+")  # noqa: SIM115 - held until stop()
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.close()
+            raise PlatformError(f"another faasrl platform is running on {state}; stop it or "
+                                "set FAASRL_STATE_DIR to another folder") from None
+        self._lock = lock
+
+    def _serve(self, timeout_s: float) -> None:
+        assert self.redis_url is not None
+        app = create_app(self.settings, self.redis_url)
+        config = uvicorn.Config(app, host=self.settings.host, port=self.settings.port,
+                                loop="uvloop", http="httptools", lifespan="on",
+                                log_level="warning", access_log=self._access_log)
+        self._server = server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=server.run, name="faasrl-gateway", daemon=True)
+        self._thread.start()
+        deadline = time.monotonic() + timeout_s
+        while not server.started:
+            if not self._thread.is_alive():
+                raise PlatformError("the gateway failed to start (see the log above)")
+            if time.monotonic() > deadline:
+                raise PlatformError(f"the gateway did not start within {timeout_s:g} s")
+            time.sleep(0.01)
+        host, port = server.servers[0].sockets[0].getsockname()[:2]
+        self.url = f"http://{host}:{port}"
+
+    def client(self) -> Client:
+        return Client(self.url, self.token)
+
+    def wait(self) -> None:
+        """Block until the gateway stops; a signal's KeyboardInterrupt ends the wait.
+
+        Sleeps rather than ``join``s: a ``join`` interrupted by KeyboardInterrupt leaves the
+        thread looking finished (CPython 3.11), and ``stop`` would then not wait for the
+        gateway to stop its containers.
+        """
+        while self._thread is not None and self._thread.is_alive():
+            time.sleep(0.2)
+
+    def stop(self) -> None:
+        """Stop the gateway (and with it every container), then Redis."""
+        if self._server is not None and self._thread is not None:
+            self._server.should_exit = True
+            self._thread.join()
+        self._server = self._thread = None
+        if self.redis is not None:
+            self.redis.stop()
+            self.redis = None
+            self.redis_url = self.settings.redis_url
+        if self._lock is not None:
+            gateway_file(self.settings.state_dir).unlink(missing_ok=True)
+            self._lock.close()
+            self._lock = None
+
+    def __enter__(self) -> EmbeddedPlatform:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,0 +1,79 @@
+"""The gateway application: wires Redis, the backend and the invoker, then serves the routers."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+from prometheus_client import CollectorRegistry
+from redis.asyncio import Redis
+
+import faasrl
+from faasrl.backends import create_backend
+from faasrl.config import Settings
+from faasrl.gateway.errors import BodyLimit, install_error_handlers
+from faasrl.gateway.routers import cluster, functions, invocations, system
+from faasrl.gateway.services import Services
+from faasrl.invoker import Invoker, InvokerConfig, Pool, RecordStore, node_capacity
+from faasrl.invoker.errors import CapacityError
+from faasrl.invoker.metrics import InvokerMetrics, PoolCollector
+from faasrl.invoker.registry import FunctionRegistry
+
+log = logging.getLogger(__name__)
+
+
+def create_app(settings: Settings, redis_url: str) -> FastAPI:
+    """A gateway over the Redis at ``redis_url`` (the embedded one is started by the caller)."""
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        redis = Redis.from_url(redis_url)
+        await redis.ping()
+        capacity, gpu_ids = node_capacity(settings.node_cpu, settings.node_memory_mb,
+                                          settings.node_gpus)
+        pool = Pool(capacity, gpu_ids, max_queue=settings.max_queue,
+                    queue_timeout_s=settings.queue_timeout_s)
+        registry = CollectorRegistry()
+        registry.register(PoolCollector(lambda: pool))
+        records = RecordStore(redis, settings.record_ttl_s)
+        records.start()
+        invoker = Invoker(
+            create_backend(settings.backend, settings.state_dir), pool, records=records,
+            metrics=InvokerMetrics(registry),
+            config=InvokerConfig(start_timeout_s=settings.start_timeout_s,
+                                 stop_grace_s=settings.stop_grace_s,
+                                 timeout_grace_s=settings.timeout_grace_s,
+                                 maintain_interval_s=settings.maintain_interval_s),
+            runtime_env={"FAASRL_REDIS_URL": redis_url})
+        await invoker.start()
+        registrations = FunctionRegistry(redis)
+        for spec in await registrations.load():
+            try:
+                invoker.register(spec)
+            except CapacityError as exc:
+                log.error("function %s does not fit this node: %s", spec.name, exc.message)
+        svc = Services(settings, redis, invoker, registrations, records, registry)
+        app.state.services = svc
+        log.info("gateway up: %s backend, capacity %s, %d functions", settings.backend,
+                 capacity, len(pool.functions()))
+        try:
+            yield
+        finally:
+            for task in list(svc.background):
+                task.cancel()
+            await asyncio.gather(*svc.background, return_exceptions=True)
+            await invoker.close()
+            await records.close()
+            await redis.aclose()
+
+    app = FastAPI(title="faasrl", version=faasrl.__version__, lifespan=lifespan,
+                  description="A serverless-style FaaS platform for distributed deep RL.")
+    app.state.settings = settings
+    install_error_handlers(app)
+    app.add_middleware(BodyLimit, max_bytes=settings.max_payload_bytes)
+    for module in (system, functions, invocations, cluster):
+        app.include_router(module.router)
+    return app

@@ -1,0 +1,135 @@
+"""One error shape for every 4xx/5xx: ``{"error": {"type", "message", "fields"?}}``.
+
+Validation errors name the offending field (``fields`` maps each to its problem), so bad input is
+always a clear 4xx, never a 500.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from faasrl.invoker.errors import InvokerError
+
+log = logging.getLogger(__name__)
+_LOCATIONS = ("body", "query", "path", "header")
+_KINDS = {400: "BadRequest", 401: "Unauthorized", 403: "Forbidden", 404: "NotFound",
+          405: "MethodNotAllowed", 409: "Conflict", 413: "PayloadTooLarge", 422: "ValidationError"}
+
+
+def error_body(kind: str, message: str, **extra: Any) -> dict[str, Any]:
+    return {"error": {"type": kind, "message": message, **extra}}
+
+
+class FieldError(Exception):
+    """Input that parsed but cannot be accepted; answered with 422 naming the fields."""
+
+    def __init__(self, fields: dict[str, str]):
+        super().__init__("; ".join(f"{k}: {v}" for k, v in fields.items()))
+        self.fields = fields
+
+
+def _field_response(fields: dict[str, str]) -> JSONResponse:
+    message = "; ".join(f"{k}: {v}" for k, v in fields.items())
+    return JSONResponse(error_body("ValidationError", message, fields=fields), status_code=422)
+
+
+async def _on_validation(_: Request, exc: RequestValidationError) -> JSONResponse:
+    fields: dict[str, str] = {}
+    for err in exc.errors():
+        loc = [str(p) for p in err.get("loc", ())]
+        if loc and loc[0] in _LOCATIONS:
+            loc = loc[1:]
+        fields[".".join(loc) or "body"] = err.get("msg", "invalid")
+    return _field_response(fields)
+
+
+async def _on_field_error(_: Request, exc: FieldError) -> JSONResponse:
+    return _field_response(exc.fields)
+
+
+async def _on_invoker_error(_: Request, exc: InvokerError) -> JSONResponse:
+    headers = {"Retry-After": "1"} if exc.status in (429, 503) else None
+    return JSONResponse(error_body(exc.kind, exc.message), status_code=exc.status,
+                        headers=headers)
+
+
+async def _on_http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+    kind = _KINDS.get(exc.status_code, "Error")
+    return JSONResponse(error_body(kind, str(exc.detail)), status_code=exc.status_code,
+                        headers=getattr(exc, "headers", None))
+
+
+async def _on_unexpected(_: Request, exc: Exception) -> JSONResponse:
+    log.exception("unhandled error", exc_info=exc)
+    return JSONResponse(error_body("InternalError", f"{type(exc).__name__}: {exc}"),
+                        status_code=500)
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    app.add_exception_handler(RequestValidationError, _on_validation)
+    app.add_exception_handler(FieldError, _on_field_error)
+    app.add_exception_handler(InvokerError, _on_invoker_error)
+    app.add_exception_handler(StarletteHTTPException, _on_http_error)
+    app.add_exception_handler(Exception, _on_unexpected)
+
+
+class BodyLimit:
+    """Refuse request bodies over ``max_bytes`` with 413, whether declared or chunked."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int):
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = dict(scope["headers"])
+        declared = headers.get(b"content-length")
+        if declared is not None:
+            if declared.isdigit() and int(declared) > self.max_bytes:
+                await self._refuse(send)
+                return
+            await self.app(scope, receive, send)
+            return
+        if b"chunked" not in headers.get(b"transfer-encoding", b""):
+            await self.app(scope, receive, send)
+            return
+        # A chunked body: read it here, up to the limit, and hand it on whole.
+        body = bytearray()
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            body += message.get("body", b"")
+            if len(body) > self.max_bytes:
+                await self._refuse(send)
+                return
+            if not message.get("more_body", False):
+                break
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if replayed:
+                return await receive()
+            replayed = True
+            return {"type": "http.request", "body": bytes(body), "more_body": False}
+
+        await self.app(scope, replay, send)
+
+    async def _refuse(self, send: Send) -> None:
+        await JSONResponse(
+            error_body("PayloadTooLarge", f"request body over {self.max_bytes} bytes"),
+            status_code=413)({"type": "http"}, _no_receive, send)
+
+
+async def _no_receive() -> Message:
+    return {"type": "http.disconnect"}

@@ -1,0 +1,36 @@
+"""Invocation records: one by id (async invocations are polled here) and recent ones."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, HTTPException, Query
+
+from faasrl.gateway.auth import require_token
+from faasrl.gateway.schemas import ErrorOut, InvocationOut
+from faasrl.gateway.services import ServicesDep
+
+router = APIRouter(prefix="/v1/invocations", tags=["invocations"],
+                   dependencies=[Depends(require_token)], responses={401: {"model": ErrorOut}})
+
+
+@router.get("/{invocation_id}", response_model=InvocationOut,
+            responses={404: {"model": ErrorOut}})
+async def get_invocation(invocation_id: str, svc: ServicesDep
+                         ) -> dict[str, Any]:
+    rec = await svc.records.get(invocation_id)
+    if rec is None:
+        raise HTTPException(404, f"no invocation {invocation_id!r} (records expire after "
+                                 f"{svc.settings.record_ttl_s} s)")
+    return rec
+
+
+@router.get("", response_model=list[InvocationOut])
+async def list_invocations(
+        svc: ServicesDep,
+        function: Annotated[str | None, Query(description="only this function's")] = None,
+        limit: Annotated[int, Query(ge=1, le=1000)] = 50) -> list[dict[str, Any]]:
+    """The most recent finished invocations, newest first."""
+    names = [function] if function else [f.name for f in svc.invoker.pool.functions()]
+    recs = [r for name in names for r in await svc.records.recent(name, limit)]
+    return sorted(recs, key=lambda r: r["requested_at"], reverse=True)[:limit]

@@ -1,0 +1,39 @@
+"""What the routers work with, built once per gateway in the app's lifespan."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Annotated, Any
+
+from fastapi import Depends, Request
+from prometheus_client import CollectorRegistry
+from redis.asyncio import Redis
+
+from faasrl.config import Settings
+from faasrl.invoker import Invoker, RecordStore
+from faasrl.invoker.registry import FunctionRegistry
+
+
+@dataclass
+class Services:
+    settings: Settings
+    redis: Redis
+    invoker: Invoker
+    functions: FunctionRegistry
+    records: RecordStore
+    metrics: CollectorRegistry
+    background: set[asyncio.Task[Any]] = field(default_factory=set)
+
+    def spawn(self, coro: Any) -> None:
+        """Run a task the gateway owns (cancelled, and its record written, on shutdown)."""
+        task = asyncio.create_task(coro)
+        self.background.add(task)
+        task.add_done_callback(self.background.discard)
+
+
+async def get_services(request: Request) -> Services:
+    return request.app.state.services
+
+
+ServicesDep = Annotated[Services, Depends(get_services)]

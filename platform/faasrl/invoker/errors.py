@@ -1,0 +1,53 @@
+"""Why the invoker refused or could not serve an invocation; ``status`` is the HTTP status."""
+
+from __future__ import annotations
+
+
+class InvokerError(Exception):
+    status = 500
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.message = message
+
+    @property
+    def kind(self) -> str:
+        return type(self).__name__
+
+
+class FunctionNotFound(InvokerError):
+    status = 404
+
+
+class CapacityError(InvokerError):
+    """The function needs more than the whole node has, so it could never start."""
+
+    status = 422
+
+
+class QueueFull(InvokerError):
+    status = 429
+
+
+class QueueTimeout(InvokerError):
+    status = 503
+
+
+class FunctionGone(InvokerError):
+    """The function was deleted while the invocation waited."""
+
+    status = 410
+
+
+class StartFailed(InvokerError):
+    """A container could not be started or its handler not loaded (``kind`` says which)."""
+
+    status = 502
+
+    def __init__(self, message: str, kind: str = "StartError"):
+        super().__init__(message)
+        self._kind = kind
+
+    @property
+    def kind(self) -> str:
+        return self._kind

@@ -1,0 +1,336 @@
+"""The invoker: carries out the pool's decisions on a backend and runs invocations.
+
+The pool (``pool.py``) decides; this class does the I/O: it starts and stops containers through
+the backend, waits for their runtimes, sends ``/init`` and ``/run``, retries an invocation once when
+its container dies under it, kills containers whose runs outlive their deadline, and writes one
+record per invocation. It knows nothing of RL.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from faasrl.backends.base import Backend, ContainerHandle
+from faasrl.invoker.errors import InvokerError, StartFailed
+from faasrl.invoker.metrics import InvokerMetrics
+from faasrl.invoker.pool import Action, Assign, Container, Pool, Reject, Start, State, Stop
+from faasrl.invoker.records import InvocationRecord, RecordStore
+from faasrl.invoker.runtime_client import RuntimeClient, RuntimeGone
+from faasrl.manifest import FunctionSpec
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class InvokerConfig:
+    start_timeout_s: float = 60.0
+    stop_grace_s: float = 2.0
+    timeout_grace_s: float = 1.0
+    maintain_interval_s: float = 0.25
+
+
+def new_invocation_id() -> str:
+    return uuid.uuid4().hex
+
+
+class Invoker:
+    def __init__(self, backend: Backend, pool: Pool, *, records: RecordStore | None = None,
+                 metrics: InvokerMetrics | None = None, config: InvokerConfig | None = None,
+                 runtime_env: dict[str, str] | None = None):
+        self.backend = backend
+        self.pool = pool
+        self.config = config or InvokerConfig()
+        self._records = records
+        self._metrics = metrics
+        self._runtime_env = runtime_env or {}
+        self._waiters: dict[str, asyncio.Future[Assign]] = {}
+        self._handles: dict[str, ContainerHandle] = {}
+        self._clients: dict[str, RuntimeClient] = {}
+        self._start_s: dict[str, float] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._ticker: asyncio.Task[None] | None = None
+
+    # ---------------------------------------------------------------- lifecycle
+    async def start(self) -> None:
+        reaped = self.backend.reap_orphans()
+        if reaped:
+            log.warning("reaped %d containers left behind by an earlier platform", reaped)
+        self._ticker = asyncio.create_task(self._maintain(), name="invoker-maintain")
+
+    async def close(self) -> None:
+        """Stop every container; invocations still waiting fail."""
+        if self._ticker is not None:
+            self._ticker.cancel()
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        for client in self._clients.values():
+            client.close()
+        await self.backend.close()
+        for fut in self._waiters.values():
+            if not fut.done():
+                fut.set_exception(InvokerError("the platform is shutting down"))
+
+    # ---------------------------------------------------------------- functions
+    def register(self, spec: FunctionSpec) -> None:
+        self._apply(self.pool.register(spec, time.monotonic()))
+
+    def unregister(self, name: str) -> None:
+        self._apply(self.pool.unregister(name, time.monotonic()))
+
+    def prewarm(self, function: str, n: int) -> int:
+        """Start containers until ``n`` exist for the function; returns how many were started."""
+        started, actions = self.pool.prewarm(function, n, time.monotonic())
+        self._apply(actions)
+        return started
+
+    def handle(self, container_id: str) -> ContainerHandle | None:
+        return self._handles.get(container_id)
+
+    # -------------------------------------------------------------- invocations
+    async def invoke(self, function: str, args: Any = None, *, timeout_s: float | None = None,
+                     invocation_id: str | None = None,
+                     on_running: Callable[[InvocationRecord], None] | None = None,
+                     ) -> InvocationRecord:
+        """Run one invocation to its end and return its record.
+
+        Raises ``InvokerError`` when the invocation is refused (unknown function, queue full,
+        no container in time); everything that happens once it runs is in the record.
+        """
+        spec = self.pool.spec(function)
+        timeout = spec.timeout_s if timeout_s is None else min(timeout_s, spec.timeout_s)
+        rec = InvocationRecord(invocation_id or new_invocation_id(), function,
+                               memory_mb=spec.memory_mb, backend=self.backend.name,
+                               requested_at=time.time())
+        try:
+            for attempt in (1, 2):
+                rec.attempts = attempt
+                try:
+                    assign, waited = await self._acquire(function, f"{rec.id}/{attempt}",
+                                                         retry=attempt > 1)
+                except StartFailed as exc:
+                    rec.status, rec.error = "error", {"type": exc.kind, "message": exc.message}
+                    break
+                except InvokerError as exc:
+                    rec.status = "error"
+                    if attempt == 1:
+                        rec.error = {"type": exc.kind, "message": exc.message}
+                        raise
+                    rec.error = {"type": "ContainerDied",
+                                 "message": f"container died; the retry failed: {exc.message}"}
+                    break
+                rec.queue_s += waited
+                rec.container = assign.container
+                if assign.cold:
+                    rec.cold = True
+                    rec.init_s += self._start_s.get(assign.container, 0.0)
+                rec.status = "running"
+                if on_running is not None:
+                    on_running(rec)
+                init_billed = self._start_s.get(assign.container, 0.0) if assign.bills_init else 0
+                if await self._run(assign.container, args, timeout, rec, init_billed):
+                    break
+        finally:
+            rec.finished_at = time.time()
+            if rec.status not in ("success", "error", "timeout"):
+                rec.status = "error"
+                rec.error = rec.error or {"type": "Cancelled", "message": "invocation cancelled"}
+            if self._records is not None:
+                self._records.put(rec)
+            if self._metrics is not None:
+                self._metrics.observe(rec)
+        return rec
+
+    async def _acquire(self, function: str, waiter: str, *, retry: bool
+                       ) -> tuple[Assign, float]:
+        fut: asyncio.Future[Assign] = asyncio.get_running_loop().create_future()
+        self._waiters[waiter] = fut
+        t0 = time.monotonic()
+        try:
+            self._apply(self.pool.request(function, waiter, t0, retry=retry))
+            assign = await fut
+        except asyncio.CancelledError:
+            self._waiters.pop(waiter, None)
+            if fut.done() and not fut.cancelled() and fut.exception() is None:
+                self._apply(self.pool.release(fut.result().container, time.monotonic()))
+            else:
+                self._apply(self.pool.cancel(waiter, time.monotonic()))
+            raise
+        finally:
+            self._waiters.pop(waiter, None)
+        return assign, time.monotonic() - t0
+
+    async def _run(self, cid: str, args: Any, timeout: float, rec: InvocationRecord,
+                   init_billed: float) -> bool:
+        """One attempt; returns False when the container died and the invocation may retry."""
+        body = {"args": args, "deadline_s": timeout, "invocation_id": rec.id}
+        t0 = time.monotonic()
+        try:
+            status, out = await self._clients[cid].request(
+                "POST", "/run", body, timeout=timeout + self.config.timeout_grace_s)
+        except TimeoutError:
+            rec.run_s = time.monotonic() - t0
+            rec.bill(rec.run_s, init_billed)
+            self._lose(cid, "run outlived its deadline")
+            rec.status = "timeout"
+            rec.error = {"type": "Timeout",
+                         "message": f"no answer within the deadline of {timeout:g} s"}
+            return True
+        except RuntimeGone:
+            rec.bill(time.monotonic() - t0, init_billed)
+            self._lose(cid, "died mid-invocation")
+            if rec.attempts > 1:
+                rec.status = "error"
+                rec.error = {"type": "ContainerDied",
+                             "message": "the container died mid-invocation, twice"}
+                return True
+            return False
+        except BaseException:
+            self._lose(cid, "invocation cancelled mid-run")
+            raise
+        rec.run_s = float(out.get("duration_s", time.monotonic() - t0))
+        rec.bill(rec.run_s, init_billed)
+        error = out.get("error")
+        if status != 200:
+            rec.status, rec.error = "error", error or {"type": "RuntimeError",
+                                                      "message": f"runtime answered {status}"}
+            self._release(cid)
+        elif error is None:
+            rec.status, rec.result = "success", out.get("result")
+            self._release(cid)
+        elif error.get("type") == "Timeout":
+            rec.status, rec.error = "timeout", error
+            self._lose(cid, "run outlived its deadline")  # the runtime exits by itself
+        else:
+            rec.status, rec.error = "error", error
+            self._release(cid)
+        return True
+
+    def _release(self, cid: str) -> None:
+        self._apply(self.pool.release(cid, time.monotonic()))
+
+    def _lose(self, cid: str, reason: str) -> None:
+        self._apply(self.pool.lost(cid, reason, time.monotonic()))
+
+    # ------------------------------------------------------------------ actions
+    def _apply(self, actions: Iterable[Action]) -> None:
+        for action in actions:
+            match action:
+                case Assign(waiter=waiter):
+                    fut = self._waiters.get(waiter)
+                    if fut is not None and not fut.done():
+                        fut.set_result(action)
+                    else:  # nobody waits any more: give the container back
+                        self._release(action.container)
+                case Reject(waiter=waiter, error=error):
+                    fut = self._waiters.get(waiter)
+                    if fut is not None and not fut.done():
+                        fut.set_exception(error)
+                case Start():
+                    self._spawn(self._start_container(action), f"start-{action.container}")
+                case Stop(container=cid, reason=reason):
+                    self._spawn(self._stop_container(cid, reason), f"stop-{cid}")
+
+    def _spawn(self, coro: Any, name: str) -> None:
+        task = asyncio.create_task(coro, name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _start_container(self, action: Start) -> None:
+        cid, spec = action.container, action.spec
+        t0 = time.monotonic()
+        handle: ContainerHandle | None = None
+        try:
+            async with asyncio.timeout(self.config.start_timeout_s):
+                handle = await self.backend.start(spec, cid, action.gpus)
+                self._handles[cid] = handle
+                client = self._clients[cid] = RuntimeClient(handle.host, handle.port)
+                await self._wait_ready(client, handle)
+                status, out = await client.request("POST", "/init", {
+                    "handler": spec.handler, "function": spec.name, "memory_mb": spec.memory_mb,
+                    "concurrency": spec.max_concurrency,
+                    "env": {**spec.env, **self._runtime_env, "FAASRL_FUNCTION": spec.name},
+                })
+            if status != 200:
+                err = (out or {}).get("error", {})
+                raise StartFailed(err.get("message", f"/init answered {status}"),
+                                  err.get("type", "InitError"))
+        except asyncio.CancelledError:
+            await self._discard(cid, handle)
+            raise
+        except Exception as exc:
+            if not isinstance(exc, StartFailed):
+                detail = "took too long" if isinstance(exc, TimeoutError) else f"{exc}"
+                tail = self.backend.logs(handle, tail=5).strip() if handle else ""
+                exc = StartFailed(f"container for {spec.name!r} failed to start: {detail}"
+                                  + (f"\n{tail}" if tail else ""))
+            log.warning("%s", exc.message)
+            await self._discard(cid, handle)
+            self._apply(self.pool.start_failed(cid, exc, time.monotonic()))
+            return
+        self._start_s[cid] = time.monotonic() - t0
+        if self._metrics is not None:
+            self._metrics.observe_start(spec.name, self._start_s[cid])
+        self._apply(self.pool.ready(cid, time.monotonic()))
+
+    async def _wait_ready(self, client: RuntimeClient, handle: ContainerHandle) -> None:
+        delay = 0.005
+        while True:
+            code = self.backend.exit_code(handle)
+            if code is not None:
+                raise StartFailed(f"the container exited with status {code} while starting:\n"
+                                  + self.backend.logs(handle, tail=10).strip())
+            try:
+                status, _ = await client.request("GET", "/healthz")
+                if status == 200:
+                    return
+            except RuntimeGone:
+                pass
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 0.1)
+
+    async def _discard(self, cid: str, handle: ContainerHandle | None) -> None:
+        client = self._clients.pop(cid, None)
+        if client is not None:
+            client.close()
+        self._handles.pop(cid, None)
+        if handle is not None:
+            await self.backend.stop(handle, 0.0)
+
+    async def _stop_container(self, cid: str, reason: str) -> None:
+        log.debug("stopping %s: %s", cid, reason)
+        handle = self._handles.pop(cid, None)
+        client = self._clients.pop(cid, None)
+        if client is not None:
+            client.close()
+        try:
+            if handle is not None:
+                await self.backend.stop(handle, self.config.stop_grace_s)
+        finally:
+            self._start_s.pop(cid, None)
+            self._apply(self.pool.stopped(cid, time.monotonic()))
+
+    # -------------------------------------------------------------- maintenance
+    async def _maintain(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.maintain_interval_s)
+            try:
+                now = time.monotonic()
+                for c in self.pool.containers():
+                    self._check_exit(c, now)
+                self._apply(self.pool.tick(now))
+            except Exception:
+                log.exception("invoker maintenance failed")
+
+    def _check_exit(self, c: Container, now: float) -> None:
+        if c.state not in (State.IDLE, State.BUSY):
+            return
+        handle = self._handles.get(c.id)
+        if handle is not None and (code := self.backend.exit_code(handle)) is not None:
+            self._apply(self.pool.lost(c.id, f"exited with status {code}", now))

@@ -1,0 +1,75 @@
+"""Prometheus metrics of the invoker: invocations, cold starts, durations and pool sizes."""
+
+from __future__ import annotations
+
+from collections import Counter as Tally
+from collections.abc import Callable, Iterator
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from faasrl.invoker.pool import Pool, State
+from faasrl.invoker.records import InvocationRecord
+
+_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30,
+            60, 120, 300)
+
+
+class InvokerMetrics:
+    def __init__(self, registry: CollectorRegistry):
+        self.invocations = Counter(
+            "faasrl_invocations", "Finished invocations", ["function", "status", "start"],
+            registry=registry)
+        self.cold_starts = Counter(
+            "faasrl_cold_starts", "Invocations that waited for a container start", ["function"],
+            registry=registry)
+        self.run_seconds = Histogram(
+            "faasrl_invocation_run_seconds", "Handler run time", ["function"], buckets=_BUCKETS,
+            registry=registry)
+        self.queue_seconds = Histogram(
+            "faasrl_invocation_queue_seconds", "Request to container assignment", ["function"],
+            buckets=_BUCKETS, registry=registry)
+        self.start_seconds = Histogram(
+            "faasrl_container_start_seconds", "Container start + handler load", ["function"],
+            buckets=_BUCKETS, registry=registry)
+
+    def observe(self, rec: InvocationRecord) -> None:
+        start = "cold" if rec.cold else "warm"
+        self.invocations.labels(rec.function, rec.status, start).inc()
+        self.run_seconds.labels(rec.function).observe(rec.run_s)
+        self.queue_seconds.labels(rec.function).observe(rec.queue_s)
+        if rec.cold:
+            self.cold_starts.labels(rec.function).inc()
+
+    def observe_start(self, function: str, seconds: float) -> None:
+        self.start_seconds.labels(function).observe(seconds)
+
+
+class PoolCollector(Collector):
+    """Pool sizes and capacity, read from the pool at scrape time."""
+
+    def __init__(self, pool: Callable[[], Pool]):
+        self._pool = pool
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        pool = self._pool()
+        containers = GaugeMetricFamily("faasrl_containers", "Containers by state",
+                                       labels=["function", "state"])
+        tally = Tally((c.function, c.state) for c in pool.containers())
+        for spec in pool.functions():
+            for state in State:
+                containers.add_metric([spec.name, state.value], tally[(spec.name, state)])
+        yield containers
+        queue = GaugeMetricFamily("faasrl_queue_length", "Invocations waiting for a container",
+                                  labels=["function"])
+        for spec in pool.functions():
+            queue.add_metric([spec.name], pool.queued(spec.name))
+        yield queue
+        capacity = GaugeMetricFamily("faasrl_capacity", "Node capacity",
+                                     labels=["resource", "kind"])
+        for kind, res in (("total", pool.capacity), ("reserved", pool.reserved)):
+            capacity.add_metric(["cpu", kind], res.cpu)
+            capacity.add_metric(["memory_mb", kind], res.memory_mb)
+            capacity.add_metric(["gpus", kind], res.gpus)
+        yield capacity

@@ -1,0 +1,450 @@
+"""The node's container pool as a pure state machine.
+
+Every decision of the invoker is made here: which container serves an invocation, when one is
+started, queued for, handed over warm, reclaimed after its keep-alive, or evicted to make room for
+another function. Events come in with the caller's clock (``now``) and the pool answers with a list
+of actions; it does no I/O and never sleeps. The async ``Invoker`` carries the actions out. This
+split is what lets unit tests drive keep-alive expiry, queueing and capacity with a fake clock.
+
+Policy in brief:
+- An invocation takes the most recently used container of its function with a free slot (so
+  surplus containers age out), else joins a container that is still starting, else starts one if
+  capacity allows, else evicts idle containers of other functions (least recently used first) when
+  that frees enough, else waits in its function's bounded queue.
+- A released container goes straight to the oldest waiter of its function (warm hand-over).
+- Capacity goes to waiters first come, first served across functions; a blocked waiter holds back
+  what it needs so later arrivals cannot starve it.
+- Containers reserve their function's cores, memory and GPUs from start until they have exited.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from faasrl.invoker.errors import (
+    CapacityError,
+    FunctionGone,
+    FunctionNotFound,
+    InvokerError,
+    QueueFull,
+    QueueTimeout,
+    StartFailed,
+)
+from faasrl.invoker.resources import Resources
+from faasrl.manifest import FunctionSpec
+
+
+class State(StrEnum):
+    STARTING = "starting"
+    IDLE = "idle"
+    BUSY = "busy"
+    STOPPING = "stopping"
+
+
+@dataclass
+class Container:
+    id: str
+    function: str
+    generation: int
+    need: Resources
+    gpus: tuple[int, ...]
+    prewarmed: bool
+    created_at: float
+    state: State = State.STARTING
+    inflight: int = 0
+    served: int = 0
+    claims: list[str] = field(default_factory=list)  # waiters served once it is started
+    last_used: float = 0.0
+    idle_since: float | None = None
+    retire: bool = False  # stop as soon as it is idle
+    stop_reason: str | None = None
+
+
+@dataclass
+class Waiter:
+    id: str
+    function: str
+    since: float
+    container: str | None = None  # the starting container it will get
+
+
+# Actions the invoker carries out.
+@dataclass(frozen=True)
+class Start:
+    container: str
+    spec: FunctionSpec
+    gpus: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Assign:
+    waiter: str
+    container: str
+    cold: bool  # the invocation waited for this container to start
+    bills_init: bool  # the container was started on demand and this is its first invocation
+
+
+@dataclass(frozen=True)
+class Stop:
+    container: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Reject:
+    waiter: str
+    error: InvokerError
+
+
+Action = Start | Assign | Stop | Reject
+
+
+def need_of(spec: FunctionSpec) -> Resources:
+    return Resources(spec.cpu, spec.memory_mb, spec.gpu)
+
+
+def _unique_id() -> str:
+    return uuid.uuid4().hex[:12]
+
+
+class Pool:
+    def __init__(
+        self,
+        capacity: Resources,
+        gpu_ids: Iterable[int] = (),
+        *,
+        max_queue: int = 1000,
+        queue_timeout_s: float = 300.0,
+        new_id: Callable[[], str] | None = None,
+    ):
+        self.capacity = capacity
+        self.max_queue = max_queue
+        self.queue_timeout_s = queue_timeout_s
+        self._new_id = new_id or _unique_id
+        self._free_gpus = sorted(gpu_ids)
+        self._specs: dict[str, FunctionSpec] = {}
+        self._generation: dict[str, int] = {}
+        self._containers: dict[str, Container] = {}
+        self._queue: dict[str, Waiter] = {}  # insertion order is arrival order
+        self._reserved = Resources()
+        self._backoff_until: dict[str, float] = {}
+        self._failures: dict[str, int] = {}
+
+    # ----------------------------------------------------------------- functions
+    def spec(self, name: str) -> FunctionSpec:
+        try:
+            return self._specs[name]
+        except KeyError:
+            raise FunctionNotFound(f"no function named {name!r}") from None
+
+    def functions(self) -> list[FunctionSpec]:
+        return list(self._specs.values())
+
+    def register(self, spec: FunctionSpec, now: float) -> list[Action]:
+        """Add or replace a function; containers of an older version retire once idle."""
+        short = self.capacity.shortfall(need_of(spec))
+        if short:
+            detail = "; ".join(f"{k}: {v}" for k, v in short.items())
+            raise CapacityError(f"more than this whole node has ({detail})")
+        self._specs[spec.name] = spec
+        self._generation[spec.name] = self._generation.get(spec.name, 0) + 1
+        self._failures.pop(spec.name, None)
+        self._backoff_until.pop(spec.name, None)
+        actions = self._retire_stale(spec.name)
+        return actions + self._top_up(now) + self._dispatch(now)
+
+    def unregister(self, name: str, now: float) -> list[Action]:
+        self.spec(name)
+        del self._specs[name]
+        actions: list[Action] = []
+        for w in [w for w in self._queue.values() if w.function == name]:
+            del self._queue[w.id]
+            actions.append(Reject(w.id, FunctionGone(f"function {name!r} was deleted")))
+        for c in self._containers.values():
+            if c.function == name:
+                c.claims.clear()
+        return actions + self._retire_stale(name) + self._dispatch(now)
+
+    # --------------------------------------------------------------- invocations
+    def request(self, function: str, waiter: str, now: float, *, retry: bool = False
+                ) -> list[Action]:
+        """An invocation wants a container; a retry goes to the head of the line."""
+        self.spec(function)
+        self._queue[waiter] = Waiter(waiter, function, now)
+        if retry:
+            self._queue = {waiter: self._queue.pop(waiter), **self._queue}
+        actions = self._dispatch(now)
+        w = self._queue.get(waiter)
+        if (w is not None and w.container is None and not retry
+                and self._queued(function) > self.max_queue):
+            del self._queue[waiter]
+            msg = f"{function!r} has {self.max_queue} invocations queued already"
+            actions.append(Reject(waiter, QueueFull(msg)))
+        return actions
+
+    def cancel(self, waiter: str, now: float) -> list[Action]:
+        """The caller stopped waiting (it gave up or was cancelled)."""
+        w = self._queue.pop(waiter, None)
+        if w is not None and w.container in self._containers:
+            c = self._containers[w.container]
+            if waiter in c.claims:
+                c.claims.remove(waiter)
+        return self._dispatch(now)
+
+    def ready(self, cid: str, now: float) -> list[Action]:
+        """A container finished starting: its handler is loaded."""
+        c = self._containers[cid]
+        self._failures.pop(c.function, None)
+        c.state, c.idle_since, c.last_used = State.IDLE, now, now
+        actions: list[Action] = []
+        for i, waiter in enumerate(c.claims):
+            w = self._queue.get(waiter)
+            if w is not None:
+                actions.append(self._assign(w, c, now, cold=True,
+                                            bills_init=i == 0 and not c.prewarmed))
+        c.claims.clear()
+        return actions + self._stop_if_retired(c) + self._dispatch(now)
+
+    def start_failed(self, cid: str, error: StartFailed, now: float) -> list[Action]:
+        """A container could not be started; it is already gone."""
+        c = self._containers[cid]
+        n = self._failures[c.function] = self._failures.get(c.function, 0) + 1
+        self._backoff_until[c.function] = now + min(60.0, 0.5 * 2**n)
+        actions: list[Action] = []
+        for waiter in c.claims:
+            if self._queue.pop(waiter, None) is not None:
+                actions.append(Reject(waiter, error))
+        self._remove(c)
+        return actions + self._dispatch(now)
+
+    def release(self, cid: str, now: float) -> list[Action]:
+        """An invocation on this container finished and the container is still healthy."""
+        c = self._containers[cid]
+        c.inflight -= 1
+        c.last_used = now
+        if c.state is State.STOPPING:
+            return []
+        if c.inflight == 0:
+            c.state, c.idle_since = State.IDLE, now
+        actions = self._stop_if_retired(c)
+        if not actions:
+            w = next((w for w in self._queue.values()
+                      if w.function == c.function and w.container is None), None)
+            if w is not None:
+                actions.append(self._assign(w, c, now, cold=False, bills_init=False))
+        return actions + self._dispatch(now)
+
+    def lost(self, cid: str, reason: str, now: float) -> list[Action]:
+        """A started container died, timed out or must go: stop it (idempotent)."""
+        c = self._containers.get(cid)
+        if c is None or c.state in (State.STOPPING, State.STARTING):
+            return []  # a starting container's failure is reported through start_failed()
+        return [self._stop(c, reason)]
+
+    def stopped(self, cid: str, now: float) -> list[Action]:
+        """A container's process is gone: its capacity is free again."""
+        c = self._containers.get(cid)
+        if c is None:
+            return []
+        self._remove(c)
+        return self._dispatch(now)
+
+    # ------------------------------------------------------------ warm capacity
+    def prewarm(self, function: str, n: int, now: float) -> tuple[int, list[Action]]:
+        """Start containers until ``n`` of this function exist; returns how many were started."""
+        spec = self.spec(function)
+        budget = self._unclaimed_budget()
+        actions: list[Action] = []
+        for _ in range(max(0, n - self._warm(function))):
+            if not self._can_start(spec, budget):
+                break
+            budget = budget - need_of(spec)
+            actions.append(self._start(spec, now, prewarmed=True))
+        return len(actions), actions + self._dispatch(now)
+
+    def tick(self, now: float) -> list[Action]:
+        """Periodic upkeep: queue timeouts, keep-alive expiry, min_warm."""
+        actions: list[Action] = []
+        for w in list(self._queue.values()):
+            if w.container is None and now - w.since > self.queue_timeout_s:
+                del self._queue[w.id]
+                msg = f"no container for {w.function!r} within {self.queue_timeout_s:g} s"
+                actions.append(Reject(w.id, QueueTimeout(msg)))
+        for name, spec in self._specs.items():
+            idle = sorted((c for c in self._live(name) if c.state is State.IDLE
+                           and now - (c.idle_since or now) >= spec.keep_alive_s),
+                          key=lambda c: c.idle_since or 0.0)
+            surplus = self._warm(name) - spec.min_warm
+            actions += [self._stop(c, "keep-alive expired") for c in idle[:max(0, surplus)]]
+        return actions + self._top_up(now) + self._dispatch(now)
+
+    # ------------------------------------------------------------------- views
+    def container(self, cid: str) -> Container | None:
+        return self._containers.get(cid)
+
+    def containers(self) -> list[Container]:
+        return list(self._containers.values())
+
+    def queued(self, function: str) -> int:
+        return self._queued(function)
+
+    @property
+    def reserved(self) -> Resources:
+        return self._reserved
+
+    # ---------------------------------------------------------------- internals
+    def _queued(self, function: str) -> int:
+        return sum(1 for w in self._queue.values()
+                   if w.function == function and w.container is None)
+
+    def _live(self, function: str) -> list[Container]:
+        """Current-version containers of a function that are not on their way out."""
+        gen = self._generation.get(function)
+        return [c for c in self._containers.values()
+                if c.function == function and c.generation == gen and not c.retire
+                and c.state is not State.STOPPING]
+
+    def _warm(self, function: str) -> int:
+        return len(self._live(function)) if function in self._specs else 0
+
+    def _stale(self, c: Container) -> bool:
+        return (c.retire or c.function not in self._specs
+                or c.generation != self._generation[c.function])
+
+    def _retire_stale(self, function: str) -> list[Action]:
+        actions: list[Action] = []
+        for c in [c for c in self._containers.values() if c.function == function]:
+            if self._stale(c):
+                c.retire = True
+                actions += self._stop_if_retired(c)
+        return actions
+
+    def _stop_if_retired(self, c: Container) -> list[Action]:
+        if c.state is State.IDLE and self._stale(c):
+            return [self._stop(c, "function updated or deleted")]
+        return []
+
+    def _stop(self, c: Container, reason: str) -> Stop:
+        c.state, c.stop_reason = State.STOPPING, reason
+        return Stop(c.id, reason)
+
+    def _remove(self, c: Container) -> None:
+        del self._containers[c.id]
+        self._reserved = self._reserved - c.need
+        self._free_gpus = sorted(self._free_gpus + list(c.gpus))
+
+    def _assign(self, w: Waiter, c: Container, now: float, *, cold: bool, bills_init: bool
+                ) -> Assign:
+        del self._queue[w.id]
+        c.inflight += 1
+        c.served += 1
+        c.state, c.last_used, c.idle_since = State.BUSY, now, None
+        return Assign(w.id, c.id, cold, bills_init)
+
+    def _start(self, spec: FunctionSpec, now: float, *, prewarmed: bool) -> Start:
+        need = need_of(spec)
+        gpus, self._free_gpus = tuple(self._free_gpus[:need.gpus]), self._free_gpus[need.gpus:]
+        c = Container(self._new_id(), spec.name, self._generation[spec.name], need, gpus,
+                      prewarmed, now, last_used=now)
+        self._containers[c.id] = c
+        self._reserved = self._reserved + need
+        return Start(c.id, spec, gpus)
+
+    def _free(self) -> Resources:
+        return self.capacity - self._reserved
+
+    def _can_start(self, spec: FunctionSpec, budget: Resources) -> bool:
+        need = need_of(spec)
+        return (budget.covers(need) and self._free().covers(need)
+                and len(self._free_gpus) >= need.gpus)
+
+    def _unclaimed_budget(self) -> Resources:
+        """Free capacity less what waiting invocations are owed."""
+        budget = self._free()
+        for w in self._queue.values():
+            if w.container is None:
+                budget = (budget - need_of(self._specs[w.function])).floor_zero()
+        return budget
+
+    def _top_up(self, now: float) -> list[Action]:
+        actions: list[Action] = []
+        budget = self._unclaimed_budget()
+        for name, spec in self._specs.items():
+            if now < self._backoff_until.get(name, 0.0):
+                continue
+            for _ in range(max(0, spec.min_warm - self._warm(name))):
+                if not self._can_start(spec, budget):
+                    break
+                budget = budget - need_of(spec)
+                actions.append(self._start(spec, now, prewarmed=True))
+        return actions
+
+    def _assignable(self, function: str) -> Container | None:
+        spec = self._specs[function]
+        ready = [c for c in self._live(function)
+                 if c.state in (State.IDLE, State.BUSY) and c.inflight < spec.max_concurrency]
+        return max(ready, key=lambda c: c.last_used, default=None)
+
+    def _claimable(self, function: str) -> Container | None:
+        spec = self._specs[function]
+        return next((c for c in self._live(function) if c.state is State.STARTING
+                     and len(c.claims) < spec.max_concurrency), None)
+
+    def _evict(self, function: str, short: Resources) -> tuple[Resources, list[Action]]:
+        """Stop least recently used idle containers of other functions if that covers ``short``."""
+        candidates = sorted(
+            (c for c in self._containers.values() if c.state is State.IDLE
+             and (c.function != function or self._stale(c))),
+            key=lambda c: c.last_used)
+        chosen: list[Container] = []
+        freed = Resources()
+        for c in candidates:
+            if freed.covers(short):
+                break
+            chosen.append(c)
+            freed = freed + c.need
+        if not freed.covers(short):
+            return Resources(), []
+        return freed, [self._stop(c, f"evicted for {function!r}") for c in chosen]
+
+    def _dispatch(self, now: float) -> list[Action]:
+        actions: list[Action] = []
+        stopping = Resources()
+        for c in self._containers.values():
+            if c.state is State.STOPPING:
+                stopping = stopping + c.need
+        budget = self._free() + stopping  # what is free once stopping containers are gone
+        blocked: set[str] = set()  # functions whose earlier waiter found nothing in this pass
+        for w in list(self._queue.values()):
+            if w.container is not None:
+                continue
+            if w.function in blocked:
+                budget = (budget - need_of(self._specs[w.function])).floor_zero()
+                continue
+            if (c := self._assignable(w.function)) is not None:
+                actions.append(self._assign(w, c, now, cold=False, bills_init=False))
+                continue
+            if (c := self._claimable(w.function)) is not None:
+                c.claims.append(w.id)
+                w.container = c.id
+                continue
+            spec = self._specs[w.function]
+            need = need_of(spec)
+            if not budget.covers(need):
+                freed, stops = self._evict(w.function, need - budget)
+                budget, actions = budget + freed, actions + stops
+            if not budget.covers(need):
+                budget = (budget - need).floor_zero()  # hold it for this waiter
+                blocked.add(w.function)
+                continue
+            budget = budget - need
+            if self._can_start(spec, need):
+                start = self._start(spec, now, prewarmed=False)
+                self._containers[start.container].claims.append(w.id)
+                w.container = start.container
+                actions.append(start)
+            # else: the capacity it needs is being freed; stopped() dispatches again
+        return actions

@@ -1,0 +1,75 @@
+"""Function manifests: what a function is, what it needs, and how to load one from its folder."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+MANIFEST_NAMES = ("manifest.yaml", "manifest.yml", "manifest.json")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class ManifestError(ValueError):
+    """A manifest that cannot be read or does not validate; the message names the file and field."""
+
+
+class FunctionSpec(BaseModel):
+    """A registered function: its code, its resource needs and its container lifecycle."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
+    handler: str = Field(
+        pattern=r"^[A-Za-z_][A-Za-z0-9_.]*:[A-Za-z_][A-Za-z0-9_]*$",
+        description="'module:function', imported inside the container",
+    )
+    image: str | None = Field(None, description="container image (Docker backend)")
+    code_dir: str | None = Field(None, description="folder holding the handler (process backend)")
+    cpu: float = Field(1.0, gt=0, le=1024, description="cores reserved per container")
+    memory_mb: int = Field(512, ge=32, le=1 << 20, description="memory limit per container")
+    gpu: int = Field(0, ge=0, le=64, description="GPUs per container")
+    timeout_s: float = Field(60.0, gt=0, le=86400, description="longest run of one invocation")
+    min_warm: int = Field(0, ge=0, le=1024, description="containers kept started ahead")
+    keep_alive_s: float = Field(600.0, ge=0, description="idle seconds before reclaiming")
+    max_concurrency: int = Field(1, ge=1, le=1024, description="invocations one container serves")
+    env: dict[str, str] = Field(default_factory=dict, description="environment for the handler")
+
+    @field_validator("env")
+    @classmethod
+    def _env_names(cls, env: dict[str, str]) -> dict[str, str]:
+        bad = [k for k in env if not _ENV_NAME.match(k)]
+        if bad:
+            raise ValueError(f"not valid environment variable names: {', '.join(sorted(bad))}")
+        return env
+
+
+def load_manifest(path: str | Path) -> FunctionSpec:
+    """Read a function's manifest from its folder (or the file itself).
+
+    A manifest without ``code_dir`` gets its own folder, so ``functions/echo`` deploys as is.
+    """
+    path = Path(path).resolve()
+    if path.is_dir():
+        found = [path / n for n in MANIFEST_NAMES if (path / n).is_file()]
+        if not found:
+            raise ManifestError(f"{path}: no {' or '.join(MANIFEST_NAMES)} in this folder")
+        path = found[0]
+    if not path.is_file():
+        raise ManifestError(f"{path}: no such file")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise ManifestError(f"{path}: not valid YAML/JSON: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ManifestError(f"{path}: a manifest is a mapping of fields, got {type(data).__name__}")
+    data.setdefault("code_dir", str(path.parent))
+    try:
+        return FunctionSpec.model_validate(data)
+    except ValidationError as exc:
+        fields = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()
+        )
+        raise ManifestError(f"{path}: {fields}") from exc

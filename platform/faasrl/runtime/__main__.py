@@ -1,0 +1,58 @@
+"""``python -m faasrl.runtime``: start a function container's runtime server."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import signal
+import sys
+
+from faasrl.runtime.server import RuntimeServer
+
+
+def _limit_memory(memory_mb: int) -> None:
+    """Cap private writable memory (the heap); RLIMIT_AS would also count shared libraries."""
+    limit = memory_mb * 1024 * 1024
+    _, hard = resource.getrlimit(resource.RLIMIT_DATA)
+    if hard != resource.RLIM_INFINITY:
+        limit = min(limit, hard)
+    try:
+        resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
+    except (ValueError, OSError) as exc:
+        print(f"faasrl runtime: memory limit not applied: {exc}", file=sys.stderr)
+
+
+def _die_with_parent(parent_pid: int) -> None:
+    """Ask the kernel to kill us when the platform dies, so a crash leaves no orphan behind."""
+    if sys.platform != "linux":
+        return
+    import ctypes
+
+    pr_set_pdeathsig = 1
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
+    if os.getppid() != parent_pid:  # the parent died before the prctl took effect
+        os._exit(1)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m faasrl.runtime", description=__doc__)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8080, help="0 picks a free port")
+    parser.add_argument("--listen-fd", type=int, help="serve on an inherited listening socket")
+    parser.add_argument("--memory-mb", type=int, help="heap limit (setrlimit RLIMIT_DATA)")
+    parser.add_argument("--parent-pid", type=int, help="exit when this process dies")
+    args = parser.parse_args(argv)
+
+    if args.parent_pid:
+        _die_with_parent(args.parent_pid)
+    if args.memory_mb:
+        _limit_memory(args.memory_mb)
+    server = RuntimeServer((args.host, args.port), listen_fd=args.listen_fd)
+    host, port = server.server_address[:2]
+    print(f"faasrl runtime listening on {host}:{port} (pid {os.getpid()})", flush=True)
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,195 @@
+"""The HTTP server inside every function container.
+
+``GET /healthz`` answers as soon as the server accepts; ``POST /init`` loads the handler once;
+``POST /run`` calls it per invocation. Only the standard library is imported here, so a cold start
+costs Python's own start-up and the handler's imports, nothing else. Module-level state of the
+handler survives between runs: that is what a warm container buys.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import socket
+import sys
+import threading
+import time
+import traceback
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+# Exit status of a runtime that stopped itself after a run outlived its deadline.
+TIMEOUT_EXIT = 75
+_REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 409: "Conflict", 500: "Error"}
+
+
+class Context:
+    """What a handler learns about its invocation (Lambda's names where Lambda has one)."""
+
+    def __init__(self, invocation_id: str, function_name: str, memory_mb: int, deadline: float):
+        self.invocation_id = invocation_id
+        self.aws_request_id = invocation_id
+        self.function_name = function_name
+        self.memory_limit_in_mb = memory_mb
+        self.deadline = deadline
+
+    def remaining_s(self) -> float:
+        return max(0.0, self.deadline - time.monotonic())
+
+    def get_remaining_time_in_millis(self) -> int:
+        return int(self.remaining_s() * 1000)
+
+
+def _error(kind: str, message: str, tb: str | None = None) -> dict[str, Any]:
+    err: dict[str, Any] = {"type": kind, "message": message}
+    if tb:
+        err["traceback"] = tb
+    return {"error": err}
+
+
+class Runtime:
+    """The loaded handler and the thread(s) it runs on."""
+
+    def __init__(self) -> None:
+        self.handler: Any = None
+        self.function = ""
+        self.memory_mb = 0
+        self.invocations = 0
+        self._executor: ThreadPoolExecutor | None = None
+        self._lock = threading.Lock()
+
+    def health(self) -> dict[str, Any]:
+        return {
+            "status": "ok",
+            "initialized": self.handler is not None,
+            "pid": os.getpid(),
+            "invocations": self.invocations,
+        }
+
+    def init(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        handler = body.get("handler")
+        env = body.get("env") or {}
+        if not isinstance(handler, str) or ":" not in handler:
+            return 400, _error("BadRequest", "handler: expected 'module:function'")
+        if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
+            return 400, _error("BadRequest", "env: expected a mapping of strings")
+        with self._lock:
+            if self.handler is not None:
+                return 409, _error("Conflict", "this container is already initialized")
+            os.environ.update(env)
+            if os.getcwd() not in sys.path:
+                sys.path.insert(0, os.getcwd())
+            module_name, func_name = handler.split(":", 1)
+            try:
+                func = getattr(importlib.import_module(module_name), func_name)
+            except BaseException as exc:
+                tb = traceback.format_exc()
+                return 500, _error("InitError", f"{type(exc).__name__}: {exc}", tb)
+            if not callable(func):
+                return 500, _error("InitError", f"{handler} is not callable")
+            self.function = str(body.get("function", module_name))
+            self.memory_mb = int(body.get("memory_mb", 0))
+            workers = max(1, int(body.get("concurrency", 1)))
+            self._executor = ThreadPoolExecutor(workers, thread_name_prefix="handler")
+            self.handler = func
+        return 200, {"status": "initialized"}
+
+    def run(self, body: dict[str, Any]) -> tuple[int, bytes, bool]:
+        """Run one invocation; returns (status, JSON body, whether the runtime must now exit)."""
+        if self._executor is None:
+            return 409, _dumps(_error("Conflict", "POST /init first")), False
+        try:
+            deadline_s = float(body.get("deadline_s", 60.0))
+        except (TypeError, ValueError):
+            return 400, _dumps(_error("BadRequest", "deadline_s: expected a number")), False
+        start = time.monotonic()
+        ctx = Context(str(body.get("invocation_id", "")), self.function, self.memory_mb,
+                      start + deadline_s)
+        future = self._executor.submit(self.handler, body.get("args"), ctx)
+        self.invocations += 1
+        try:
+            result = future.result(timeout=max(deadline_s, 0.0))
+        except FutureTimeout:
+            msg = f"the handler ran past its deadline of {deadline_s:g} s"
+            out = _error("Timeout", msg) | {"duration_s": time.monotonic() - start}
+            return 200, _dumps(out), True
+        except BaseException as exc:
+            tb = "".join(traceback.format_exception(exc)[1:])
+            out = _error(type(exc).__name__, str(exc), tb)
+            return 200, _dumps(out | {"duration_s": time.monotonic() - start}), False
+        duration = time.monotonic() - start
+        try:
+            return 200, _dumps({"result": result, "duration_s": duration}), False
+        except (TypeError, ValueError) as exc:
+            out = _error("ResultError", f"the result is not JSON-serializable: {exc}")
+            return 200, _dumps(out | {"duration_s": duration}), False
+
+
+def _dumps(obj: Any) -> bytes:
+    return json.dumps(obj, separators=(",", ":"), allow_nan=False).encode()
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True
+    server: RuntimeServer
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def _send(self, status: int, payload: bytes) -> None:
+        head = (
+            f"HTTP/1.1 {status} {_REASONS.get(status, 'Error')}\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {len(payload)}\r\n\r\n"
+        )
+        self.wfile.write(head.encode() + payload)
+
+    def do_GET(self) -> None:
+        if self.path == "/healthz":
+            self._send(200, _dumps(self.server.runtime.health()))
+        else:
+            self._send(404, _dumps(_error("NotFound", self.path)))
+
+    def do_POST(self) -> None:
+        try:
+            length = int(self.headers.get("Content-Length", "0"))
+            body = json.loads(self.rfile.read(length)) if length else {}
+            if not isinstance(body, dict):
+                raise ValueError("expected a JSON object")
+        except ValueError as exc:
+            self._send(400, _dumps(_error("BadRequest", f"request body: {exc}")))
+            return
+        runtime = self.server.runtime
+        if self.path == "/run":
+            status, payload, must_exit = runtime.run(body)
+            self._send(status, payload)
+            if must_exit:
+                # The handler thread cannot be stopped; the container goes with it.
+                sys.stdout.flush()
+                os._exit(TIMEOUT_EXIT)
+        elif self.path == "/init":
+            status, out = runtime.init(body)
+            self._send(status, _dumps(out))
+        else:
+            self._send(404, _dumps(_error("NotFound", self.path)))
+
+
+class RuntimeServer(ThreadingHTTPServer):
+    """A threading HTTP server holding one Runtime; one thread per keep-alive connection."""
+
+    daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], listen_fd: int | None = None):
+        self.runtime = Runtime()
+        if listen_fd is None:
+            super().__init__(address, _Handler)
+            return
+        # Socket activation: the backend bound the port and handed us the listening socket, so
+        # there is no race for a free port and connections queue up before we are ready.
+        super().__init__(address, _Handler, bind_and_activate=False)
+        self.socket.close()
+        self.socket = socket.socket(fileno=listen_fd)
+        self.server_address = self.socket.getsockname()

@@ -1,0 +1,123 @@
+"""The ``faasrl`` command as a user runs it: ``up`` in the background, other commands against it."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from helpers import REPO, pid_alive, wait_for
+
+FAASRL = [sys.executable, "-m", "faasrl"]
+
+
+class Up:
+    """A ``faasrl up`` process on its own state dir."""
+
+    def __init__(self, state_dir: Path):
+        self.state_dir = state_dir
+        self.env = {**os.environ, "FAASRL_STATE_DIR": str(state_dir), "FAASRL_PORT": "0",
+                    "FAASRL_MAINTAIN_INTERVAL_S": "0.05", "COLUMNS": "200"}
+        self.proc = subprocess.Popen([*FAASRL, "up"], env=self.env, stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT, text=True)
+        info = wait_for(self._info, timeout_s=30, what="faasrl up to write its gateway file")
+        self.url, self.token = info["url"], info["token"]
+
+    def _info(self) -> dict | None:
+        path = self.state_dir / "gateway.json"
+        if self.proc.poll() is not None:
+            raise AssertionError(f"faasrl up exited: {self.proc.stdout.read()}")
+        return json.loads(path.read_text()) if path.exists() else None
+
+    def cli(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        out = subprocess.run([*FAASRL, *args], env=self.env, capture_output=True, text=True,
+                             timeout=60)
+        if check and out.returncode != 0:
+            raise AssertionError(f"faasrl {' '.join(args)}: {out.stdout}{out.stderr}")
+        return out
+
+    def children(self) -> list[int]:
+        """Pids of the runtimes and Redis this platform started."""
+        found = []
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit():
+                try:
+                    stat = (entry / "stat").read_text()
+                except OSError:
+                    continue
+                if int(stat.rsplit(")", 1)[1].split()[1]) == self.proc.pid:
+                    found.append(int(entry.name))
+        return found
+
+
+@pytest.fixture
+def up(tmp_path: Path) -> Iterator[Up]:
+    platform = Up(tmp_path / "state")
+    yield platform
+    if platform.proc.poll() is None:
+        platform.proc.kill()
+        platform.proc.wait()
+
+
+def test_up_prints_url_and_token_and_serves_the_cli(up: Up):
+    assert up.token and up.url.startswith("http://127.0.0.1:")
+    up.cli("functions", "deploy", str(REPO / "functions" / "echo"))
+    listing = up.cli("functions", "ls").stdout
+    assert "echo" in listing and "handler:main" in listing
+    out = up.cli("invoke", "echo", "--json", '{"hello": "cli"}').stdout
+    assert json.loads(out)["result"]["echo"] == {"hello": "cli"}
+    status = up.cli("status").stdout
+    assert "echo" in status and "redis ok" in status
+    assert "echo" in up.cli("invocations").stdout
+    bad = up.cli("invoke", "echo", "--json", "{nope", check=False)
+    assert bad.returncode != 0 and "not JSON" in bad.stdout + bad.stderr
+    missing = up.cli("invoke", "nope", check=False)
+    assert missing.returncode == 1 and "FunctionNotFound" in missing.stdout
+
+
+def test_ctrl_c_stops_every_container_and_redis(up: Up):
+    up.cli("functions", "deploy", str(REPO / "functions" / "echo"))
+    up.cli("invoke", "echo")
+    children = up.children()
+    assert len(children) >= 2  # redis and the echo container
+    up.proc.send_signal(signal.SIGINT)
+    assert up.proc.wait(30) == 0
+    assert not any(pid_alive(p) for p in children)
+    assert not (up.state_dir / "gateway.json").exists()
+    assert list((up.state_dir / "containers").iterdir()) == []
+
+
+def test_a_killed_platform_leaves_no_child_behind(up: Up):
+    up.cli("functions", "deploy", str(REPO / "functions" / "echo"))
+    up.cli("invoke", "echo")
+    children = up.children()
+    up.proc.send_signal(signal.SIGKILL)
+    up.proc.wait()
+    wait_for(lambda: not any(pid_alive(p) for p in children), timeout_s=10,
+             what="the children to die with their parent")
+
+
+def test_restart_keeps_registrations_in_the_embedded_redis(tmp_path: Path):
+    first = Up(tmp_path / "state")
+    first.cli("functions", "deploy", str(REPO / "functions" / "echo"))
+    first.proc.send_signal(signal.SIGINT)
+    first.proc.wait(30)
+    second = Up(tmp_path / "state")
+    try:
+        assert "echo" in second.cli("functions", "ls").stdout
+        assert json.loads(second.cli("invoke", "echo").stdout)["status"] == "success"
+    finally:
+        second.proc.send_signal(signal.SIGINT)
+        second.proc.wait(30)
+
+
+def test_second_platform_on_the_same_state_dir_is_refused(up: Up):
+    other = subprocess.run([*FAASRL, "up"], env=up.env, capture_output=True, text=True,
+                           timeout=60)
+    assert other.returncode != 0
+    assert "another faasrl platform is running" in other.stdout + other.stderr

@@ -1,0 +1,308 @@
+"""The platform through its REST API: real runtime processes, real Redis, real HTTP."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import httpx
+import pytest
+from helpers import REPO, fn, pid_alive, wait_for
+
+from faasrl.client import Client, GatewayError
+
+
+def containers(client: Client, name: str) -> list[dict]:
+    return client.cluster()["functions"].get(name, {"containers": []})["containers"]
+
+
+def test_register_cold_then_warm(client: Client):
+    client.deploy(fn("t"))
+    cold = client.invoke("t", {"x": 1})
+    assert cold["status"] == "success"
+    assert cold["result"]["args"] == {"x": 1}
+    assert cold["cold"] is True and cold["init_s"] > 0 and cold["attempts"] == 1
+    assert cold["billed_ms"] >= 1 and cold["memory_mb"] == 256 and cold["backend"] == "process"
+    warm = client.invoke("t", {"x": 2})
+    assert warm["cold"] is False and warm["init_s"] == 0
+    assert warm["result"]["pid"] == cold["result"]["pid"]
+    assert warm["result"]["calls"] == 2  # module state survived: the container stayed warm
+
+
+def test_builtin_echo_function_deploys_from_its_folder(client: Client):
+    client.deploy(REPO / "functions" / "echo")
+    out = client.invoke("echo", {"hello": "world"})
+    assert out["status"] == "success" and out["result"]["echo"] == {"hello": "world"}
+
+
+def test_keep_alive_reclaims_idle_containers(client: Client):
+    client.deploy(fn("t", keep_alive_s=0.3))
+    pid = client.invoke("t")["result"]["pid"]
+    assert containers(client, "t")
+    wait_for(lambda: not containers(client, "t"), what="keep-alive to reclaim the container")
+    wait_for(lambda: not pid_alive(pid), what="the process to exit")
+    assert client.invoke("t")["cold"] is True
+
+
+def test_prewarm_makes_the_first_invocation_warm(client: Client):
+    client.deploy(fn("t"))
+    assert client.prewarm("t", 2) == {"started": 2, "containers": 2}
+    wait_for(lambda: [c["state"] for c in containers(client, "t")] == ["idle", "idle"],
+             what="pre-warmed containers")
+    first = client.invoke("t")
+    assert first["cold"] is False and first["billed_ms"] <= 50
+
+
+def test_min_warm_containers_are_kept_started(client: Client):
+    client.deploy(fn("t", min_warm=1, keep_alive_s=0))
+    wait_for(lambda: [c["state"] for c in containers(client, "t")] == ["idle"],
+             what="the min_warm container")
+    assert client.invoke("t")["cold"] is False
+    time.sleep(0.3)
+    assert len(containers(client, "t")) == 1  # keep-alive 0 never goes below min_warm
+
+
+def test_raising_handler_comes_back_structured_and_the_container_stays(client: Client):
+    client.deploy(fn("t", handler="fns:boom"))
+    out = client.invoke("t", {"v": 7})
+    assert out["status"] == "error"
+    assert out["error"]["type"] == "ValueError"
+    assert out["error"]["message"] == "bad value: {'v': 7}"
+    assert "fns.py" in out["error"]["traceback"]
+    assert client.invoke("t")["cold"] is False
+
+
+def test_timeout_kills_the_container(client: Client):
+    client.deploy(fn("t", handler="fns:sleep", timeout_s=0.5))
+    t0 = time.monotonic()
+    out = client.invoke("t", {"s": 30})
+    assert time.monotonic() - t0 < 5
+    assert out["status"] == "timeout" and out["error"]["type"] == "Timeout"
+    assert 0.5 <= out["run_s"] < 2
+    wait_for(lambda: not containers(client, "t"), what="the timed-out container to go")
+    assert client.invoke("t", {"s": 0})["status"] == "success"
+
+
+def test_request_timeout_below_the_functions(client: Client):
+    client.deploy(fn("t", handler="fns:sleep", timeout_s=60))
+    assert client.invoke("t", {"s": 5}, timeout_s=0.3)["status"] == "timeout"
+
+
+def test_container_killed_mid_invocation_is_retried_on_a_fresh_one(client: Client):
+    client.deploy(fn("t", handler="fns:sleep"))
+    iid = client.invoke_async("t", {"s": 1.0})
+    busy = wait_for(lambda: [c for c in containers(client, "t") if c["state"] == "busy"],
+                    what="the invocation to run")
+    os.kill(busy[0]["pid"], signal.SIGKILL)
+    out = client.wait(iid, timeout_s=20)
+    assert out["status"] == "success" and out["attempts"] == 2
+    assert out["result"]["pid"] != busy[0]["pid"]
+
+
+def test_container_dying_twice_is_a_clear_error(client: Client):
+    client.deploy(fn("t", handler="fns:crash"))
+    out = client.invoke("t")
+    assert out["status"] == "error" and out["attempts"] == 2
+    assert out["error"]["type"] == "ContainerDied"
+
+
+def test_container_dying_once_succeeds_on_retry(client: Client, tmp_path):
+    client.deploy(fn("t", handler="fns:crash_first"))
+    out = client.invoke("t", {"marker": str(tmp_path / "crashed-once")})
+    assert out["status"] == "success" and out["attempts"] == 2
+
+
+def test_broken_handler_fails_to_start_with_its_error(client: Client):
+    client.deploy(fn("t", handler="broken:main"))
+    out = client.invoke("t")
+    assert out["status"] == "error" and out["error"]["type"] == "InitError"
+    assert "broken on purpose" in out["error"]["message"]
+    assert not containers(client, "t")
+
+
+def test_handler_sees_its_context_and_environment(client: Client, platform):
+    client.deploy(fn("t", handler="fns:context_info", memory_mb=300, timeout_s=9))
+    out = client.invoke("t")
+    info = out["result"]
+    assert info["invocation_id"] == out["id"] and info["function"] == "t"
+    assert info["memory_mb"] == 300 and 0 < info["remaining_ms"] <= 9000
+    client.deploy(fn("e", handler="fns:env", env={"MY_SETTING": "42"}))
+    env = client.invoke("e", ["MY_SETTING", "FAASRL_FUNCTION", "FAASRL_REDIS_URL"])["result"]
+    assert env == {"MY_SETTING": "42", "FAASRL_FUNCTION": "e",
+                   "FAASRL_REDIS_URL": platform.redis_url}
+
+
+def test_memory_limit_applies(client: Client):
+    client.deploy(fn("t", handler="fns:hog", memory_mb=128))
+    out = client.invoke("t", {"mb": 1024})
+    assert out["status"] == "error" and out["error"]["type"] == "MemoryError"
+    assert client.invoke("t", {"mb": 16})["result"] == 16 * 1024 * 1024
+
+
+def test_result_that_is_not_json_is_an_error(client: Client):
+    client.deploy(fn("t", handler="fns:unserializable"))
+    assert client.invoke("t")["error"]["type"] == "ResultError"
+
+
+def test_max_concurrency_shares_a_container(client: Client):
+    client.deploy(fn("t", handler="fns:sleep", max_concurrency=2))
+    ids = [client.invoke_async("t", {"s": 0.5}) for _ in range(2)]
+    pids = {client.wait(i)["result"]["pid"] for i in ids}
+    assert len(pids) == 1
+
+
+def test_queue_full_is_429_with_retry_after(make_platform):
+    platform = make_platform(node_cpu=1, max_queue=1)
+    with platform.client() as client:
+        client.deploy(fn("t", handler="fns:sleep", cpu=1))
+        client.invoke_async("t", {"s": 2})
+        wait_for(lambda: containers(client, "t"), what="the first container")
+        client.invoke_async("t", {"s": 0})  # queued
+        wait_for(lambda: client.cluster()["functions"]["t"]["queued"] == 1, what="a queued one")
+        resp = httpx.post(f"{platform.url}/v1/functions/t/invoke", json={"args": {"s": 0}})
+    assert resp.status_code == 429 and resp.headers["retry-after"] == "1"
+    assert resp.json()["error"]["type"] == "QueueFull"
+
+
+def test_async_invocation_is_recorded_and_listed(client: Client):
+    client.deploy(fn("t", handler="fns:sleep"))
+    iid = client.invoke_async("t", {"s": 0.3})
+    assert client.invocation(iid)["status"] in ("queued", "running")
+    done = client.wait(iid)
+    assert done["status"] == "success" and done["finished_at"] >= done["requested_at"]
+    wait_for(lambda: iid in [r["id"] for r in client.invocations("t")], what="the listing")
+    with pytest.raises(GatewayError) as err:
+        client.invocation("no-such-id")
+    assert err.value.status == 404
+
+
+def test_function_update_and_delete(client: Client):
+    client.deploy(fn("t", handler="fns:env", env={"V": "1"}))
+    assert client.invoke("t", ["V"])["result"] == {"V": "1"}
+    client.deploy(fn("t", handler="fns:env", env={"V": "2"}))
+    assert client.invoke("t", ["V"])["result"] == {"V": "2"}  # never the old container
+    client.delete("t")
+    wait_for(lambda: "t" not in client.cluster()["functions"], what="containers to go")
+    with pytest.raises(GatewayError) as err:
+        client.invoke("t")
+    assert err.value.status == 404 and err.value.kind == "FunctionNotFound"
+
+
+def test_metrics(client: Client):
+    client.deploy(fn("t"))
+    client.invoke("t")
+    client.invoke("t")
+    text = client.metrics()
+    assert 'faasrl_invocations_total{function="t",start="cold",status="success"} 1.0' in text
+    assert 'faasrl_invocations_total{function="t",start="warm",status="success"} 1.0' in text
+    assert 'faasrl_cold_starts_total{function="t"} 1.0' in text
+    assert 'faasrl_containers{function="t",state="idle"} 1.0' in text
+    assert "faasrl_invocation_run_seconds_bucket" in text
+
+
+def test_auth_on(make_platform):
+    platform = make_platform(token="s3cret")
+    base = platform.url
+    assert httpx.get(f"{base}/healthz").status_code == 200
+    missing = httpx.get(f"{base}/v1/functions")
+    assert missing.status_code == 401 and missing.headers["www-authenticate"] == "Bearer"
+    assert missing.json()["error"]["type"] == "Unauthorized"
+    wrong = httpx.get(f"{base}/v1/functions", headers={"Authorization": "Bearer nope"})
+    assert wrong.status_code == 401
+    for path in ("/v1/cluster", "/v1/invocations/x"):
+        assert httpx.get(f"{base}{path}").status_code == 401
+    assert httpx.post(f"{base}/v1/functions/t/invoke", json={}).status_code == 401
+    with platform.client() as client:
+        assert client.functions() == []
+
+
+def test_auth_off(platform):
+    assert httpx.get(f"{platform.url}/v1/functions").status_code == 200
+
+
+@pytest.mark.parametrize(("body", "field"), [
+    ({"handler": "fns:echo"}, "name"),
+    ({"name": "t"}, "handler"),
+    ({"name": "t", "handler": "no-colon"}, "handler"),
+    ({"name": "t", "handler": "fns:echo", "cpu": -1}, "cpu"),
+    ({"name": "t", "handler": "fns:echo", "memory_mb": "lots"}, "memory_mb"),
+    ({"name": "t", "handler": "fns:echo", "timeout_s": 0}, "timeout_s"),
+    ({"name": "t", "handler": "fns:echo", "env": {"1BAD": "x"}}, "env"),
+    ({"name": "t", "handler": "fns:echo", "colour": "red"}, "colour"),
+    ({"name": "bad name!", "handler": "fns:echo"}, "name"),
+    ({"name": "t", "handler": "fns:echo", "cpu": 10_000}, "cpu"),
+    ({"name": "t", "handler": "fns:echo", "code_dir": "/no/such/dir"}, "code_dir"),
+])
+def test_bad_manifest_is_422_naming_the_field(platform, body, field):
+    resp = httpx.post(f"{platform.url}/v1/functions", json=body)
+    assert resp.status_code == 422, resp.text
+    err = resp.json()["error"]
+    assert err["type"] == "ValidationError" and field in err["fields"], err
+
+
+def test_bad_requests_are_4xx_never_500(client: Client, platform):
+    base = platform.url
+    client.deploy(fn("t"))
+    assert httpx.post(f"{base}/v1/functions", json=fn("t")).status_code == 409
+    put = httpx.put(f"{base}/v1/functions/other", json=fn("t"))
+    assert put.status_code == 422 and "name" in put.json()["error"]["fields"]
+    malformed = httpx.post(f"{base}/v1/functions/t/invoke", content=b"{not json",
+                           headers={"Content-Type": "application/json"})
+    assert malformed.status_code == 422
+    bad_timeout = httpx.post(f"{base}/v1/functions/t/invoke", json={"timeout_s": -1})
+    assert bad_timeout.status_code == 422 and "timeout_s" in bad_timeout.json()["error"]["fields"]
+    bad_mode = httpx.post(f"{base}/v1/functions/t/invoke?mode=later", json={})
+    assert bad_mode.status_code == 422 and "mode" in bad_mode.json()["error"]["fields"]
+    unknown = httpx.post(f"{base}/v1/functions/t/invoke", json={"argz": 1})
+    assert unknown.status_code == 422 and "argz" in unknown.json()["error"]["fields"]
+    assert httpx.post(f"{base}/v1/functions/nope/invoke", json={}).status_code == 404
+    assert httpx.delete(f"{base}/v1/functions/nope").status_code == 404
+    bad_prewarm = httpx.post(f"{base}/v1/functions/t/prewarm", json={"count": -1})
+    assert bad_prewarm.status_code == 422 and "count" in bad_prewarm.json()["error"]["fields"]
+    assert httpx.get(f"{base}/v1/invocations?limit=0").status_code == 422
+
+
+def test_oversized_body_is_413(make_platform):
+    platform = make_platform(max_payload_bytes=1000)
+    with platform.client() as client:
+        client.deploy(fn("t"))
+    big = {"args": "x" * 2000}
+    assert httpx.post(f"{platform.url}/v1/functions/t/invoke", json=big).status_code == 413
+
+    def chunks():
+        yield b'{"args": "'
+        yield b"x" * 2000
+        yield b'"}'
+
+    chunked = httpx.post(f"{platform.url}/v1/functions/t/invoke", content=chunks(),
+                         headers={"Content-Type": "application/json"})
+    assert chunked.status_code == 413
+    small = httpx.post(f"{platform.url}/v1/functions/t/invoke", content=iter([b'{"args": 1}']),
+                       headers={"Content-Type": "application/json"})
+    assert small.status_code == 200 and small.json()["result"]["args"] == 1
+
+
+def test_restart_keeps_registrations(make_platform):
+    first = make_platform()
+    with first.client() as client:
+        client.deploy(fn("t", env={"V": "kept"}))
+        pid = client.invoke("t")["result"]["pid"]
+    first.stop()
+    assert not pid_alive(pid)  # stopping the gateway stopped its containers
+    second = make_platform()
+    with second.client() as client:
+        assert [f["name"] for f in client.functions()] == ["t"]
+        assert client.function("t")["env"] == {"V": "kept"}
+        assert client.invoke("t")["status"] == "success"
+
+
+def test_cluster_view(client: Client, platform):
+    client.deploy(fn("t", cpu=0.5, memory_mb=200))
+    client.invoke("t")
+    view = client.cluster()
+    assert view["backend"] == "process"
+    assert view["reserved"] == {"cpu": 0.5, "memory_mb": 200, "gpus": 0}
+    (c,) = view["functions"]["t"]["containers"]
+    assert c["state"] == "idle" and c["served"] == 1 and pid_alive(c["pid"])
+    assert c["memory_mb"] > 1 and c["endpoint"].startswith("127.0.0.1:")

@@ -1,0 +1,111 @@
+"""The function runtime as a real process, spoken to over HTTP."""
+
+from __future__ import annotations
+
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+
+import httpx
+import pytest
+from helpers import TEST_FUNCTIONS, pid_alive, wait_for
+
+from faasrl.runtime.server import TIMEOUT_EXIT
+
+
+def start_runtime(*extra: str) -> tuple[subprocess.Popen[str], str]:
+    proc = subprocess.Popen([sys.executable, "-m", "faasrl.runtime", "--port", "0", *extra],
+                            cwd=TEST_FUNCTIONS, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    port = re.search(r":(\d+) ", line)
+    assert port, line
+    return proc, f"http://127.0.0.1:{port.group(1)}"
+
+
+@pytest.fixture
+def runtime() -> Iterator[tuple[subprocess.Popen[str], str]]:
+    proc, url = start_runtime("--memory-mb", "256")
+    yield proc, url
+    proc.kill()
+    proc.wait()
+
+
+def test_health_init_run_and_warm_state(runtime):
+    _, url = runtime
+    health = httpx.get(f"{url}/healthz").json()
+    assert health["status"] == "ok" and health["initialized"] is False
+    assert httpx.post(f"{url}/run", json={"args": 1}).status_code == 409  # not initialized
+    init = httpx.post(f"{url}/init", json={"handler": "fns:echo", "env": {"A": "1"}})
+    assert init.status_code == 200
+    again = httpx.post(f"{url}/init", json={"handler": "fns:echo"})
+    assert again.status_code == 409
+    with httpx.Client(base_url=url) as http:  # one keep-alive connection
+        outs = [http.post("/run", json={"args": i, "deadline_s": 5}).json() for i in range(3)]
+    assert [o["result"]["calls"] for o in outs] == [1, 2, 3]
+    assert all(o["duration_s"] >= 0 for o in outs)
+    assert httpx.get(f"{url}/healthz").json()["invocations"] == 3
+
+
+def test_init_errors(runtime):
+    _, url = runtime
+    bad = httpx.post(f"{url}/init", json={"handler": "fns"})
+    assert bad.status_code == 400 and "handler" in bad.json()["error"]["message"]
+    missing = httpx.post(f"{url}/init", json={"handler": "nope:main"})
+    assert missing.status_code == 500
+    assert missing.json()["error"] == {**missing.json()["error"], "type": "InitError"}
+    assert "ModuleNotFoundError" in missing.json()["error"]["message"]
+    assert httpx.post(f"{url}/init", json={"handler": "fns:echo"}).status_code == 200
+
+
+def test_bad_bodies_are_400(runtime):
+    _, url = runtime
+    assert httpx.post(f"{url}/init", content=b"{oops").status_code == 400
+    assert httpx.post(f"{url}/init", json=[1, 2]).status_code == 400
+    httpx.post(f"{url}/init", json={"handler": "fns:echo"})
+    assert httpx.post(f"{url}/run", json={"deadline_s": "soon"}).status_code == 400
+    assert httpx.get(f"{url}/nope").status_code == 404
+
+
+def test_handler_exception_is_structured(runtime):
+    _, url = runtime
+    httpx.post(f"{url}/init", json={"handler": "fns:boom"})
+    err = httpx.post(f"{url}/run", json={"args": 3}).json()["error"]
+    assert err["type"] == "ValueError" and err["message"] == "bad value: 3"
+    assert "raise ValueError" in err["traceback"]
+
+
+def test_run_past_deadline_answers_timeout_and_exits(runtime):
+    proc, url = runtime
+    httpx.post(f"{url}/init", json={"handler": "fns:sleep"})
+    t0 = time.monotonic()
+    out = httpx.post(f"{url}/run", json={"args": {"s": 30}, "deadline_s": 0.3}).json()
+    assert out["error"]["type"] == "Timeout" and time.monotonic() - t0 < 3
+    assert proc.wait(5) == TIMEOUT_EXIT
+
+
+def test_memory_limit_is_a_memory_error(runtime):
+    _, url = runtime
+    httpx.post(f"{url}/init", json={"handler": "fns:hog"})
+    assert httpx.post(f"{url}/run", json={"args": {"mb": 512}}).json()["error"]["type"] \
+        == "MemoryError"
+
+
+def test_runtime_dies_with_its_parent(tmp_path):
+    pid_file = tmp_path / "pid"
+    parent = subprocess.Popen([sys.executable, "-c", f"""
+import os, subprocess, sys, time
+child = subprocess.Popen([sys.executable, "-m", "faasrl.runtime", "--port", "0",
+                          "--parent-pid", str(os.getpid())], stdout=subprocess.DEVNULL)
+open({str(pid_file)!r}, "w").write(str(child.pid))
+time.sleep(60)
+"""])
+    child_pid = int(wait_for(lambda: pid_file.exists() and pid_file.read_text(),
+                             what="the runtime's pid"))
+    wait_for(lambda: pid_alive(child_pid), what="the runtime to start")
+    parent.send_signal(signal.SIGKILL)
+    parent.wait()
+    wait_for(lambda: not pid_alive(child_pid), timeout_s=5, what="the orphan to die")

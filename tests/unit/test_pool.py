@@ -1,0 +1,284 @@
+"""The pool state machine, driven with a fake clock: no processes, no sleeping."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from faasrl.invoker.errors import (
+    CapacityError,
+    FunctionGone,
+    FunctionNotFound,
+    QueueFull,
+    QueueTimeout,
+    StartFailed,
+)
+from faasrl.invoker.pool import Assign, Pool, Reject, Start, State, Stop
+from faasrl.invoker.resources import Resources
+from faasrl.manifest import FunctionSpec
+
+
+def spec(name: str = "f", **kw) -> FunctionSpec:
+    kw.setdefault("cpu", 1.0)
+    kw.setdefault("memory_mb", 128)
+    return FunctionSpec(name=name, handler="m:h", **kw)
+
+
+def pool(cpu: float = 4, memory_mb: int = 4096, gpus: int = 0, **kw) -> Pool:
+    ids = itertools.count(1)
+    return Pool(Resources(cpu, memory_mb, gpus), range(gpus), new_id=lambda: f"c{next(ids)}",
+                **kw)
+
+
+def only(actions, kind):
+    found = [a for a in actions if isinstance(a, kind)]
+    assert len(found) == 1, actions
+    return found[0]
+
+
+def of(actions, kind):
+    return [a for a in actions if isinstance(a, kind)]
+
+
+def test_cold_then_warm():
+    p = pool()
+    p.register(spec(), 0)
+    start = only(p.request("f", "w1", 0), Start)
+    assign = only(p.ready(start.container, 0.3), Assign)
+    assert (assign.waiter, assign.cold, assign.bills_init) == ("w1", True, True)
+    assert p.release(start.container, 0.4) == []
+    assert p.container(start.container).state is State.IDLE
+    warm = only(p.request("f", "w2", 1.0), Assign)
+    assert (warm.container, warm.cold, warm.bills_init) == (start.container, False, False)
+
+
+def test_keep_alive_expiry_reclaims_idle_container_and_frees_capacity():
+    p = pool(cpu=1)
+    p.register(spec(keep_alive_s=10), 0)
+    cid = only(p.request("f", "w1", 0), Start).container
+    p.ready(cid, 0)
+    p.release(cid, 1.0)
+    assert of(p.tick(10.9), Stop) == []
+    stop = only(p.tick(11.0), Stop)
+    assert (stop.container, stop.reason) == (cid, "keep-alive expired")
+    assert p.reserved == Resources(1.0, 128, 0)  # held until the process is gone
+    p.stopped(cid, 11.1)
+    assert p.reserved == Resources()
+
+
+def test_min_warm_is_started_ahead_kept_through_keep_alive_and_serves_warm():
+    p = pool()
+    starts = of(p.register(spec(min_warm=2, keep_alive_s=1), 0), Start)
+    assert len(starts) == 2
+    for s in starts:
+        p.ready(s.container, 0.5)
+    assert of(p.tick(100), Stop) == []  # never below min_warm
+    assign = only(p.request("f", "w", 100), Assign)
+    assert not assign.cold and not assign.bills_init
+
+
+def test_prewarm_counts_existing_containers_and_respects_capacity():
+    p = pool(cpu=3)
+    p.register(spec(), 0)
+    started, actions = p.prewarm("f", 2, 0)
+    assert started == 2 and len(of(actions, Start)) == 2
+    assert p.prewarm("f", 2, 0)[0] == 0
+    assert p.prewarm("f", 10, 0)[0] == 1  # only one more core free
+    with pytest.raises(FunctionNotFound):
+        p.prewarm("nope", 1, 0)
+
+
+def test_invocation_joins_a_prewarm_in_progress_and_is_cold_but_not_billed_for_init():
+    p = pool()
+    p.register(spec(), 0)
+    _, actions = p.prewarm("f", 1, 0)
+    cid = only(actions, Start).container
+    assert p.request("f", "w", 0.1) == []  # claims the starting container
+    assign = only(p.ready(cid, 0.3), Assign)
+    assert (assign.container, assign.cold, assign.bills_init) == (cid, True, False)
+
+
+def test_queueing_when_capacity_is_exhausted_and_warm_handover():
+    p = pool(cpu=1)
+    p.register(spec(), 0)
+    cid = only(p.request("f", "w1", 0), Start).container
+    assert p.request("f", "w2", 0) == []
+    assert p.queued("f") == 1  # the starting container's one slot is w1's
+    assign = only(p.ready(cid, 0.2), Assign)
+    assert assign.waiter == "w1"
+    assert p.queued("f") == 1
+    handover = only(p.release(cid, 1.0), Assign)
+    assert (handover.waiter, handover.container, handover.cold) == ("w2", cid, False)
+
+
+def test_queue_full_is_rejected():
+    p = pool(cpu=1, max_queue=1)
+    p.register(spec(), 0)
+    p.request("f", "w1", 0)  # starts the only container
+    p.request("f", "w2", 0)  # claims nothing: max_concurrency=1
+    reject = only(p.request("f", "w3", 0), Reject)
+    assert reject.waiter == "w3" and isinstance(reject.error, QueueFull)
+    assert isinstance(only(p.request("f", "w4", 0), Reject).error, QueueFull)
+
+
+def test_queue_timeout():
+    p = pool(cpu=1, queue_timeout_s=5)
+    p.register(spec(), 0)
+    p.request("f", "w1", 0)
+    p.request("f", "w2", 1)
+    assert of(p.tick(5.9), Reject) == []
+    reject = only(p.tick(6.1), Reject)
+    assert reject.waiter == "w2" and isinstance(reject.error, QueueTimeout)
+
+
+def test_idle_containers_of_other_functions_are_evicted_for_a_waiter():
+    p = pool(cpu=1)
+    p.register(spec("a"), 0)
+    p.register(spec("b"), 0)
+    a = only(p.request("a", "w1", 0), Start).container
+    p.ready(a, 0)
+    p.release(a, 1)
+    actions = p.request("b", "w2", 2)
+    stop = only(actions, Stop)
+    assert stop.container == a and "evicted" in stop.reason
+    assert of(actions, Start) == []  # waits until the evicted container is gone
+    start = only(p.stopped(a, 2.1), Start)
+    assert start.spec.name == "b"
+
+
+def test_no_eviction_when_it_would_not_make_enough_room():
+    p = pool(cpu=2)
+    p.register(spec("a"), 0)
+    p.register(spec("b", cpu=2), 0)
+    c1 = only(p.request("a", "w1", 0), Start).container
+    c2 = only(p.request("a", "w2", 0), Start).container
+    p.ready(c1, 0)
+    p.ready(c2, 0)
+    p.release(c2, 1)  # c1 stays busy
+    assert p.request("b", "w3", 2) == []
+    assert p.container(c2).state is State.IDLE
+    actions = p.release(c1, 3)  # now both idle: evicting both makes room
+    assert {s.container for s in of(actions, Stop)} == {c1, c2}
+
+
+def test_blocked_waiter_holds_capacity_against_later_arrivals():
+    p = pool(cpu=2)
+    p.register(spec("a"), 0)
+    p.register(spec("big", cpu=2), 0)
+    p.register(spec("small"), 0)
+    c = only(p.request("a", "w1", 0), Start).container
+    p.ready(c, 0)  # busy with 1 of 2 cores
+    assert p.request("big", "w2", 1) == []  # needs both cores
+    assert p.request("small", "w3", 2) == []  # would fit, but big came first
+    assert only(p.release(c, 3), Stop).container == c  # evicted for big
+    start = only(p.stopped(c, 3.1), Start)
+    assert start.spec.name == "big"
+
+
+def test_retry_goes_to_the_head_of_the_queue():
+    p = pool(cpu=1)
+    p.register(spec(), 0)
+    cid = only(p.request("f", "w1", 0), Start).container
+    p.ready(cid, 0)
+    p.request("f", "w2", 1)
+    p.request("f", "retry", 2, retry=True)
+    assert only(p.release(cid, 3), Assign).waiter == "retry"
+
+
+def test_lost_container_is_stopped_once_and_frees_capacity_when_gone():
+    p = pool(cpu=1)
+    p.register(spec(), 0)
+    cid = only(p.request("f", "w1", 0), Start).container
+    p.ready(cid, 0)
+    assert only(p.lost(cid, "died", 1), Stop).container == cid
+    assert p.lost(cid, "died", 1) == []
+    assert p.release(cid, 1.1) == []  # the failed invocation's release changes nothing
+    p.request("f", "w2", 1.2)  # waits: capacity still held by the dying container
+    assert only(p.stopped(cid, 1.3), Start)
+
+
+def test_start_failure_rejects_claimed_waiters_and_backs_off_min_warm():
+    p = pool()
+    first = only(p.register(spec(min_warm=1), 0), Start).container
+    p.request("f", "w1", 0)
+    err = StartFailed("boom", "InitError")
+    reject = only(p.start_failed(first, err, 1), Reject)
+    assert reject.waiter == "w1" and reject.error is err
+    assert p.reserved == Resources()
+    assert of(p.tick(1.1), Start) == []  # backing off
+    assert len(of(p.tick(10), Start)) == 1
+
+
+def test_new_version_retires_old_containers():
+    p = pool()
+    p.register(spec(), 0)
+    idle = only(p.request("f", "w1", 0), Start).container
+    busy = only(p.request("f", "w2", 0), Start).container
+    p.ready(idle, 0)
+    p.ready(busy, 0)
+    p.release(idle, 1)
+    actions = p.register(spec(memory_mb=256), 2)
+    assert only(actions, Stop).container == idle
+    start = only(p.request("f", "w3", 3), Start)  # never an old-version container
+    assert start.spec.memory_mb == 256
+    assert only(p.release(busy, 4), Stop).container == busy
+
+
+def test_unregister_rejects_waiters_and_stops_containers():
+    p = pool(cpu=1)
+    p.register(spec(), 0)
+    cid = only(p.request("f", "w1", 0), Start).container
+    p.ready(cid, 0)
+    p.request("f", "w2", 0)
+    actions = p.unregister("f", 1)
+    assert isinstance(only(actions, Reject).error, FunctionGone)
+    assert of(actions, Stop) == []  # busy: stopped when released
+    assert only(p.release(cid, 2), Stop).container == cid
+    with pytest.raises(FunctionNotFound):
+        p.request("f", "w3", 3)
+
+
+def test_function_larger_than_the_node_is_refused():
+    p = pool(cpu=2, memory_mb=1024)
+    with pytest.raises(CapacityError, match="cpu"):
+        p.register(spec(cpu=4), 0)
+    with pytest.raises(CapacityError, match="memory_mb"):
+        p.register(spec(memory_mb=2048), 0)
+    with pytest.raises(CapacityError, match="gpu"):
+        p.register(spec(gpu=1), 0)
+
+
+def test_gpus_are_assigned_by_index_and_returned():
+    p = pool(gpus=2)
+    p.register(spec(gpu=1), 0)
+    a = only(p.request("f", "w1", 0), Start)
+    b = only(p.request("f", "w2", 0), Start)
+    assert {a.gpus, b.gpus} == {(0,), (1,)}
+    assert p.request("f", "w3", 0) == []  # no GPU left
+    p.ready(a.container, 0)
+    p.ready(b.container, 0)
+    p.lost(a.container, "gone", 1)
+    p.release(b.container, 1)  # w3 takes b warm
+    p.stopped(a.container, 2)
+    assert only(p.request("f", "w4", 3), Start).gpus == a.gpus
+
+
+def test_max_concurrency_shares_one_container():
+    p = pool()
+    p.register(spec(max_concurrency=2), 0)
+    cid = only(p.request("f", "w1", 0), Start).container
+    assert p.request("f", "w2", 0) == []  # joins the same starting container
+    assigns = of(p.ready(cid, 0.1), Assign)
+    assert [a.container for a in assigns] == [cid, cid]
+    assert [a.bills_init for a in assigns] == [True, False]
+    assert only(p.request("f", "w3", 1), Start)  # both slots busy
+
+
+def test_cancelled_waiter_releases_its_claim():
+    p = pool()
+    p.register(spec(), 0)
+    cid = only(p.request("f", "w1", 0), Start).container
+    p.cancel("w1", 0.1)
+    assert p.ready(cid, 0.2) == []
+    assert p.container(cid).state is State.IDLE
