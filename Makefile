@@ -3,6 +3,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+BENCH_STAMP := $(VENV)/.installed-bench
 
 .PHONY: install run test lint bench up clean
 
@@ -11,10 +12,14 @@ $(STAMP): pyproject.toml constraints.txt
 	$(BIN)/pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[dev]'
 	touch $@
 
+$(BENCH_STAMP): $(STAMP)
+	$(BIN)/pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[dev,bench]'
+	touch $@
+
 install: $(STAMP)
 
 run: $(STAMP)
-	$(BIN)/python examples/hello_echo.py
+	$(BIN)/faasrl run examples/cartpole.yaml
 
 test: lint
 	$(BIN)/pytest
@@ -22,8 +27,11 @@ test: lint
 lint: $(STAMP)
 	$(BIN)/ruff check platform functions tests bench examples
 
-bench: $(STAMP)
+bench: $(BENCH_STAMP)
 	$(BIN)/python bench/invoke_latency.py
+	$(BIN)/python bench/rollout_throughput.py
+	$(BIN)/python bench/trajectory_transfer.py
+	$(BIN)/python bench/ppo_cartpole.py
 
 up: $(STAMP)
 	$(BIN)/faasrl up

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -138,3 +139,65 @@ class Client:
 
     def metrics(self) -> str:
         return self._http.get("/metrics").text
+
+    # -------------------------------------------------------------------- jobs
+    def submit(self, spec: dict[str, Any]) -> dict[str, Any]:
+        return self._call("POST", "/v1/jobs", json=spec)
+
+    def jobs(self) -> list[dict[str, Any]]:
+        return self._call("GET", "/v1/jobs")
+
+    def job(self, job_id: str) -> dict[str, Any]:
+        return self._call("GET", f"/v1/jobs/{job_id}")
+
+    def job_metrics(self, job_id: str) -> list[dict[str, Any]]:
+        return self._call("GET", f"/v1/jobs/{job_id}/metrics")
+
+    def cancel_job(self, job_id: str) -> dict[str, Any]:
+        return self._call("POST", f"/v1/jobs/{job_id}/cancel")
+
+    def resume_job(self, job_id: str) -> dict[str, Any]:
+        return self._call("POST", f"/v1/jobs/{job_id}/resume")
+
+    def delete_job(self, job_id: str) -> None:
+        self._call("DELETE", f"/v1/jobs/{job_id}")
+
+    def model(self, job_id: str, version: int | None = None) -> bytes:
+        params = {} if version is None else {"version": version}
+        resp = self._http.get(f"/v1/jobs/{job_id}/model", params=params)
+        if resp.status_code >= 400:
+            err = resp.json().get("error", {})
+            raise GatewayError(resp.status_code, err.get("type", "HTTPError"),
+                               err.get("message", ""))
+        return resp.content
+
+    def job_events(self, job_id: str) -> Iterator[tuple[str, dict[str, Any]]]:
+        """(event, data) pairs from the job's server-sent events until its ``end`` event;
+        reconnects where it left off if the stream breaks."""
+        last: str | None = None
+        while True:
+            headers = {"Last-Event-ID": last} if last is not None else {}
+            try:
+                with self._http.stream("GET", f"/v1/jobs/{job_id}/events", headers=headers,
+                                       timeout=httpx.Timeout(10.0, read=None)) as resp:
+                    if resp.status_code >= 400:
+                        resp.read()
+                        err = resp.json().get("error", {})
+                        raise GatewayError(resp.status_code, err.get("type", "HTTPError"),
+                                           err.get("message", ""))
+                    event, data, eid = "message", [], None
+                    for line in resp.iter_lines():
+                        if line.startswith("event:"):
+                            event = line[6:].strip()
+                        elif line.startswith("data:"):
+                            data.append(line[5:].strip())
+                        elif line.startswith("id:"):
+                            eid = line[3:].strip()
+                        elif not line and data:
+                            yield event, json.loads("\n".join(data))
+                            if event == "end":
+                                return
+                            last = eid if eid is not None else last
+                            event, data, eid = "message", [], None
+            except httpx.TransportError:
+                time.sleep(1.0)  # the gateway restarted or the link broke: pick up again

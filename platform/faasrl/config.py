@@ -23,6 +23,8 @@ class Settings(BaseSettings):
     redis_url: str | None = Field(None, description="external Redis; None starts the embedded one")
     state_dir: Path = Field(Path.home() / ".faasrl", description="pids, logs, embedded Redis data")
     functions_dir: Path = Field(_CHECKOUT_FUNCTIONS, description="where built-in functions live")
+    register_builtins: bool = Field(True, description="register functions_dir's at start")
+    resume_jobs: bool = Field(True, description="resume interrupted jobs at start")
 
     backend: Literal["process"] = "process"
     node_cpu: float | None = Field(None, gt=0, description="cores to hand out; None = all")

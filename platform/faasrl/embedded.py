@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import IO
 
 import uvicorn
+from fastapi import FastAPI
 
 from faasrl.cache.server import EmbeddedRedis
 from faasrl.client import Client, gateway_file
@@ -37,6 +38,7 @@ class EmbeddedPlatform:
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
         self._lock: IO[str] | None = None
+        self._app: FastAPI | None = None
 
     @property
     def token(self) -> str | None:
@@ -75,7 +77,9 @@ class EmbeddedPlatform:
         app = create_app(self.settings, self.redis_url)
         config = uvicorn.Config(app, host=self.settings.host, port=self.settings.port,
                                 loop="uvloop", http="httptools", lifespan="on",
-                                log_level="warning", access_log=self._access_log)
+                                log_level="warning", access_log=self._access_log,
+                                timeout_graceful_shutdown=5)
+        self._app = app
         self._server = server = uvicorn.Server(config)
         self._thread = threading.Thread(target=server.run, name="faasrl-gateway", daemon=True)
         self._thread.start()
@@ -104,7 +108,8 @@ class EmbeddedPlatform:
 
     def stop(self) -> None:
         """Stop the gateway (and with it every container), then Redis."""
-        if self._server is not None and self._thread is not None:
+        if self._server is not None and self._thread is not None and self._app is not None:
+            self._app.state.closing = True  # ends event streams, so connections can close
             self._server.should_exit = True
             self._thread.join()
         self._server = self._thread = None

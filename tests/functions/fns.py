@@ -56,3 +56,27 @@ def spawn_child(args, context):
     """Starts a grandchild that would outlive a careless stop."""
     child = subprocess.Popen(["sleep", "300"])
     return {"pid": os.getpid(), "child": child.pid}
+
+
+def half_bad_actor(args, context):
+    """Slot 0 writes a malformed trajectory blob; other slots are the real actor."""
+    import importlib.util
+
+    import numpy as np
+    import redis
+
+    from faasrl.cache.trajectories import TrajectoryStream
+
+    if args.get("mode") == "rollout" and args["slot"] == 0:
+        r = redis.Redis.from_url(os.environ["FAASRL_REDIS_URL"])
+        TrajectoryStream(r, args["job"]["id"]).put(
+            args["round"], 0, args["version"], {"obs": np.zeros((3, 7), np.float32)})
+        return {"steps": 3, "episodes": [], "write_s": 0.0}
+    global _actor
+    if "_actor" not in globals():
+        path = os.path.join(os.path.dirname(__file__), "..", "..", "functions", "actor",
+                            "handler.py")
+        spec = importlib.util.spec_from_file_location("real_actor", path)
+        _actor = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(_actor)
+    return _actor.main(args, context)

@@ -302,7 +302,7 @@ def test_cluster_view(client: Client, platform):
     client.invoke("t")
     view = client.cluster()
     assert view["backend"] == "process"
-    assert view["reserved"] == {"cpu": 0.5, "memory_mb": 200, "gpus": 0}
+    assert view["reserved"] == {"cpu": 0.0, "memory_mb": 200, "gpus": 0}  # idle: no cores
     (c,) = view["functions"]["t"]["containers"]
     assert c["state"] == "idle" and c["served"] == 1 and pid_alive(c["pid"])
     assert c["memory_mb"] > 1 and c["endpoint"].startswith("127.0.0.1:")

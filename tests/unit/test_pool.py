@@ -62,7 +62,7 @@ def test_keep_alive_expiry_reclaims_idle_container_and_frees_capacity():
     assert of(p.tick(10.9), Stop) == []
     stop = only(p.tick(11.0), Stop)
     assert (stop.container, stop.reason) == (cid, "keep-alive expired")
-    assert p.reserved == Resources(1.0, 128, 0)  # held until the process is gone
+    assert p.reserved == Resources(0.0, 128, 0)  # memory held until the process is gone
     p.stopped(cid, 11.1)
     assert p.reserved == Resources()
 
@@ -133,7 +133,7 @@ def test_queue_timeout():
 
 
 def test_idle_containers_of_other_functions_are_evicted_for_a_waiter():
-    p = pool(cpu=1)
+    p = pool(memory_mb=128)
     p.register(spec("a"), 0)
     p.register(spec("b"), 0)
     a = only(p.request("a", "w1", 0), Start).container
@@ -148,9 +148,9 @@ def test_idle_containers_of_other_functions_are_evicted_for_a_waiter():
 
 
 def test_no_eviction_when_it_would_not_make_enough_room():
-    p = pool(cpu=2)
+    p = pool(memory_mb=256)
     p.register(spec("a"), 0)
-    p.register(spec("b", cpu=2), 0)
+    p.register(spec("b", memory_mb=256), 0)
     c1 = only(p.request("a", "w1", 0), Start).container
     c2 = only(p.request("a", "w2", 0), Start).container
     p.ready(c1, 0)
@@ -171,8 +171,7 @@ def test_blocked_waiter_holds_capacity_against_later_arrivals():
     p.ready(c, 0)  # busy with 1 of 2 cores
     assert p.request("big", "w2", 1) == []  # needs both cores
     assert p.request("small", "w3", 2) == []  # would fit, but big came first
-    assert only(p.release(c, 3), Stop).container == c  # evicted for big
-    start = only(p.stopped(c, 3.1), Start)
+    start = only(p.release(c, 3), Start)  # the idle container gives its cores back
     assert start.spec.name == "big"
 
 
@@ -187,7 +186,7 @@ def test_retry_goes_to_the_head_of_the_queue():
 
 
 def test_lost_container_is_stopped_once_and_frees_capacity_when_gone():
-    p = pool(cpu=1)
+    p = pool(memory_mb=128)
     p.register(spec(), 0)
     cid = only(p.request("f", "w1", 0), Start).container
     p.ready(cid, 0)
@@ -282,3 +281,19 @@ def test_cancelled_waiter_releases_its_claim():
     p.cancel("w1", 0.1)
     assert p.ready(cid, 0.2) == []
     assert p.container(cid).state is State.IDLE
+
+
+def test_idle_containers_hold_memory_but_not_cores():
+    p = pool(cpu=1)
+    p.register(spec("actor"), 0)
+    p.register(spec("learner"), 0)
+    a = only(p.request("actor", "w1", 0), Start).container
+    p.ready(a, 0)
+    p.release(a, 1)
+    assert p.reserved == Resources(0.0, 128, 0)
+    learner = only(p.request("learner", "w2", 2), Start).container  # no eviction needed
+    p.ready(learner, 2.5)
+    assert p.request("actor", "w3", 3) == []  # its container is idle, but the core is busy
+    handover = only(p.release(learner, 4), Assign)
+    assert (handover.waiter, handover.container, handover.cold) == ("w3", a, False)
+    assert p.reserved == Resources(1.0, 256, 0)

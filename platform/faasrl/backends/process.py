@@ -75,6 +75,8 @@ class ProcessBackend(Backend):
         if not cwd.is_dir():
             raise FileNotFoundError(f"code_dir {cwd} is not a folder on this host")
         env = dict(os.environ)
+        threads = str(max(1, int(spec.cpu)))  # numeric libraries size their pools to this
+        env.update(OMP_NUM_THREADS=threads, MKL_NUM_THREADS=threads)
         env.update(
             PYTHONUNBUFFERED="1",
             PYTHONPATH=os.pathsep.join(p for p in (_PLATFORM_DIR, env.get("PYTHONPATH")) if p),

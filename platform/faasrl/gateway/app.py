@@ -15,12 +15,14 @@ import faasrl
 from faasrl.backends import create_backend
 from faasrl.config import Settings
 from faasrl.gateway.errors import BodyLimit, install_error_handlers
-from faasrl.gateway.routers import cluster, functions, invocations, system
+from faasrl.gateway.routers import cluster, functions, invocations, jobs, system
 from faasrl.gateway.services import Services
 from faasrl.invoker import Invoker, InvokerConfig, Pool, RecordStore, node_capacity
 from faasrl.invoker.errors import CapacityError
 from faasrl.invoker.metrics import InvokerMetrics, PoolCollector
 from faasrl.invoker.registry import FunctionRegistry
+from faasrl.jobs import JobManager, JobStore
+from faasrl.manifest import MANIFEST_NAMES, ManifestError, load_manifest
 
 log = logging.getLogger(__name__)
 
@@ -55,8 +57,13 @@ def create_app(settings: Settings, redis_url: str) -> FastAPI:
                 invoker.register(spec)
             except CapacityError as exc:
                 log.error("function %s does not fit this node: %s", spec.name, exc.message)
-        svc = Services(settings, redis, invoker, registrations, records, registry)
+        if settings.register_builtins:
+            await _register_builtins(settings, invoker, registrations)
+        manager = JobManager(JobStore(redis), invoker, redis, settings.state_dir / "jobs")
+        svc = Services(settings, redis, invoker, registrations, records, registry, manager)
         app.state.services = svc
+        if settings.resume_jobs:
+            await manager.start()
         log.info("gateway up: %s backend, capacity %s, %d functions", settings.backend,
                  capacity, len(pool.functions()))
         try:
@@ -65,6 +72,7 @@ def create_app(settings: Settings, redis_url: str) -> FastAPI:
             for task in list(svc.background):
                 task.cancel()
             await asyncio.gather(*svc.background, return_exceptions=True)
+            await manager.close()
             await invoker.close()
             await records.close()
             await redis.aclose()
@@ -72,8 +80,28 @@ def create_app(settings: Settings, redis_url: str) -> FastAPI:
     app = FastAPI(title="faasrl", version=faasrl.__version__, lifespan=lifespan,
                   description="A serverless-style FaaS platform for distributed deep RL.")
     app.state.settings = settings
+    app.state.closing = False  # set by whoever stops the server, so event streams end
     install_error_handlers(app)
     app.add_middleware(BodyLimit, max_bytes=settings.max_payload_bytes)
-    for module in (system, functions, invocations, cluster):
+    for module in (system, functions, invocations, cluster, jobs):
         app.include_router(module.router)
     return app
+
+
+async def _register_builtins(settings: Settings, invoker: Invoker,
+                             registrations: FunctionRegistry) -> None:
+    """Register the built-in functions (``functions_dir``) that are not registered yet."""
+    folder = settings.functions_dir
+    known = {spec.name for spec in invoker.pool.functions()}
+    for path in sorted(folder.iterdir()) if folder.is_dir() else []:
+        if not any((path / name).is_file() for name in MANIFEST_NAMES):
+            continue
+        try:
+            spec = load_manifest(path)
+            if spec.name in known:
+                continue
+            invoker.register(spec)
+        except (ManifestError, CapacityError) as exc:
+            log.error("built-in function in %s not registered: %s", path, exc)
+            continue
+        await registrations.save(spec)

@@ -13,6 +13,7 @@ from redis.asyncio import Redis
 from faasrl.config import Settings
 from faasrl.invoker import Invoker, RecordStore
 from faasrl.invoker.registry import FunctionRegistry
+from faasrl.jobs.manager import JobManager
 
 
 @dataclass
@@ -23,6 +24,7 @@ class Services:
     functions: FunctionRegistry
     records: RecordStore
     metrics: CollectorRegistry
+    jobs: JobManager
     background: set[asyncio.Task[Any]] = field(default_factory=set)
 
     def spawn(self, coro: Any) -> None:

@@ -14,7 +14,9 @@ Policy in brief:
 - A released container goes straight to the oldest waiter of its function (warm hand-over).
 - Capacity goes to waiters first come, first served across functions; a blocked waiter holds back
   what it needs so later arrivals cannot starve it.
-- Containers reserve their function's cores, memory and GPUs from start until they have exited.
+- A container holds its function's memory and GPUs from start until it has exited, but its cores
+  only while it starts or runs an invocation: an idle container uses memory, not CPU. So an idle
+  learner does not block a round's actors, and an idle actor needs free cores to run again.
 """
 
 from __future__ import annotations
@@ -129,7 +131,6 @@ class Pool:
         self._generation: dict[str, int] = {}
         self._containers: dict[str, Container] = {}
         self._queue: dict[str, Waiter] = {}  # insertion order is arrival order
-        self._reserved = Resources()
         self._backoff_until: dict[str, float] = {}
         self._failures: dict[str, int] = {}
 
@@ -293,7 +294,11 @@ class Pool:
 
     @property
     def reserved(self) -> Resources:
-        return self._reserved
+        """What the containers hold now (see the module docstring for what holds what)."""
+        total = Resources()
+        for c in self._containers.values():
+            total = total + _held(c)
+        return total
 
     # ---------------------------------------------------------------- internals
     def _queued(self, function: str) -> int:
@@ -333,7 +338,6 @@ class Pool:
 
     def _remove(self, c: Container) -> None:
         del self._containers[c.id]
-        self._reserved = self._reserved - c.need
         self._free_gpus = sorted(self._free_gpus + list(c.gpus))
 
     def _assign(self, w: Waiter, c: Container, now: float, *, cold: bool, bills_init: bool
@@ -350,11 +354,10 @@ class Pool:
         c = Container(self._new_id(), spec.name, self._generation[spec.name], need, gpus,
                       prewarmed, now, last_used=now)
         self._containers[c.id] = c
-        self._reserved = self._reserved + need
         return Start(c.id, spec, gpus)
 
     def _free(self) -> Resources:
-        return self.capacity - self._reserved
+        return self.capacity - self.reserved
 
     def _can_start(self, spec: FunctionSpec, budget: Resources) -> bool:
         need = need_of(spec)
@@ -383,10 +386,12 @@ class Pool:
         return actions
 
     def _assignable(self, function: str) -> Container | None:
+        """A busy container with a free slot (its cores are held already), else an idle one."""
         spec = self._specs[function]
-        ready = [c for c in self._live(function)
-                 if c.state in (State.IDLE, State.BUSY) and c.inflight < spec.max_concurrency]
-        return max(ready, key=lambda c: c.last_used, default=None)
+        live = self._live(function)
+        busy = [c for c in live if c.state is State.BUSY and c.inflight < spec.max_concurrency]
+        idle = [c for c in live if c.state is State.IDLE]
+        return max(busy or idle, key=lambda c: c.last_used, default=None)
 
     def _claimable(self, function: str) -> Container | None:
         spec = self._specs[function]
@@ -394,7 +399,11 @@ class Pool:
                      and len(c.claims) < spec.max_concurrency), None)
 
     def _evict(self, function: str, short: Resources) -> tuple[Resources, list[Action]]:
-        """Stop least recently used idle containers of other functions if that covers ``short``."""
+        """Stop least recently used idle containers of other functions if that covers the memory
+        and GPUs in ``short`` (idle containers hold no cores, so evicting frees none)."""
+        short = Resources(0.0, short.memory_mb, short.gpus)
+        if short.memory_mb <= 0 and short.gpus <= 0:
+            return Resources(), []
         candidates = sorted(
             (c for c in self._containers.values() if c.state is State.IDLE
              and (c.function != function or self._stale(c))),
@@ -405,7 +414,7 @@ class Pool:
             if freed.covers(short):
                 break
             chosen.append(c)
-            freed = freed + c.need
+            freed = freed + _held(c)
         if not freed.covers(short):
             return Resources(), []
         return freed, [self._stop(c, f"evicted for {function!r}") for c in chosen]
@@ -415,7 +424,7 @@ class Pool:
         stopping = Resources()
         for c in self._containers.values():
             if c.state is State.STOPPING:
-                stopping = stopping + c.need
+                stopping = stopping + _held(c)
         budget = self._free() + stopping  # what is free once stopping containers are gone
         blocked: set[str] = set()  # functions whose earlier waiter found nothing in this pass
         for w in list(self._queue.values()):
@@ -424,7 +433,14 @@ class Pool:
             if w.function in blocked:
                 budget = (budget - need_of(self._specs[w.function])).floor_zero()
                 continue
+            cpu = Resources(need_of(self._specs[w.function]).cpu)
             if (c := self._assignable(w.function)) is not None:
+                if c.state is State.IDLE:  # it needs its cores back
+                    if not (budget.covers(cpu) and self._free().covers(cpu)):
+                        budget = (budget - cpu).floor_zero()
+                        blocked.add(w.function)
+                        continue
+                    budget = budget - cpu
                 actions.append(self._assign(w, c, now, cold=False, bills_init=False))
                 continue
             if (c := self._claimable(w.function)) is not None:
@@ -448,3 +464,9 @@ class Pool:
                 actions.append(start)
             # else: the capacity it needs is being freed; stopped() dispatches again
         return actions
+
+
+def _held(c: Container) -> Resources:
+    """Memory and GPUs for a container's whole life; cores only while it starts or runs."""
+    cpu = c.need.cpu if c.state in (State.STARTING, State.BUSY) else 0.0
+    return Resources(cpu, c.need.memory_mb, c.need.gpus)

@@ -1,0 +1,125 @@
+"""PPO on CartPole-v1 to 475: faasrl (two actor functions + a learner) against Stable-Baselines3.
+
+Both run the same PPO configuration, the one ``examples/cartpole.yaml`` (``make run``) uses:
+8 envs in all x 128 steps per update, 4 epochs of 4 minibatches, lr 1e-3 annealed over 300
+updates, clip 0.2, no entropy bonus, 64x64 tanh actor and critic. Both stop by the same rule:
+the mean of the last 20 training episodes reaches 475 and a deterministic evaluation of the
+current policy (20 episodes) confirms it; a failed confirmation is retried 5 updates later.
+Reported per seed: wall time to the confirmed target (faasrl: the job's wall time, platform
+start excluded; SB3: ``learn()``), env steps, the confirming evaluation's mean.
+
+    python bench/ppo_cartpole.py [--seeds 1 2 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+import yaml
+from jobrun import run_job, write_results
+from rich.console import Console
+from rich.table import Table
+from stable_baselines3 import PPO
+from stable_baselines3.common.callbacks import BaseCallback
+from stable_baselines3.common.env_util import make_vec_env
+from stable_baselines3.common.evaluation import evaluate_policy
+
+SPEC = Path(__file__).resolve().parents[1] / "examples" / "cartpole.yaml"
+TARGET, WINDOW, EVAL_EPISODES, CONFIRM_GAP, MAX_UPDATES = 475.0, 20, 20, 5, 300
+ENVS, STEPS, EPOCHS, MINIBATCHES, LR = 8, 128, 4, 4, 1e-3
+
+
+def faasrl_run(seed: int) -> dict[str, Any]:
+    spec = {**yaml.safe_load(SPEC.read_text()), "seed": seed}
+    job, _ = run_job(spec, label=f"faasrl seed {seed}")
+    return {"wall_s": job["wall_s"], "env_steps": job["env_steps"], "updates": job["round"],
+            "eval_mean": job["evaluation"]["mean"],
+            "reached": job["stop_reason"].startswith("target")}
+
+
+class _ConfirmedTarget(BaseCallback):
+    """Stops ``learn()`` by faasrl's rule (see the module docstring)."""
+
+    def __init__(self, eval_env: Any, seed: int):
+        super().__init__()
+        self.eval_env, self.seed = eval_env, seed
+        self.updates, self.next_confirm, self.eval_mean = 0, 0, None
+
+    def _on_step(self) -> bool:
+        return self.eval_mean is None  # False ends learn()
+
+    def _on_rollout_end(self) -> None:
+        self.updates += 1
+
+    def _on_rollout_start(self) -> None:
+        buffer = self.model.ep_info_buffer
+        recent = [ep["r"] for ep in list(buffer)[-WINDOW:]]
+        if len(recent) < WINDOW or statistics.fmean(recent) < TARGET:
+            return
+        if self.updates < self.next_confirm:
+            return
+        self.eval_env.seed(self.seed + 1_000_003)
+        mean, _ = evaluate_policy(self.model, self.eval_env, n_eval_episodes=EVAL_EPISODES,
+                                  deterministic=True)
+        if mean >= TARGET:
+            self.eval_mean = float(mean)
+        else:
+            self.next_confirm = self.updates + CONFIRM_GAP
+
+
+def sb3_run(seed: int) -> dict[str, Any]:
+    envs = make_vec_env("CartPole-v1", n_envs=ENVS, seed=seed)
+    model = PPO("MlpPolicy", envs, n_steps=STEPS, batch_size=ENVS * STEPS // MINIBATCHES,
+                n_epochs=EPOCHS, learning_rate=lambda progress: LR * progress, gamma=0.99,
+                gae_lambda=0.95, clip_range=0.2, ent_coef=0.0, vf_coef=0.5, max_grad_norm=0.5,
+                seed=seed, device="cpu")
+    callback = _ConfirmedTarget(make_vec_env("CartPole-v1", n_envs=1, seed=seed), seed)
+    t0 = time.perf_counter()
+    model.learn(total_timesteps=MAX_UPDATES * ENVS * STEPS, callback=callback)
+    wall = time.perf_counter() - t0
+    return {"wall_s": wall, "env_steps": int(model.num_timesteps), "updates": callback.updates,
+            "eval_mean": callback.eval_mean, "reached": callback.eval_mean is not None}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
+    parser.add_argument("--sb3-threads", type=int, default=1,
+                        help="torch threads for SB3 (1 is its fastest on a small MLP here)")
+    parser.add_argument("--out", type=Path, default=Path("bench/results/ppo_cartpole.json"))
+    args = parser.parse_args()
+    torch.set_num_threads(args.sb3_threads)
+    console = Console()
+    runs: dict[str, list[dict[str, Any]]] = {"faasrl": [], "sb3": []}
+    for seed in args.seeds:  # interleaved, so drift hits both alike
+        runs["faasrl"].append({"seed": seed, **faasrl_run(seed)})
+        with console.status(f"SB3 seed {seed}"):
+            runs["sb3"].append({"seed": seed, **sb3_run(seed)})
+
+    table = Table("system", "seed", "reached 475", "updates", "env steps", "wall s",
+                  "eval mean", title="PPO CartPole-v1 to 475")
+    for system, rows in runs.items():
+        for r in rows:
+            table.add_row(system, str(r["seed"]), "yes" if r["reached"] else "NO",
+                          str(r["updates"]), f"{r['env_steps']:,}", f"{r['wall_s']:.1f}",
+                          "-" if r["eval_mean"] is None else f"{r['eval_mean']:.1f}")
+    console.print(table)
+    median = {s: {k: statistics.median(r[k] for r in rows) for k in ("wall_s", "env_steps")}
+              for s, rows in runs.items()}
+    summary = {"median": median,
+               "wall_ratio_faasrl_over_sb3": median["faasrl"]["wall_s"] / median["sb3"]["wall_s"],
+               "steps_ratio_faasrl_over_sb3":
+                   median["faasrl"]["env_steps"] / median["sb3"]["env_steps"]}
+    console.print(f"median wall time faasrl / SB3: {summary['wall_ratio_faasrl_over_sb3']:.2f}x; "
+                  f"median env steps faasrl / SB3: {summary['steps_ratio_faasrl_over_sb3']:.2f}x")
+    write_results(args.out, {"runs": runs, "summary": summary})
+    console.print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,120 @@
+"""The learner function: one PPO update per round on that round's trajectories.
+
+It keeps the model and its optimizer warm between rounds, and loads both from Redis when this
+container has not seen the job's current version (a cold start, or another container did the
+last update). The round's batches are acknowledged only after the new version is published, so a
+learner that dies mid-update loses no data. Uses CUDA when the container has a GPU.
+
+    args: {mode: "init", job}  -> builds the seeded initial policy, publishes version 0
+          {mode: "update", job, round, version, slots, hyperparameters, kl_coef, total_rounds}
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import Any
+
+import numpy as np
+import redis
+import torch
+
+from faasrl.cache.params import ParameterStore
+from faasrl.cache.trajectories import TrajectorySchema, TrajectoryStream
+from faasrl.rl.policy import ActorCritic, PolicySpec, policy_spec_for
+from faasrl.rl.ppo import PPOConfig, annealed_lr, ppo_update
+
+DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
+KEYS = ("obs", "actions", "logprobs", "values", "advantages", "returns")
+_clients: dict[str, redis.Redis] = {}
+_learners: dict[str, _Learner] = {}
+
+
+class _Learner:
+    def __init__(self, spec: PolicySpec, learning_rate: float):
+        self.spec = spec
+        self.model = ActorCritic(spec).to(DEVICE)
+        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=learning_rate, eps=1e-5)
+        self.version: int | None = None
+
+
+def _redis(args: dict[str, Any]) -> redis.Redis:
+    url = args.get("redis_url") or os.environ["FAASRL_REDIS_URL"]
+    if url not in _clients:
+        _clients[url] = redis.Redis.from_url(url)
+    return _clients[url]
+
+
+def _metadata(job: dict[str, Any], spec: PolicySpec) -> dict[str, str]:
+    return {"env_id": job["env_id"], "policy": json.dumps(spec.to_dict())}
+
+
+def init(job: dict[str, Any], store: ParameterStore) -> dict[str, Any]:
+    spec = policy_spec_for(job["env_id"])
+    torch.manual_seed(job["seed"])
+    model = ActorCritic(spec)
+    store.publish(0, model.state_dict(), _metadata(job, spec))
+    return {"policy": spec.to_dict(), "version": 0,
+            "parameters": sum(p.numel() for p in model.parameters())}
+
+
+def _warm(job: dict[str, Any], cfg: PPOConfig, store: ParameterStore, version: int) -> _Learner:
+    """The job's learner at ``version``: kept from the last round, else loaded from Redis."""
+    learner = _learners.get(job["id"])
+    if learner is None:
+        learner = _learners[job["id"]] = _Learner(PolicySpec.from_dict(job["policy"]),
+                                                  cfg.learning_rate)
+    if learner.version != version:
+        weights, _ = store.load(version)
+        learner.model.load_state_dict(weights)
+        saved = store.load_optimizer()
+        if saved is not None and saved[1] == version:
+            learner.optimizer.load_state_dict(saved[0])
+        else:
+            learner.optimizer = torch.optim.Adam(learner.model.parameters(),
+                                                 lr=cfg.learning_rate, eps=1e-5)
+        learner.version = version
+    return learner
+
+
+def main(args: dict[str, Any], context: Any) -> dict[str, Any]:
+    job, r = args["job"], _redis(args)
+    store = ParameterStore(r, job["id"])
+    if args["mode"] == "init":
+        return init(job, store)
+
+    round_, version = int(args["round"]), int(args["version"])
+    cfg = PPOConfig(**args["hyperparameters"])
+    cfg.kl_coef = float(args.get("kl_coef", cfg.kl_coef))
+    learner = _warm(job, cfg, store, version)
+    spec = learner.spec
+    schema = TrajectorySchema.for_policy(spec.obs_shape, spec.obs_dtype, spec.action_shape,
+                                         spec.action_dtype)
+    stream = TrajectoryStream(r, job["id"])
+
+    t0 = time.monotonic()
+    batches, rejected = stream.read_round(round_, args["slots"], schema, timeout_s=30)
+    if not batches:
+        reasons = "; ".join(x.reason for x in rejected) or "none arrived"
+        raise RuntimeError(f"round {round_}: no valid trajectories ({reasons})")
+    data = {k: torch.as_tensor(np.concatenate([b.arrays[k] for b in batches])).to(DEVICE)
+            for k in KEYS}
+    t1 = time.monotonic()
+
+    generator = torch.Generator().manual_seed(job["seed"] * 7919 + round_)
+    lr = annealed_lr(cfg, round_, args.get("total_rounds"))
+    stats = ppo_update(learner.model, learner.optimizer, data, cfg, generator=generator, lr=lr)
+    if spec.normalize_obs:  # after the update: the batch was collected under the old stats
+        learner.model.update_obs_stats(data["obs"])
+    t2 = time.monotonic()
+
+    store.save_optimizer(learner.optimizer.state_dict(), version + 1)
+    store.publish(version + 1, learner.model.state_dict(), _metadata(job, spec))
+    learner.version = version + 1
+    stream.ack(batches)
+    t3 = time.monotonic()
+    return {"version": version + 1, **stats, "samples": len(data["obs"]),
+            "rejected": [x.to_dict() for x in rejected], "read_s": t1 - t0,
+            "update_s": t2 - t1, "publish_s": t3 - t2, "device": str(DEVICE)}

@@ -1,0 +1,157 @@
+"""Training jobs: submit, list, inspect, follow (server-sent events), download, cancel, resume."""
+
+from __future__ import annotations
+
+import asyncio
+import csv
+import io
+import json
+from collections.abc import AsyncIterator
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Depends, Header, HTTPException, Query, Request, Response, status
+from fastapi.responses import StreamingResponse
+
+from faasrl.cache.keys import job_key
+from faasrl.gateway.auth import require_token
+from faasrl.gateway.errors import FieldError
+from faasrl.gateway.schemas import ErrorOut
+from faasrl.gateway.services import ServicesDep
+from faasrl.jobs.manager import JobConflict, JobNotFound, MissingFunction
+from faasrl.jobs.spec import JobSpec
+from faasrl.jobs.store import ACTIVE, JobRecord
+
+router = APIRouter(prefix="/v1/jobs", tags=["jobs"], dependencies=[Depends(require_token)],
+                   responses={401: {"model": ErrorOut}, 404: {"model": ErrorOut}})
+POLL_S = 0.5
+HEARTBEAT_S = 15.0
+
+
+async def _get(svc: ServicesDep, job_id: str) -> JobRecord:
+    try:
+        return await svc.jobs.get(job_id)
+    except JobNotFound as exc:
+        raise HTTPException(404, str(exc)) from None
+
+
+@router.post("", response_model=JobRecord, status_code=status.HTTP_201_CREATED,
+             responses={422: {"model": ErrorOut}})
+async def submit(spec: JobSpec, svc: ServicesDep) -> JobRecord:
+    """Start a training job; hyper-parameters left out take defaults for the env's family."""
+    try:
+        return await svc.jobs.submit(spec)
+    except MissingFunction as exc:
+        raise FieldError({exc.field: str(exc)}) from None
+
+
+@router.get("", response_model=list[JobRecord])
+async def list_jobs(svc: ServicesDep) -> list[JobRecord]:
+    return [await svc.jobs.get(rec.id) for rec in await svc.jobs.store.list()]
+
+
+@router.get("/{job_id}", response_model=JobRecord)
+async def get_job(job_id: str, svc: ServicesDep) -> JobRecord:
+    """Status, round, latest metrics row (``last_row``), cost and evaluation."""
+    return await _get(svc, job_id)
+
+
+@router.get("/{job_id}/metrics", responses={200: {"content": {"text/csv": {}}}})
+async def metrics(job_id: str, svc: ServicesDep,
+                  format: Annotated[Literal["json", "csv"], Query()] = "json") -> Response:
+    """One row per round, as JSON or CSV."""
+    await _get(svc, job_id)
+    rows = await svc.jobs.store.rows(job_id)
+    if format == "json":
+        return Response(json.dumps(rows), media_type="application/json")
+    columns: list[str] = []
+    for row in rows:
+        columns += [k for k in row if k not in columns]
+    out = io.StringIO()
+    writer = csv.DictWriter(out, columns, extrasaction="ignore")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: json.dumps(v) if isinstance(v, list | dict) else v
+                         for k, v in row.items()})
+    return Response(out.getvalue(), media_type="text/csv",
+                    headers={"Content-Disposition": f'attachment; filename="{job_id}.csv"'})
+
+
+@router.get("/{job_id}/events", response_class=StreamingResponse,
+            responses={200: {"content": {"text/event-stream": {}}}})
+async def events(job_id: str, request: Request, svc: ServicesDep,
+                 last_event_id: Annotated[int | None, Header()] = None) -> StreamingResponse:
+    """Server-sent events: ``round`` (a metrics row, ``id`` = its index) as each round ends,
+    then ``end`` (the job record) when the job is no longer active. Reconnect with
+    ``Last-Event-ID`` to continue after the last row received."""
+    await _get(svc, job_id)
+    start = 0 if last_event_id is None else last_event_id + 1
+
+    async def stream() -> AsyncIterator[str]:
+        index, quiet = start, 0.0
+        while not request.app.state.closing:
+            rows = await svc.jobs.store.rows(job_id, index)
+            for row in rows:
+                yield f"id: {index}\nevent: round\ndata: {json.dumps(row)}\n\n"
+                index += 1
+            rec = await svc.jobs.get(job_id)
+            if rec.status not in ACTIVE and not await svc.jobs.store.rows(job_id, index):
+                yield f"event: end\ndata: {rec.model_dump_json()}\n\n"
+                return
+            quiet = 0.0 if rows else quiet + POLL_S
+            if quiet >= HEARTBEAT_S:
+                yield ": keep-alive\n\n"
+                quiet = 0.0
+            if await request.is_disconnected():
+                return
+            await asyncio.sleep(POLL_S)
+
+    return StreamingResponse(stream(), media_type="text/event-stream",
+                             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+
+@router.get("/{job_id}/model", response_class=Response,
+            responses={200: {"content": {"application/octet-stream": {}}}})
+async def model(job_id: str, svc: ServicesDep,
+                version: Annotated[int | None, Query(ge=0)] = None) -> Response:
+    """The policy's weights as safetensors (metadata: ``policy``, ``env_id``, ``version``);
+    the latest version unless ``version`` is given."""
+    rec = await _get(svc, job_id)
+    if rec.version is None:
+        raise HTTPException(404, f"job {job_id} has no weights yet")
+    version = rec.version if version is None else version
+    blob = await svc.redis.get(job_key(job_id, "params", version))
+    if blob is None:
+        raise HTTPException(404, f"job {job_id}: version {version} is not kept "
+                                 f"(the latest is {rec.version})")
+    return Response(blob, media_type="application/octet-stream", headers={
+        "Content-Disposition": f'attachment; filename="{job_id}-v{version}.safetensors"',
+        "X-Faasrl-Version": str(version)})
+
+
+@router.post("/{job_id}/cancel", response_model=JobRecord, responses={409: {"model": ErrorOut}})
+async def cancel(job_id: str, svc: ServicesDep) -> JobRecord:
+    """Stop a job now (its round in progress is abandoned); its data stays, so it can be
+    resumed from its last completed round."""
+    await _get(svc, job_id)
+    try:
+        return await svc.jobs.cancel(job_id)
+    except JobConflict as exc:
+        raise HTTPException(409, str(exc)) from None
+
+
+@router.post("/{job_id}/resume", response_model=JobRecord, responses={409: {"model": ErrorOut}})
+async def resume(job_id: str, svc: ServicesDep) -> JobRecord:
+    """Continue a cancelled, failed or interrupted job from its last saved round."""
+    await _get(svc, job_id)
+    try:
+        return await svc.jobs.resume(job_id)
+    except JobConflict as exc:
+        raise HTTPException(409, str(exc)) from None
+
+
+@router.delete("/{job_id}", status_code=status.HTTP_204_NO_CONTENT)
+async def delete(job_id: str, svc: ServicesDep) -> Response:
+    """Stop the job if it runs, then delete all its data (Redis keys, checkpoints)."""
+    await _get(svc, job_id)
+    await svc.jobs.delete(job_id)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)

@@ -1,0 +1,39 @@
+"""What a run costs, serverless next to serverful, from the invocations' billed durations.
+
+Defaults are the seeds' (US East prices): actors billed as Lambda (GB-seconds plus requests),
+learners as a share of a p3.2xlarge (its hourly price over the learners one VM holds), and the
+serverful baseline as the run's wall time on the VMs a serverful deployment keeps running.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from faasrl.invoker.records import InvocationRecord
+
+
+class Pricing(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    lambda_gb_s: float = Field(0.0000166667, ge=0, description="USD per GB-second")
+    lambda_request: float = Field(0.20 / 1e6, ge=0, description="USD per request")
+    learner_vm_hour: float = Field(3.06, ge=0, description="p3.2xlarge, USD per hour")
+    learners_per_vm: int = Field(4, ge=1)
+    serverful_vm_hour: float = Field(3.06 + 0.68, ge=0,
+                                     description="learner VM + actor VM (c5.4xlarge), USD/hour")
+
+
+def actor_cost(records: Iterable[InvocationRecord], pricing: Pricing) -> float:
+    return sum(r.billed_ms / 1000 * r.memory_mb / 1024 * pricing.lambda_gb_s
+               + pricing.lambda_request for r in records)
+
+
+def learner_cost(records: Iterable[InvocationRecord], pricing: Pricing) -> float:
+    per_second = pricing.learner_vm_hour / pricing.learners_per_vm / 3600
+    return sum(r.billed_ms / 1000 * per_second for r in records)
+
+
+def serverful_cost(wall_s: float, pricing: Pricing) -> float:
+    return wall_s * pricing.serverful_vm_hour / 3600

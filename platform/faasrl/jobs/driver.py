@@ -1,0 +1,287 @@
+"""The job driver: one synchronous PPO job, round by round, as an asyncio task in the gateway.
+
+A round k (the MinionsRL/Nitro loop):
+  1. the controller picks I_k, the number of actors;
+  2. I_k actor functions run concurrently, each with policy version k: it rolls out its envs
+     (kept warm in its container), writes one trajectory blob to the job's stream in Redis and
+     returns a small summary;
+  3. the learner function reads the round's blobs, runs the PPO update and publishes version k+1;
+  4. a metrics row (returns, times, cold starts, cost) is appended and the record saved.
+Bulk data goes through Redis only; what passes through the invoker is small JSON. The driver
+itself does no tensor work, so the gateway needs no torch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+from redis.asyncio import Redis
+
+from faasrl.cache.keys import job_key
+from faasrl.controllers import Controller, RoundContext, build_controller
+from faasrl.invoker import InvocationRecord, Invoker, InvokerError
+from faasrl.jobs.checkpoint import read_checkpoint, write_checkpoint
+from faasrl.jobs.cost import actor_cost, learner_cost, serverful_cost
+from faasrl.jobs.store import Evaluation, JobRecord, JobStore
+
+log = logging.getLogger(__name__)
+CONFIRM_GAP = 5  # rounds between evaluations that try to confirm a reached target
+
+
+class JobError(RuntimeError):
+    """A round could not complete; the message says which function failed and why."""
+
+
+def _describe(rec: InvocationRecord) -> str:
+    err = rec.error or {}
+    return f"{rec.function} ({rec.status}): {err.get('type', '?')}: {err.get('message', '')}"
+
+
+class JobDriver:
+    def __init__(self, record: JobRecord, *, store: JobStore, invoker: Invoker, redis: Redis,
+                 checkpoints: Path):
+        self.record = record
+        self.store = store
+        self.invoker = invoker
+        self.redis = redis
+        self.folder = checkpoints / record.id
+        self.shutting_down = False
+        self._history: list[dict[str, Any]] = []
+        self._next_confirm = 0  # first round at which a reached target may be evaluated
+
+    # ------------------------------------------------------------------- the job
+    async def run(self) -> None:
+        rec, spec = self.record, self.record.spec
+        rec.status, rec.error, rec.stop_reason = "running", None, None
+        rec.started_at = rec.started_at or time.time()
+        await self.store.save(rec)
+        self._clock, self._wall_before = time.monotonic(), rec.wall_s
+        try:
+            if rec.version is None:
+                await self._initialize()
+            else:
+                await self._restore()
+            self._history = await self.store.rows(rec.id)
+            controller = build_controller(spec.controller)
+            controller.load_state_dict(rec.controller_state)
+            while (reason := await self._stop_reason()) is None:
+                await self._round(controller)
+            rec.stop_reason = reason
+            if spec.evaluation_episodes and (rec.evaluation is None
+                                             or rec.evaluation.version != rec.version):
+                rec.evaluation = await self._evaluate()
+            rec.status = "succeeded"
+        except asyncio.CancelledError:
+            rec.status = "interrupted" if self.shutting_down else "cancelled"
+            raise
+        except Exception as exc:
+            log.warning("job %s failed: %s", rec.id, exc)
+            rec.status, rec.error = "failed", str(exc)
+        finally:
+            rec.wall_s = self._wall()
+            if rec.status != "interrupted":
+                rec.finished_at = time.time()
+            await self.store.save(rec)
+            if rec.version is not None:
+                await self._checkpoint()
+
+    async def _stop_reason(self) -> str | None:
+        rec, stop = self.record, self.record.spec.stop
+        if (reached := await self._target_reached()) is not None:
+            return reached
+        if stop.max_rounds is not None and rec.round >= stop.max_rounds:
+            return f"max_rounds ({stop.max_rounds}) done"
+        if stop.max_env_steps is not None and rec.env_steps >= stop.max_env_steps:
+            return f"max_env_steps ({stop.max_env_steps}) reached"
+        if stop.budget_usd is not None and rec.cost_usd >= stop.budget_usd:
+            return f"budget (${stop.budget_usd:g}) spent"
+        if stop.max_wall_s is not None and self._wall() >= stop.max_wall_s:
+            return f"max_wall_s ({stop.max_wall_s:g}) reached"
+        return None
+
+    async def _target_reached(self) -> str | None:
+        """Whether the policy reached ``target_reward``.
+
+        Training returns come from several recent versions of a sampling policy, so a window
+        that reaches the target is confirmed by evaluating the current version (when the job
+        evaluates at all); a failed confirmation is retried only ``CONFIRM_GAP`` rounds later.
+        """
+        rec, spec = self.record, self.record.spec
+        target, mean = spec.stop.target_reward, rec.recent_mean_return
+        if (target is None or mean is None or len(rec.recent_returns) < spec.stop.target_window
+                or mean < target):
+            return None
+        reached = f"target reward reached: training mean {mean:.1f} over " \
+                  f"{spec.stop.target_window} episodes"
+        if not spec.stop.confirm_target or not spec.evaluation_episodes:
+            return reached
+        if rec.round < self._next_confirm:
+            return None
+        rec.evaluation = await self._evaluate()
+        await self.store.save(rec)
+        if rec.evaluation.mean >= target:
+            return f"{reached}, evaluation mean {rec.evaluation.mean:.1f} over " \
+                   f"{rec.evaluation.episodes}"
+        self._next_confirm = rec.round + CONFIRM_GAP
+        return None
+
+    # ------------------------------------------------------------------ a round
+    async def _round(self, controller: Controller) -> None:
+        rec, spec = self.record, self.record.spec
+        k, version = rec.round, rec.version
+        budget_left = None if spec.stop.budget_usd is None else spec.stop.budget_usd - rec.cost_usd
+        n = max(1, controller.actors(RoundContext(k, self._history, budget_left)))
+        self.invoker.prewarm(spec.actor_function, n)
+
+        t0 = time.monotonic()
+        actors = await asyncio.gather(*(
+            self._invoke(spec.actor_function, {"mode": "rollout", "job": self._job_args(),
+                                               "round": k, "slot": slot, "version": version})
+            for slot in range(n)))
+        t1 = time.monotonic()
+        ok = [(slot, r) for slot, r in enumerate(actors) if r.status == "success"]
+        failed = [r for r in actors if r.status != "success"]
+        if not ok:
+            raise JobError(f"round {k}: every actor failed; {_describe(failed[0])}")
+
+        learner = await self._invoke(spec.learner_function, {
+            "mode": "update", "job": self._job_args(), "round": k, "version": version,
+            "slots": [slot for slot, _ in ok], "kl_coef": rec.kl_coef,
+            "hyperparameters": spec.hyperparameters.model_dump(),
+            "total_rounds": spec.stop.max_rounds})
+        if learner.status != "success":
+            raise JobError(f"round {k}: {_describe(learner)}")
+        out = learner.result
+        t2 = time.monotonic()
+
+        summaries = [r.result for _, r in ok]
+        returns = [float(ret) for s in summaries for ret, _ in s["episodes"]]
+        steps = sum(int(s["steps"]) for s in summaries)
+        run_times = [r.run_s for _, r in ok]
+        cost_actors = actor_cost(actors, spec.pricing)
+        cost_learner = learner_cost([learner], spec.pricing)
+        rec.round, rec.version = k + 1, int(out["version"])
+        rec.env_steps += steps
+        rec.kl_coef = float(out.get("kl_coef", rec.kl_coef))
+        rec.recent_returns = (rec.recent_returns + returns)[-spec.stop.target_window:]
+        rec.cost_usd += cost_actors + cost_learner
+        rec.wall_s = self._wall()
+        rec.serverful_cost_usd = serverful_cost(rec.wall_s, spec.pricing)
+        rec.controller_state = controller.state_dict()
+        row = {
+            "round": k, "actors": n, "actor_failures": len(failed),
+            "version": rec.version, "env_steps": steps, "total_env_steps": rec.env_steps,
+            "episodes": len(returns),
+            "mean_return": statistics.fmean(returns) if returns else None,
+            "max_return": max(returns) if returns else None,
+            "recent_mean_return": rec.recent_mean_return,
+            "round_s": t2 - t0, "actor_phase_s": t1 - t0, "learner_phase_s": t2 - t1,
+            "actor_s_max": max(run_times), "actor_s_mean": statistics.fmean(run_times),
+            "learner_s": learner.run_s,
+            "cold_starts": sum(r.cold for r in [*actors, learner]),
+            "queue_s_max": max(r.queue_s for r in [*actors, learner]),
+            "loss": out.get("loss"), "pg_loss": out.get("pg_loss"), "v_loss": out.get("v_loss"),
+            "entropy": out.get("entropy"), "approx_kl": out.get("approx_kl"),
+            "clipfrac": out.get("clipfrac"), "explained_variance": out.get("explained_variance"),
+            "lr": out.get("lr"), "samples": out.get("samples"),
+            "rejected": len(out.get("rejected", [])),
+            "transfer_s": out.get("read_s", 0.0) + max(s.get("write_s", 0.0) for s in summaries),
+            "cost_actors": cost_actors, "cost_learner": cost_learner,
+            "cost_round": cost_actors + cost_learner, "cost_total": rec.cost_usd,
+            "serverful_cost_total": rec.serverful_cost_usd, "wall_s": rec.wall_s,
+        }
+        if failed:
+            row["actor_error"] = _describe(failed[0])
+        if out.get("rejected"):
+            row["rejected_reasons"] = [r["reason"] for r in out["rejected"]][:5]
+        rec.last_row = row
+        self._history.append(row)
+        await self.store.save_round(rec, row)
+        if rec.round % spec.checkpoint_every == 0:
+            await self._checkpoint()
+
+    # -------------------------------------------------------------------- steps
+    async def _initialize(self) -> None:
+        """The learner builds the seeded initial policy and publishes it as version 0."""
+        rec = self.record
+        out = await self._invoke(rec.spec.learner_function,
+                                 {"mode": "init", "job": self._job_args()})
+        if out.status != "success":
+            raise JobError(f"initializing the policy: {_describe(out)}")
+        rec.policy, rec.version = out.result["policy"], int(out.result["version"])
+        rec.kl_coef = rec.spec.hyperparameters.kl_coef
+        await self.store.save(rec)
+
+    async def _restore(self) -> None:
+        """Continue from the last state: Redis first, the disk checkpoint when Redis lost it."""
+        rec = self.record
+        latest = await self.redis.get(job_key(rec.id, "params", "latest"))
+        if latest is None:
+            saved = await asyncio.to_thread(read_checkpoint, self.folder)
+            if saved is None:
+                raise JobError(f"job {rec.id}: no weights in Redis and no checkpoint in "
+                               f"{self.folder}")
+            record_json, weights, optimizer = saved
+            disk = JobRecord.model_validate_json(record_json)
+            for field in ("round", "version", "env_steps", "wall_s", "cost_usd",
+                          "serverful_cost_usd", "recent_returns", "kl_coef",
+                          "controller_state", "last_row", "policy"):
+                setattr(rec, field, getattr(disk, field))
+            async with self.redis.pipeline(transaction=True) as pipe:
+                pipe.set(job_key(rec.id, "params", rec.version), weights)
+                pipe.set(job_key(rec.id, "params", "latest"), rec.version)
+                if optimizer is not None:
+                    pipe.set(job_key(rec.id, "optimizer"), optimizer)
+                    pipe.set(job_key(rec.id, "optimizer", "version"), rec.version)
+                await pipe.execute()
+            self._wall_before = rec.wall_s
+        elif int(latest) > (rec.version or 0):
+            # The learner published a version whose round the driver never recorded (the
+            # gateway stopped in between): continue from it; that round's row is lost.
+            log.warning("job %s: adopting version %s published before the restart", rec.id,
+                        int(latest))
+            rec.round += int(latest) - (rec.version or 0)
+            rec.version = int(latest)
+
+    async def _evaluate(self) -> Evaluation:
+        rec = self.record
+        out = await self._invoke(rec.spec.actor_function, {
+            "mode": "evaluate", "job": self._job_args(), "version": rec.version,
+            "episodes": rec.spec.evaluation_episodes, "seed": rec.spec.seed + 1_000_003})
+        if out.status != "success":
+            raise JobError(f"evaluation: {_describe(out)}")
+        returns = [float(x) for x in out.result["returns"]]
+        return Evaluation(version=rec.version or 0, episodes=len(returns),
+                          mean=statistics.fmean(returns),
+                          std=statistics.pstdev(returns) if len(returns) > 1 else 0.0,
+                          min=min(returns), max=max(returns), returns=returns)
+
+    async def _checkpoint(self) -> None:
+        rec = self.record
+        weights = await self.redis.get(job_key(rec.id, "params", rec.version))
+        if weights is None:
+            return
+        optimizer = await self.redis.get(job_key(rec.id, "optimizer"))
+        await asyncio.to_thread(write_checkpoint, self.folder, rec.model_dump_json(), weights,
+                                optimizer)
+
+    async def _invoke(self, function: str, args: dict[str, Any]) -> InvocationRecord:
+        try:
+            return await self.invoker.invoke(function, args)
+        except InvokerError as exc:
+            raise JobError(f"{function}: {exc.kind}: {exc.message}") from exc
+
+    def _job_args(self) -> dict[str, Any]:
+        rec, spec = self.record, self.record.spec
+        hp = spec.hyperparameters
+        return {"id": rec.id, "env_id": spec.env_id, "policy": rec.policy, "seed": spec.seed,
+                "envs": spec.envs_per_actor, "steps": spec.steps_per_actor, "gamma": hp.gamma,
+                "gae_lambda": hp.gae_lambda, "compress": spec.compress}
+
+    def _wall(self) -> float:
+        return self._wall_before + (time.monotonic() - self._clock)

@@ -1,0 +1,111 @@
+"""Submits, cancels, resumes and deletes jobs; owns their driver tasks in the gateway."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import time
+import uuid
+from pathlib import Path
+
+from redis.asyncio import Redis
+
+from faasrl.invoker import Invoker
+from faasrl.invoker.errors import FunctionNotFound
+from faasrl.jobs.driver import JobDriver
+from faasrl.jobs.spec import JobSpec
+from faasrl.jobs.store import ACTIVE, JobRecord, JobStore
+
+
+class JobNotFound(LookupError):
+    pass
+
+
+class JobConflict(RuntimeError):
+    """The job is not in a state that allows this (e.g. resuming a running job)."""
+
+
+class MissingFunction(ValueError):
+    def __init__(self, field: str, message: str):
+        super().__init__(message)
+        self.field = field
+
+
+class JobManager:
+    def __init__(self, store: JobStore, invoker: Invoker, redis: Redis, checkpoints: Path):
+        self.store = store
+        self._invoker = invoker
+        self._redis = redis
+        self._checkpoints = checkpoints
+        self._running: dict[str, tuple[JobDriver, asyncio.Task[None]]] = {}
+
+    async def start(self) -> None:
+        """Resume the jobs a stopped (or crashed) gateway was running."""
+        for rec in await self.store.list():
+            if rec.status in (*ACTIVE, "interrupted"):
+                self._launch(rec)
+
+    async def close(self) -> None:
+        """Stop every driver; their jobs are marked interrupted and resume at the next start."""
+        for driver, task in list(self._running.values()):
+            driver.shutting_down = True
+            task.cancel()
+        await asyncio.gather(*(t for _, t in self._running.values()), return_exceptions=True)
+
+    async def submit(self, spec: JobSpec) -> JobRecord:
+        for field, name in (("actor_function", spec.actor_function),
+                            ("learner_function", spec.learner_function)):
+            try:
+                self._invoker.pool.spec(name)
+            except FunctionNotFound:
+                raise MissingFunction(field, f"no function named {name!r} is registered") \
+                    from None
+        rec = JobRecord(id=uuid.uuid4().hex[:12], spec=spec, created_at=time.time())
+        await self.store.save(rec)
+        self._launch(rec)
+        return rec
+
+    async def get(self, job_id: str) -> JobRecord:
+        rec = await self.store.get(job_id)
+        if rec is None:
+            raise JobNotFound(f"no job {job_id!r}")
+        if job_id in self._running:  # the live record is newer than the saved one
+            return self._running[job_id][0].record
+        return rec
+
+    async def cancel(self, job_id: str) -> JobRecord:
+        rec = await self.get(job_id)
+        if job_id in self._running:
+            _, task = self._running[job_id]
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            return await self.get(job_id)
+        if rec.status not in (*ACTIVE, "interrupted"):
+            raise JobConflict(f"job {job_id} is {rec.status}; only an active job can be "
+                              "cancelled")
+        rec.status, rec.finished_at = "cancelled", time.time()
+        await self.store.save(rec)
+        return rec
+
+    async def resume(self, job_id: str) -> JobRecord:
+        rec = await self.get(job_id)
+        if job_id in self._running or rec.status == "succeeded":
+            raise JobConflict(f"job {job_id} is {rec.status}; only a cancelled, failed or "
+                              "interrupted job can be resumed")
+        rec.finished_at = None
+        self._launch(rec)
+        return rec
+
+    async def delete(self, job_id: str) -> None:
+        await self.get(job_id)
+        if job_id in self._running:
+            await self.cancel(job_id)
+        await self.store.delete(job_id)
+        await asyncio.to_thread(shutil.rmtree, self._checkpoints / job_id, True)
+
+    def _launch(self, rec: JobRecord) -> None:
+        driver = JobDriver(rec, store=self.store, invoker=self._invoker, redis=self._redis,
+                           checkpoints=self._checkpoints)
+        task = asyncio.create_task(driver.run(), name=f"job-{rec.id}")
+        self._running[rec.id] = (driver, task)
+        task.add_done_callback(lambda _: self._running.pop(rec.id, None))

@@ -1,0 +1,95 @@
+"""Jobs in Redis: one record per job, its metrics rows, and an index by creation time."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+from redis.asyncio import Redis
+
+from faasrl.cache.keys import job_key, job_prefix
+from faasrl.jobs.spec import JobSpec
+
+INDEX = "faasrl:jobs"
+JobStatus = Literal["pending", "running", "succeeded", "failed", "cancelled", "interrupted"]
+ACTIVE: tuple[str, ...] = ("pending", "running")
+
+
+class Evaluation(BaseModel):
+    version: int
+    episodes: int
+    mean: float
+    std: float
+    min: float
+    max: float
+    returns: list[float]
+
+
+class JobRecord(BaseModel):
+    id: str
+    spec: JobSpec
+    status: JobStatus = "pending"
+    stop_reason: str | None = None
+    error: str | None = None
+    created_at: float
+    started_at: float | None = None
+    finished_at: float | None = None
+    round: int = Field(0, description="rounds completed")
+    version: int | None = Field(None, description="the latest policy version")
+    policy: dict[str, Any] | None = Field(None, description="the policy's PolicySpec")
+    env_steps: int = 0
+    wall_s: float = Field(0.0, description="time spent running, restarts excluded")
+    cost_usd: float = Field(0.0, description="serverless: actors + learner")
+    serverful_cost_usd: float = Field(0.0, description="the same run on always-on VMs")
+    recent_returns: list[float] = Field(default_factory=list)
+    kl_coef: float = 0.0
+    controller_state: dict[str, Any] = Field(default_factory=dict)
+    last_row: dict[str, Any] | None = None
+    evaluation: Evaluation | None = None
+
+    @property
+    def recent_mean_return(self) -> float | None:
+        r = self.recent_returns
+        return sum(r) / len(r) if r else None
+
+
+class JobStore:
+    def __init__(self, redis: Redis):
+        self._redis = redis
+
+    async def save(self, rec: JobRecord) -> None:
+        async with self._redis.pipeline(transaction=True) as pipe:
+            pipe.set(job_key(rec.id, "record"), rec.model_dump_json())
+            pipe.zadd(INDEX, {rec.id: rec.created_at})
+            await pipe.execute()
+
+    async def save_round(self, rec: JobRecord, row: dict[str, Any]) -> None:
+        """Append a round's row and save the record that includes it, atomically."""
+        async with self._redis.pipeline(transaction=True) as pipe:
+            pipe.rpush(job_key(rec.id, "metrics"), json.dumps(row))
+            pipe.set(job_key(rec.id, "record"), rec.model_dump_json())
+            await pipe.execute()
+
+    async def get(self, job_id: str) -> JobRecord | None:
+        raw = await self._redis.get(job_key(job_id, "record"))
+        return None if raw is None else JobRecord.model_validate_json(raw)
+
+    async def list(self) -> list[JobRecord]:
+        ids = [i.decode() for i in await self._redis.zrange(INDEX, 0, -1)]
+        if not ids:
+            return []
+        raws = await self._redis.mget([job_key(i, "record") for i in ids])
+        return [JobRecord.model_validate_json(r) for r in raws if r]
+
+    async def rows(self, job_id: str, start: int = 0) -> list[dict[str, Any]]:
+        return [json.loads(r) for r in await self._redis.lrange(job_key(job_id, "metrics"),
+                                                                 start, -1)]
+
+    async def delete(self, job_id: str) -> None:
+        """Delete everything under the job's key prefix."""
+        keys = [k async for k in self._redis.scan_iter(match=job_prefix(job_id) + "*",
+                                                        count=500)]
+        for i in range(0, len(keys), 500):
+            await self._redis.delete(*keys[i:i + 500])
+        await self._redis.zrem(INDEX, job_id)

@@ -1,0 +1,106 @@
+"""Environment construction: one place that knows how each env family is wrapped for training.
+
+Every env is seeded and reset once here (sub-env ``i`` with ``seed + i``), so the caller gets
+ready envs whose randomness depends on ``seed`` alone; later ``reset()`` calls without a seed
+continue those seeded streams, which is what :class:`~faasrl.rl.rollout.Rollout` does.
+"""
+
+from __future__ import annotations
+
+import difflib
+
+import ale_py
+import gymnasium as gym
+import numpy as np
+from gymnasium.vector import AutoresetMode, SyncVectorEnv, VectorEnv
+
+gym.register_envs(ale_py)  # importing ale_py registers the ALE/ ids; this makes the use explicit
+
+
+def env_family(env_id: str) -> str:
+    """``"classic"``, ``"mujoco"``, ``"atari"`` or ``"other"`` (also for unregistered ids)."""
+    if env_id.startswith("ALE/"):
+        return "atari"
+    spec = gym.registry.get(env_id)
+    if spec is None:
+        return "other"
+    entry = spec.entry_point
+    if not isinstance(entry, str):
+        entry = f"{entry.__module__}:{entry.__qualname__}"
+    if entry.startswith("gymnasium.envs.classic_control"):
+        return "classic"
+    if entry.startswith("gymnasium.envs.mujoco"):
+        return "mujoco"
+    return "other"
+
+
+def check_env_id(env_id: str) -> None:
+    """Fail fast, before any env is built, on ids gymnasium does not know; suggest near misses."""
+    if env_id in gym.registry:
+        return
+    close = difflib.get_close_matches(env_id, list(gym.registry), n=3, cutoff=0.6)
+    hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+    raise ValueError(f"unknown gymnasium environment id {env_id!r}{hint}")
+
+
+def _build(env_id: str) -> gym.Env:
+    """One unseeded env with the observation/action preprocessing shared by training and eval."""
+    atari = env_family(env_id) == "atari"
+    env = gym.make(env_id, frameskip=1) if atari else gym.make(env_id)
+    # Innermost, so episode returns and lengths are raw (for Atari, lengths count emulator frames).
+    env = gym.wrappers.RecordEpisodeStatistics(env)
+    if atari:
+        env = gym.wrappers.AtariPreprocessing(
+            env, noop_max=30, frame_skip=4, screen_size=84, grayscale_obs=True,
+            terminal_on_life_loss=False,
+        )
+        env = gym.wrappers.FrameStackObservation(env, 4)
+    if isinstance(env.action_space, gym.spaces.Box):
+        env = gym.wrappers.ClipAction(env)  # Gaussian policies sample unbounded actions
+    return env
+
+
+def _build_train(env_id: str, gamma: float, normalize_reward: bool | None) -> gym.Env:
+    """:func:`_build` plus reward shaping: it helps learning but must never reach evaluation."""
+    family = env_family(env_id)
+    env = _build(env_id)
+    if family == "atari":
+        env = gym.wrappers.TransformReward(env, lambda r: float(np.sign(r)))
+    if family == "mujoco" if normalize_reward is None else normalize_reward:
+        env = gym.wrappers.NormalizeReward(env, gamma=gamma)
+        env = gym.wrappers.ClipReward(env, -10.0, 10.0)
+    return env
+
+
+def make_vec_env(
+    env_id: str,
+    num_envs: int,
+    seed: int,
+    *,
+    gamma: float = 0.99,
+    normalize_reward: bool | None = None,
+) -> VectorEnv:
+    """Training envs, already reset with ``seed`` (sub-env ``i`` gets ``seed + i``).
+
+    Same-step autoreset, so ``infos["final_obs"]`` holds the last observation of an episode that
+    ended on this step (needed to bootstrap truncated episodes). Rewards may be clipped (Atari) or
+    normalised (``normalize_reward``; ``None`` means on for MuJoCo only); ``infos["episode"]``
+    statistics stay raw. Observations are not normalised here: the policy does it.
+    """
+    check_env_id(env_id)
+    envs = SyncVectorEnv(
+        [lambda: _build_train(env_id, gamma, normalize_reward) for _ in range(num_envs)],
+        autoreset_mode=AutoresetMode.SAME_STEP,
+    )
+    envs.reset(seed=seed)
+    envs.action_space.seed(seed)
+    return envs
+
+
+def make_env(env_id: str, seed: int) -> gym.Env:
+    """One evaluation env, already reset with ``seed``: training observations, raw rewards."""
+    check_env_id(env_id)
+    env = _build(env_id)
+    env.reset(seed=seed)
+    env.action_space.seed(seed)
+    return env

@@ -1,0 +1,252 @@
+"""The actor-critic network, and the spec that is enough to rebuild it anywhere (actor or learner).
+
+Everything an observation needs before the layers (pixel scaling, running normalisation) happens
+inside the model, so actors feed raw observations and ship one ``state_dict`` that carries both
+the weights and the normalisation statistics.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+from torch import nn
+from torch.distributions import Categorical, Normal
+
+from faasrl.rl.envs import env_family, make_env
+
+_OBS_DTYPES = ("float32", "uint8")
+_ACTION_KINDS = ("discrete", "continuous")
+_ARCHS = ("mlp", "cnn")
+
+
+@dataclass(frozen=True)
+class PolicySpec:
+    """Shapes and architecture of an :class:`ActorCritic`; JSON-friendly via ``to_dict``.
+
+    ``hidden`` is the MLP's layer widths, or for ``arch="cnn"`` the fully connected widths after
+    the Nature CNN's convolutions (``(512,)`` for Atari).
+    """
+
+    obs_shape: tuple[int, ...]
+    obs_dtype: str
+    action_kind: str
+    action_dim: int
+    action_low: tuple[float, ...] = ()
+    action_high: tuple[float, ...] = ()
+    arch: str = "mlp"
+    hidden: tuple[int, ...] = (64, 64)
+    normalize_obs: bool = False
+
+    def __post_init__(self) -> None:
+        # Specs travel between processes: reject a bad one here, not deep inside a forward pass.
+        for name, value, allowed in (("obs_dtype", self.obs_dtype, _OBS_DTYPES),
+                                     ("action_kind", self.action_kind, _ACTION_KINDS),
+                                     ("arch", self.arch, _ARCHS)):
+            if value not in allowed:
+                raise ValueError(f"PolicySpec.{name} must be one of {allowed}, not {value!r}")
+
+    @property
+    def action_shape(self) -> tuple[int, ...]:
+        return () if self.action_kind == "discrete" else (self.action_dim,)
+
+    @property
+    def action_dtype(self) -> str:
+        return "int64" if self.action_kind == "discrete" else "float32"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> PolicySpec:
+        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in d.items()})
+
+
+def policy_spec_for(env_id: str) -> PolicySpec:
+    """The default policy for an env: read its (preprocessed) spaces, pick the architecture."""
+    env = make_env(env_id, seed=0)
+    # ClipAction widens the wrapped action space to +-inf: the bounds are the base env's.
+    obs_space, action_space = env.observation_space, env.unwrapped.action_space
+    env.close()
+    if not isinstance(obs_space, gym.spaces.Box):
+        raise ValueError(f"{env_id}: unsupported observation space {obs_space}")
+    if isinstance(action_space, gym.spaces.Discrete):
+        action = {"action_kind": "discrete", "action_dim": int(action_space.n)}
+    elif isinstance(action_space, gym.spaces.Box) and len(action_space.shape) == 1:
+        action = {"action_kind": "continuous", "action_dim": action_space.shape[0],
+                  "action_low": tuple(float(x) for x in action_space.low),
+                  "action_high": tuple(float(x) for x in action_space.high)}
+    else:
+        raise ValueError(f"{env_id}: unsupported action space {action_space}")
+    family = env_family(env_id)
+    if family == "atari":
+        arch = {"arch": "cnn", "hidden": (512,)}
+    elif family == "mujoco":
+        arch = {"arch": "mlp", "hidden": (256, 256), "normalize_obs": True}
+    else:
+        arch = {"arch": "mlp", "hidden": (64, 64)}
+    return PolicySpec(
+        obs_shape=tuple(obs_space.shape),
+        # float64 envs (MuJoCo) are cast by the rollout: float32 is plenty and halves the traffic.
+        obs_dtype="uint8" if obs_space.dtype == np.uint8 else "float32",
+        **action,
+        **arch,
+    )
+
+
+def _init(layer: nn.Linear | nn.Conv2d, std: float = math.sqrt(2)) -> nn.Module:
+    """CleanRL's init: orthogonal weights, zero bias."""
+    nn.init.orthogonal_(layer.weight, std)
+    nn.init.constant_(layer.bias, 0.0)
+    return layer
+
+
+def _mlp(n_in: int, hidden: tuple[int, ...], n_out: int, out_std: float) -> nn.Sequential:
+    layers: list[nn.Module] = []
+    for width in hidden:
+        layers += [_init(nn.Linear(n_in, width)), nn.Tanh()]
+        n_in = width
+    return nn.Sequential(*layers, _init(nn.Linear(n_in, n_out), out_std))
+
+
+def _nature_cnn(obs_shape: tuple[int, ...], hidden: tuple[int, ...]) -> nn.Sequential:
+    convs = nn.Sequential(
+        _init(nn.Conv2d(obs_shape[0], 32, 8, stride=4)), nn.ReLU(),
+        _init(nn.Conv2d(32, 64, 4, stride=2)), nn.ReLU(),
+        _init(nn.Conv2d(64, 64, 3, stride=1)), nn.ReLU(),
+        nn.Flatten(),
+    )
+    with torch.no_grad():
+        n_in = convs(torch.zeros(1, *obs_shape)).shape[1]
+    layers: list[nn.Module] = [convs]
+    for width in hidden:
+        layers += [_init(nn.Linear(n_in, width)), nn.ReLU()]
+        n_in = width
+    return nn.Sequential(*layers)
+
+
+def _sample(dist: Categorical | Normal, generator: torch.Generator | None) -> torch.Tensor:
+    """``dist.sample()``, but drawing from ``generator`` (torch's global RNG when None)."""
+    if isinstance(dist, Categorical):
+        return torch.multinomial(dist.probs, 1, generator=generator).squeeze(-1)
+    noise = torch.randn(dist.mean.shape, generator=generator, device=dist.mean.device)
+    return dist.mean + dist.stddev * noise
+
+
+def _log_prob_entropy(
+    dist: Categorical | Normal, action: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-sample log-prob and entropy, summed over the dimensions of a continuous action."""
+    if isinstance(dist, Categorical):
+        return dist.log_prob(action), dist.entropy()
+    return dist.log_prob(action).sum(-1), dist.entropy().sum(-1)
+
+
+class ActorCritic(nn.Module):
+    """PPO's actor-critic, CleanRL style.
+
+    MLP: separate Tanh actor and critic networks. CNN: a Nature CNN trunk shared by both heads.
+    Discrete actions are Categorical; continuous ones a Normal with a state-independent learnable
+    ``log_std``, sampled unclipped (the env clips). Every method takes raw observations (uint8 or
+    float) on the model's device; sampling methods take an optional ``generator`` so a rollout's
+    randomness can be seeded without touching torch's global RNG.
+    """
+
+    def __init__(self, spec: PolicySpec) -> None:
+        super().__init__()
+        self.spec = spec
+        if spec.arch == "mlp":
+            n_in = math.prod(spec.obs_shape)
+            self.trunk: nn.Module = nn.Flatten()
+            self.actor = _mlp(n_in, spec.hidden, spec.action_dim, 0.01)
+            self.critic = _mlp(n_in, spec.hidden, 1, 1.0)
+        else:
+            self.trunk = _nature_cnn(spec.obs_shape, spec.hidden)
+            self.actor = _init(nn.Linear(spec.hidden[-1], spec.action_dim), 0.01)
+            self.critic = _init(nn.Linear(spec.hidden[-1], 1), 1.0)
+        if spec.action_kind == "continuous":
+            self.log_std = nn.Parameter(torch.zeros(spec.action_dim))
+        # Running observation statistics (used only when spec.normalize_obs). float64 so merging
+        # millions of samples does not drift; count 0 makes the first merge exact.
+        self.register_buffer("obs_mean", torch.zeros(spec.obs_shape, dtype=torch.float64))
+        self.register_buffer("obs_var", torch.ones(spec.obs_shape, dtype=torch.float64))
+        self.register_buffer("obs_count", torch.zeros((), dtype=torch.float64))
+
+    @torch.no_grad()
+    def update_obs_stats(self, obs: torch.Tensor | np.ndarray) -> None:
+        """Merge a batch of raw observations into the running mean/variance (Chan et al.).
+
+        A no-op unless ``spec.normalize_obs``. Call it after the PPO update on that batch, so the
+        update sees the same normalisation the behaviour policy used for its log-probs.
+        """
+        if not self.spec.normalize_obs:
+            return
+        x = torch.as_tensor(obs, device=self.obs_mean.device).to(torch.float64)
+        x = x.reshape(-1, *self.spec.obs_shape)
+        n = x.shape[0]
+        if n == 0:
+            return
+        batch_mean, batch_var = x.mean(0), x.var(0, correction=0)
+        total = self.obs_count + n
+        delta = batch_mean - self.obs_mean
+        m2 = self.obs_var * self.obs_count + batch_var * n + delta**2 * self.obs_count * n / total
+        self.obs_mean += delta * n / total
+        self.obs_var.copy_(m2 / total)
+        self.obs_count.copy_(total)
+
+    def _features(self, obs: torch.Tensor) -> torch.Tensor:
+        if self.spec.normalize_obs:
+            x = (obs.to(torch.float64) - self.obs_mean) / torch.sqrt(self.obs_var + 1e-8)
+            x = x.clamp(-10.0, 10.0).to(torch.float32)
+        elif self.spec.arch == "cnn":
+            x = obs.to(torch.float32) / 255.0
+        else:
+            x = obs.to(torch.float32)
+        return self.trunk(x)
+
+    def _dist(self, features: torch.Tensor) -> Categorical | Normal:
+        out = self.actor(features)
+        if self.spec.action_kind == "discrete":
+            return Categorical(logits=out, validate_args=False)
+        return Normal(out, self.log_std.exp().expand_as(out), validate_args=False)
+
+    def get_value(self, obs: torch.Tensor) -> torch.Tensor:
+        """State values, shape (B,)."""
+        return self.critic(self._features(obs)).squeeze(-1)
+
+    def get_action_and_value(
+        self,
+        obs: torch.Tensor,
+        action: torch.Tensor | None = None,
+        *,
+        generator: torch.Generator | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(action, log-prob (B,), entropy (B,), value (B,)); samples an action when none given.
+
+        Continuous log-probs and entropies are summed over action dimensions.
+        """
+        features = self._features(obs)
+        dist = self._dist(features)
+        if action is None:
+            action = _sample(dist, generator)
+        logprob, entropy = _log_prob_entropy(dist, action)
+        return action, logprob, entropy, self.critic(features).squeeze(-1)
+
+    def act(
+        self,
+        obs: torch.Tensor,
+        deterministic: bool = False,
+        *,
+        generator: torch.Generator | None = None,
+    ) -> torch.Tensor:
+        """Actions only: the mode (argmax / mean) when ``deterministic``, else a sample."""
+        dist = self._dist(self._features(obs))
+        if not deterministic:
+            return _sample(dist, generator)
+        if isinstance(dist, Categorical):
+            return dist.logits.argmax(-1)
+        return dist.mean

@@ -1,0 +1,123 @@
+"""The actor's side of PPO: step vector envs with a policy, hand back a GAE-ready batch."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+from gymnasium.vector import VectorEnv
+
+from faasrl.rl.envs import make_env
+from faasrl.rl.policy import ActorCritic
+from faasrl.rl.ppo import compute_gae
+
+
+def _finished_episodes(infos: dict[str, Any]) -> list[tuple[float, int]]:
+    """(raw return, length) of the episodes that ended on this step (same-step autoreset)."""
+    final = infos.get("final_info", {})
+    if "episode" not in final:
+        return []
+    mask = final["_episode"]
+    returns, lengths = final["episode"]["r"][mask], final["episode"]["l"][mask]
+    return [(float(r), int(n)) for r, n in zip(returns, lengths, strict=True)]
+
+
+class Rollout:
+    """Collects fixed-length batches from ``envs`` (as :func:`make_vec_env` builds them).
+
+    The envs are reset once here without a seed, which continues the streams ``make_vec_env``
+    seeded; after that, episodes simply carry on from one :meth:`collect` to the next, so an actor
+    can keep its envs warm between rounds. ``seed`` seeds the action sampling. Runs on the CPU.
+    """
+
+    def __init__(
+        self,
+        envs: VectorEnv,
+        policy: ActorCritic,
+        *,
+        num_steps: int,
+        gamma: float,
+        gae_lambda: float,
+        seed: int,
+    ) -> None:
+        self.envs = envs
+        self.policy = policy
+        self.num_steps = num_steps
+        self.gamma = gamma
+        self.gae_lambda = gae_lambda
+        self._generator = torch.Generator().manual_seed(seed)
+        obs, _ = envs.reset()
+        self._obs = self._cast(obs)
+        self._done = np.zeros(envs.num_envs, dtype=bool)  # does self._obs start an episode?
+
+    def _cast(self, obs: np.ndarray) -> np.ndarray:
+        return np.asarray(obs, dtype=self.policy.spec.obs_dtype)
+
+    def _value(self, obs: np.ndarray) -> np.ndarray:
+        return self.policy.get_value(torch.from_numpy(obs)).numpy()
+
+    @torch.no_grad()
+    def collect(self) -> tuple[dict[str, np.ndarray], list[tuple[float, int]]]:
+        """``num_steps`` steps in every env: the flattened batch (time-major) and finished episodes.
+
+        Batch keys: ``obs`` (raw, spec.obs_dtype), ``actions``, and float32 ``logprobs``,
+        ``values``, ``advantages``, ``returns``. Episodes are (raw return, length). An episode cut
+        by a time limit gets ``gamma * V(final_obs)`` added to its last reward, as if it went on.
+        """
+        spec = self.policy.spec
+        steps, n = self.num_steps, self.envs.num_envs
+        obs = np.empty((steps, n, *spec.obs_shape), dtype=spec.obs_dtype)
+        actions = np.empty((steps, n, *spec.action_shape), dtype=spec.action_dtype)
+        logprobs, values, rewards = (np.empty((steps, n), dtype=np.float32) for _ in range(3))
+        dones = np.empty((steps, n), dtype=bool)
+        episodes: list[tuple[float, int]] = []
+        for t in range(steps):
+            obs[t], dones[t] = self._obs, self._done
+            action, logprob, _, value = self.policy.get_action_and_value(
+                torch.from_numpy(self._obs), generator=self._generator
+            )
+            actions[t], logprobs[t], values[t] = action.numpy(), logprob.numpy(), value.numpy()
+            next_obs, reward, terminated, truncated, infos = self.envs.step(actions[t])
+            rewards[t] = reward
+            truncated_only = truncated & ~terminated
+            if truncated_only.any():
+                final_obs = self._cast(np.stack(infos["final_obs"][truncated_only]))
+                rewards[t, truncated_only] += self.gamma * self._value(final_obs)
+            episodes += _finished_episodes(infos)
+            self._obs, self._done = self._cast(next_obs), terminated | truncated
+        advantages, returns = compute_gae(rewards, values, dones, self._value(self._obs),
+                                          self._done, self.gamma, self.gae_lambda)
+        batch = {"obs": obs, "actions": actions, "logprobs": logprobs, "values": values,
+                 "advantages": advantages, "returns": returns}
+        return {k: v.reshape(steps * n, *v.shape[2:]) for k, v in batch.items()}, episodes
+
+
+@torch.no_grad()
+def evaluate(
+    policy: ActorCritic,
+    env_id: str,
+    *,
+    episodes: int,
+    seed: int,
+    deterministic: bool = True,
+) -> list[float]:
+    """Raw returns of ``episodes`` whole episodes, one after another in a :func:`make_env` env."""
+    spec = policy.spec
+    env = make_env(env_id, seed)
+    generator = torch.Generator().manual_seed(seed)
+    returns: list[float] = []
+    try:
+        while len(returns) < episodes:
+            obs, _ = env.reset()
+            done = False
+            while not done:
+                x = torch.from_numpy(np.asarray(obs, dtype=spec.obs_dtype)[None])
+                action = policy.act(x, deterministic, generator=generator)[0]
+                step_action = action.item() if spec.action_kind == "discrete" else action.numpy()
+                obs, _, terminated, truncated, info = env.step(step_action)
+                done = terminated or truncated
+            returns.append(float(info["episode"]["r"]))
+    finally:
+        env.close()
+    return returns

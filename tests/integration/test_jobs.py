@@ -1,0 +1,164 @@
+"""Training jobs through REST: real actor and learner processes, real Redis."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import httpx
+import pytest
+import safetensors.numpy
+from helpers import REPO, fn, wait_for
+
+from faasrl.client import Client, GatewayError
+
+SHORT = {"env_id": "CartPole-v1", "envs_per_actor": 2, "steps_per_actor": 32,
+         "controller": {"name": "fixed", "actors": 2}, "evaluation_episodes": 2,
+         "stop": {"max_rounds": 3}}
+
+
+def finished(client: Client, job_id: str, timeout_s: float = 120) -> dict:
+    return wait_for(lambda: (j := client.job(job_id))["status"] not in ("pending", "running")
+                    and j, timeout_s=timeout_s, what=f"job {job_id} to finish")
+
+
+def test_short_job_rows_cost_model_and_events(client: Client, platform):
+    job = client.submit(SHORT)
+    done = finished(client, job["id"])
+    assert done["status"] == "succeeded", done
+    assert done["stop_reason"] == "max_rounds (3) done"
+    assert (done["round"], done["version"], done["env_steps"]) == (3, 3, 3 * 2 * 2 * 32)
+    assert done["evaluation"]["episodes"] == 2
+    rows = client.job_metrics(job["id"])
+    assert [r["round"] for r in rows] == [0, 1, 2]
+    for row in rows:
+        assert row["actors"] == 2 and row["env_steps"] == 128 and row["samples"] == 128
+        assert row["cost_round"] == pytest.approx(row["cost_actors"] + row["cost_learner"])
+        assert row["cost_actors"] > 0 and row["cost_learner"] > 0
+        assert row["round_s"] >= row["learner_s"] > 0 and row["rejected"] == 0
+    assert rows[0]["cold_starts"] >= 1  # the first round starts the containers
+    assert rows[-1]["cost_total"] == pytest.approx(sum(r["cost_round"] for r in rows))
+    assert rows[-1]["cost_total"] == pytest.approx(done["cost_usd"])
+    assert done["serverful_cost_usd"] > 0
+
+    csv = httpx.get(f"{platform.url}/v1/jobs/{job['id']}/metrics?format=csv").text
+    assert csv.splitlines()[0].startswith("round,actors") and len(csv.splitlines()) == 4
+
+    weights = safetensors.numpy.load(client.model(job["id"]))
+    assert weights and all(v.dtype.kind == "f" for v in weights.values())
+    assert safetensors.numpy.load(client.model(job["id"], version=0)).keys() == weights.keys()
+    with pytest.raises(GatewayError) as err:
+        client.model(job["id"], version=99)
+    assert err.value.status == 404
+
+    events = list(client.job_events(job["id"]))
+    assert [e for e, _ in events] == ["round"] * 3 + ["end"]
+    assert events[-1][1]["status"] == "succeeded"
+    assert job["id"] in [j["id"] for j in client.jobs()]
+
+
+def test_cancel_then_resume_continues_from_the_last_round(client: Client, platform):
+    job = client.submit({**SHORT, "stop": {"max_rounds": 40}, "checkpoint_every": 1})
+    wait_for(lambda: client.job(job["id"])["round"] >= 2, timeout_s=120, what="two rounds")
+    cancelled = client.cancel_job(job["id"])
+    assert cancelled["status"] == "cancelled"
+    at = cancelled["round"]
+    time.sleep(0.5)
+    assert client.job(job["id"])["round"] == at  # nothing runs any more
+    checkpoint = platform.settings.state_dir / "jobs" / job["id"]
+    assert json.loads((checkpoint / "record.json").read_text())["round"] == at
+    with pytest.raises(GatewayError) as err:
+        client.cancel_job(job["id"])
+    assert err.value.status == 409
+    client.resume_job(job["id"])
+    with pytest.raises(GatewayError) as err:
+        client.resume_job(job["id"])
+    assert err.value.status == 409
+    wait_for(lambda: client.job(job["id"])["round"] >= at + 2, timeout_s=120,
+             what="rounds after resuming")
+    client.cancel_job(job["id"])
+    rows = client.job_metrics(job["id"])
+    assert [r["round"] for r in rows] == list(range(len(rows)))  # no gap, no repeat
+    assert [r["version"] for r in rows] == list(range(1, len(rows) + 1))
+
+
+def test_job_survives_a_gateway_restart(make_platform):
+    first = make_platform()
+    with first.client() as client:
+        job = client.submit({**SHORT, "stop": {"max_rounds": 6}})
+        wait_for(lambda: client.job(job["id"])["round"] >= 2, timeout_s=120, what="two rounds")
+    first.stop()
+    second = make_platform()
+    with second.client() as client:
+        done = finished(client, job["id"])
+        assert done["status"] == "succeeded" and done["round"] == 6
+        rows = client.job_metrics(job["id"])
+    assert len({r["round"] for r in rows}) == len(rows)
+    assert rows[-1]["round"] == 5
+
+
+def test_malformed_trajectory_blob_is_rejected_not_trained_on(client: Client):
+    client.deploy(fn("half-bad-actor", handler="fns:half_bad_actor", cpu=1, memory_mb=2048))
+    job = client.submit({**SHORT, "actor_function": "half-bad-actor", "stop": {"max_rounds": 2},
+                         "evaluation_episodes": 0})
+    done = finished(client, job["id"])
+    assert done["status"] == "succeeded", done
+    for row in client.job_metrics(job["id"]):
+        assert row["rejected"] == 1 and row["samples"] == 64  # slot 1's batch only
+        assert "keys: missing" in row["rejected_reasons"][0]
+
+
+def test_job_whose_learner_gets_nothing_valid_fails_clearly(client: Client):
+    client.deploy(fn("bad-actor", handler="fns:half_bad_actor", cpu=1, memory_mb=2048))
+    job = client.submit({**SHORT, "actor_function": "bad-actor",
+                         "controller": {"name": "fixed", "actors": 1}})
+    done = finished(client, job["id"])
+    assert done["status"] == "failed"
+    assert "no valid trajectories" in done["error"] and "keys: missing" in done["error"]
+
+
+@pytest.mark.parametrize(("body", "field"), [
+    ({"env_id": "NoSuchEnv-v0"}, "env_id"),
+    ({"env_id": "CartPole-v1", "algorithm": "dqn"}, "algorithm"),
+    ({"env_id": "CartPole-v1", "controller": {"name": "fixed", "actors": 0}},
+     "controller.fixed.actors"),
+    ({"env_id": "CartPole-v1", "stop": {"max_rounds": None}}, "stop"),
+    ({"env_id": "CartPole-v1", "actor_function": "nope"}, "actor_function"),
+    ({"envs_per_actor": 2}, "env_id"),
+])
+def test_bad_job_specs_are_422_naming_the_field(platform, body, field):
+    resp = httpx.post(f"{platform.url}/v1/jobs", json=body)
+    assert resp.status_code == 422, resp.text
+    assert field in resp.json()["error"]["fields"], resp.json()
+
+
+def test_unknown_jobs_are_404(platform):
+    for method, path in (("GET", "/v1/jobs/nope"), ("GET", "/v1/jobs/nope/metrics"),
+                         ("GET", "/v1/jobs/nope/events"), ("POST", "/v1/jobs/nope/cancel"),
+                         ("POST", "/v1/jobs/nope/resume"), ("DELETE", "/v1/jobs/nope")):
+        assert httpx.request(method, f"{platform.url}{path}").status_code == 404, path
+
+
+def test_delete_removes_the_jobs_data(client: Client, platform, redis_url):
+    import redis
+
+    job = client.submit(SHORT)
+    finished(client, job["id"])
+    with redis.Redis.from_url(redis_url) as r:
+        assert r.keys(f"faasrl:job:{job['id']}:*")
+        client.delete_job(job["id"])
+        assert r.keys(f"faasrl:job:{job['id']}:*") == []
+    assert not (platform.settings.state_dir / "jobs" / job["id"]).exists()
+    with pytest.raises(GatewayError):
+        client.job(job["id"])
+
+
+@pytest.mark.slow
+def test_ppo_learns_cartpole_to_475(client: Client):
+    import yaml
+
+    spec = yaml.safe_load((REPO / "examples" / "cartpole.yaml").read_text())
+    job = client.submit(spec)
+    done = finished(client, job["id"], timeout_s=900)
+    assert done["status"] == "succeeded", done
+    assert done["evaluation"]["mean"] >= 475, done["evaluation"]

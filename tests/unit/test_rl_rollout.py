@@ -1,0 +1,121 @@
+"""Rollouts and evaluation on real gymnasium envs (plus two tiny registered ones)."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+from faasrl.rl.envs import make_vec_env
+from faasrl.rl.policy import ActorCritic, PolicySpec, policy_spec_for
+from faasrl.rl.rollout import Rollout, evaluate
+
+
+class _Corridor(gym.Env):
+    """Reward 1 per step; terminates after ``length`` steps when ``length`` is set."""
+
+    observation_space = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def __init__(self, length: int | None = None):
+        self.length, self.t = length, 0
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return np.zeros(2, np.float32), {}
+
+    def step(self, action):
+        self.t += 1
+        done = self.length is not None and self.t >= self.length
+        return np.full(2, self.t / 10, np.float32), 1.0, done, False, {}
+
+
+gym.register("faasrl-test/Truncated-v0", entry_point=_Corridor, max_episode_steps=5)
+gym.register("faasrl-test/Terminated-v0", entry_point=_Corridor, kwargs={"length": 5})
+CORRIDOR = PolicySpec(obs_shape=(2,), obs_dtype="float32", action_kind="discrete", action_dim=2)
+
+
+def _constant_critic(value: float) -> ActorCritic:
+    model = ActorCritic(CORRIDOR)
+    last = model.critic[-1]
+    with torch.no_grad():
+        last.weight.zero_()
+        last.bias.fill_(value)
+    return model
+
+
+def _rollout(env_id: str, model: ActorCritic, *, steps: int, seed: int = 0,
+             num_envs: int = 2) -> Rollout:
+    envs = make_vec_env(env_id, num_envs, seed)
+    return Rollout(envs, model, num_steps=steps, gamma=0.5, gae_lambda=1.0, seed=seed)
+
+
+def test_truncated_episodes_bootstrap_from_the_final_observation():
+    batch, episodes = _rollout("faasrl-test/Truncated-v0", _constant_critic(4.0), steps=5).collect()
+    returns = batch["returns"].reshape(5, 2)
+    # Step 5 is cut by the time limit: its return is 1 + gamma * V(final_obs) = 1 + 0.5 * 4.
+    np.testing.assert_allclose(returns[-1], [3.0, 3.0])
+    np.testing.assert_allclose(returns[0], [1 + 0.5 * (1 + 0.5 * (1 + 0.5 * (1 + 0.5 * 3)))] * 2)
+    assert episodes == [(5.0, 5), (5.0, 5)]  # raw returns: no bootstrap in the statistics
+
+
+def test_terminated_episodes_do_not_bootstrap():
+    batch, _ = _rollout("faasrl-test/Terminated-v0", _constant_critic(4.0), steps=5).collect()
+    np.testing.assert_allclose(batch["returns"].reshape(5, 2)[-1], [1.0, 1.0])
+
+
+def test_episodes_continue_across_collects():
+    rollout = _rollout("faasrl-test/Terminated-v0", _constant_critic(0.0), steps=3)
+    assert rollout.collect()[1] == []
+    _, episodes = rollout.collect()  # steps 4..6: the episodes end at step 5
+    assert episodes == [(5.0, 5), (5.0, 5)]
+
+
+def test_batch_shapes_and_dtypes_follow_the_spec():
+    spec = policy_spec_for("CartPole-v1")
+    batch, _ = _rollout("CartPole-v1", ActorCritic(spec), steps=16, num_envs=3).collect()
+    assert batch["obs"].shape == (48, 4) and batch["obs"].dtype == np.float32
+    assert batch["actions"].shape == (48,) and batch["actions"].dtype == np.int64
+    for key in ("logprobs", "values", "advantages", "returns"):
+        assert batch[key].shape == (48,) and batch[key].dtype == np.float32
+
+
+def test_continuous_actions_and_float64_envs_are_cast():
+    spec = policy_spec_for("Pendulum-v1")
+    batch, _ = _rollout("Pendulum-v1", ActorCritic(spec), steps=4).collect()
+    assert batch["obs"].dtype == np.float32 and batch["actions"].shape == (8, 1)
+
+
+def test_atari_batches_are_stacked_uint8_frames():
+    spec = policy_spec_for("ALE/Pong-v5")
+    batch, _ = _rollout("ALE/Pong-v5", ActorCritic(spec), steps=2, num_envs=1).collect()
+    assert batch["obs"].shape == (2, 4, 84, 84) and batch["obs"].dtype == np.uint8
+
+
+def test_rollouts_are_deterministic_under_a_seed():
+    spec = policy_spec_for("CartPole-v1")
+    torch.manual_seed(0)
+    model = ActorCritic(spec)
+    first, _ = _rollout("CartPole-v1", model, steps=64, seed=7).collect()
+    second, _ = _rollout("CartPole-v1", model, steps=64, seed=7).collect()
+    other, _ = _rollout("CartPole-v1", model, steps=64, seed=8).collect()
+    for key in first:
+        np.testing.assert_array_equal(first[key], second[key])
+    assert not np.array_equal(first["obs"], other["obs"])
+
+
+def test_evaluate_plays_whole_episodes_with_raw_returns():
+    returns = evaluate(_constant_critic(0.0), "faasrl-test/Truncated-v0", episodes=3, seed=0)
+    assert returns == [5.0, 5.0, 5.0]
+    spec = policy_spec_for("CartPole-v1")
+    torch.manual_seed(0)
+    model = ActorCritic(spec)
+    assert evaluate(model, "CartPole-v1", episodes=2, seed=1) == \
+        evaluate(model, "CartPole-v1", episodes=2, seed=1)
+
+
+def test_unknown_env_id_is_refused_before_building():
+    with pytest.raises(ValueError, match="unknown gymnasium environment id"):
+        make_vec_env("NoSuchEnv-v0", 1, 0)
