@@ -11,7 +11,7 @@ Baselines are measured before and after the platform runs and averaged, as the m
 A second baseline runs the plain loop in N processes at once: what N cores of this machine give
 with no platform at all, which separates the platform's overhead from the machine's own scaling.
 
-    python bench/rollout_throughput.py [--rounds 8] [--out bench/results/rollout_throughput.json]
+    python bench/rollout_throughput.py [--rounds 20] [--out bench/results/rollout_throughput.json]
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ def on_platform(env_id: str, envs: int, steps: int, actors: int, rounds: int) ->
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=8)
+    parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--out", type=Path, default=Path("bench/results/rollout_throughput.json"))
     args = parser.parse_args()
     torch.set_num_threads(1)

@@ -41,8 +41,10 @@ def make_platform(tmp_path: Path, redis_url: str) -> Iterator[Callable[..., Embe
     started: list[EmbeddedPlatform] = []
 
     def start(**overrides: Any) -> EmbeddedPlatform:
+        # Built-in functions (actor, learner, echo) only where a test asks for them.
         values: dict[str, Any] = {"state_dir": tmp_path / "state", "port": 0,
-                                  "redis_url": redis_url, "maintain_interval_s": 0.05}
+                                  "redis_url": redis_url, "maintain_interval_s": 0.05,
+                                  "register_builtins": False}
         values.update(overrides)
         platform = EmbeddedPlatform(Settings(**values)).start()
         started.append(platform)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -121,3 +122,22 @@ def test_second_platform_on_the_same_state_dir_is_refused(up: Up):
                            timeout=60)
     assert other.returncode != 0
     assert "another faasrl platform is running" in other.stdout + other.stderr
+
+
+def test_submit_follow_jobs_and_plot(up: Up, tmp_path: Path):
+    spec = tmp_path / "short.yaml"
+    spec.write_text("env_id: CartPole-v1\nenvs_per_actor: 2\nsteps_per_actor: 16\n"
+                    "controller: {name: fixed, actors: 1}\nevaluation_episodes: 1\n"
+                    "stop: {max_rounds: 2}\n")
+    out = up.cli("submit", str(spec), "--follow").stdout
+    assert "succeeded: max_rounds (2) done" in out and "serverful" in out
+    job_id = re.search(r"job ([0-9a-f]{12})", out).group(1)
+    listed = up.cli("jobs").stdout
+    assert job_id in listed and "succeeded" in listed
+    png = tmp_path / "curve.png"
+    up.cli("plot", job_id, "-o", str(png))
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("env_id: CartPole-v1\ncontroller: {name: fixed, actors: 0}\n")
+    refused = up.cli("submit", str(bad), check=False)
+    assert refused.returncode != 0 and "controller.fixed.actors" in refused.stdout + refused.stderr

@@ -297,3 +297,49 @@ def test_idle_containers_hold_memory_but_not_cores():
     handover = only(p.release(learner, 4), Assign)
     assert (handover.waiter, handover.container, handover.cold) == ("w3", a, False)
     assert p.reserved == Resources(1.0, 256, 0)
+
+
+def _two_warm(p: Pool) -> tuple[str, str]:
+    p.register(spec(), 0)
+    a, b = (s.container for s in of(p.request("f", "w1", 0) + p.request("f", "w2", 0), Start))
+    p.ready(a, 0.1)
+    p.ready(b, 0.1)
+    return a, b
+
+
+def test_affinity_picks_the_container_that_last_served_the_key():
+    p = pool()
+    a, b = _two_warm(p)
+    p.release(a, 1.0)
+    p.release(b, 2.0)  # b is the most recently used
+    assert only(p.request("f", "x", 3.0, affinity="slot0"), Assign).container == b
+    assert only(p.request("f", "y", 3.0, affinity="slot1"), Assign).container == a
+    p.release(a, 4.0)  # now a (slot1) is the most recently used; slot0 still finds b
+    p.release(b, 3.5)
+    assert only(p.request("f", "x2", 5.0, affinity="slot0"), Assign).container == b
+    assert only(p.request("f", "y2", 5.0, affinity="slot1"), Assign).container == a
+
+
+def test_affinity_leaves_a_container_wanted_by_a_queued_key():
+    p = pool(cpu=2)
+    a, b = _two_warm(p)
+    p.release(b, 1.0)
+    p.release(a, 2.0)  # a is the most recently used
+    p.container(a).affinity, p.container(b).affinity = "slot1", None
+    p.register(spec("g"), 3.0)  # g's two containers take both cores
+    g = [s.container for s in of(p.request("g", "g1", 3.0) + p.request("g", "g2", 3.0), Start)]
+    for cid in g:
+        p.ready(cid, 3.1)
+    assert of(p.request("f", "x", 4.0, affinity="slot2"), Assign) == []
+    assert of(p.request("f", "y", 4.0, affinity="slot1"), Assign) == []
+    actions = p.release(g[0], 5.0) + p.release(g[1], 5.0)
+    assigned = {x.waiter: x.container for x in of(actions, Assign)}
+    assert assigned == {"x": b, "y": a}  # x does not take a, which slot1 is waiting for
+
+
+def test_an_unknown_key_takes_the_most_recently_used():
+    p = pool()
+    a, b = _two_warm(p)
+    p.release(a, 2.0)
+    p.release(b, 1.0)
+    assert only(p.request("f", "x", 3.0, affinity="new"), Assign).container == a

@@ -1,4 +1,4 @@
-"""The actor-critic: distributions, normalisation, the spec that rebuilds it, per-family defaults."""
+"""The actor-critic: distributions, normalisation, the spec that rebuilds it, defaults."""
 
 from __future__ import annotations
 

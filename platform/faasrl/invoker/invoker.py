@@ -97,8 +97,11 @@ class Invoker:
     async def invoke(self, function: str, args: Any = None, *, timeout_s: float | None = None,
                      invocation_id: str | None = None,
                      on_running: Callable[[InvocationRecord], None] | None = None,
+                     affinity: str | None = None,
                      ) -> InvocationRecord:
         """Run one invocation to its end and return its record.
+
+        ``affinity``: prefer the warm container that last ran an invocation with this key.
 
         Raises ``InvokerError`` when the invocation is refused (unknown function, queue full,
         no container in time); everything that happens once it runs is in the record.
@@ -113,7 +116,7 @@ class Invoker:
                 rec.attempts = attempt
                 try:
                     assign, waited = await self._acquire(function, f"{rec.id}/{attempt}",
-                                                         retry=attempt > 1)
+                                                         retry=attempt > 1, affinity=affinity)
                 except StartFailed as exc:
                     rec.status, rec.error = "error", {"type": exc.kind, "message": exc.message}
                     break
@@ -147,13 +150,14 @@ class Invoker:
                 self._metrics.observe(rec)
         return rec
 
-    async def _acquire(self, function: str, waiter: str, *, retry: bool
-                       ) -> tuple[Assign, float]:
+    async def _acquire(self, function: str, waiter: str, *, retry: bool,
+                       affinity: str | None) -> tuple[Assign, float]:
         fut: asyncio.Future[Assign] = asyncio.get_running_loop().create_future()
         self._waiters[waiter] = fut
         t0 = time.monotonic()
         try:
-            self._apply(self.pool.request(function, waiter, t0, retry=retry))
+            self._apply(self.pool.request(function, waiter, t0, retry=retry,
+                                          affinity=affinity))
             assign = await fut
         except asyncio.CancelledError:
             self._waiters.pop(waiter, None)

@@ -63,6 +63,7 @@ class Container:
     idle_since: float | None = None
     retire: bool = False  # stop as soon as it is idle
     stop_reason: str | None = None
+    affinity: str | None = None  # the affinity key of the last invocation it served
 
 
 @dataclass
@@ -71,6 +72,7 @@ class Waiter:
     function: str
     since: float
     container: str | None = None  # the starting container it will get
+    affinity: str | None = None  # prefer the container that last served this key
 
 
 # Actions the invoker carries out.
@@ -170,11 +172,16 @@ class Pool:
         return actions + self._retire_stale(name) + self._dispatch(now)
 
     # --------------------------------------------------------------- invocations
-    def request(self, function: str, waiter: str, now: float, *, retry: bool = False
-                ) -> list[Action]:
-        """An invocation wants a container; a retry goes to the head of the line."""
+    def request(self, function: str, waiter: str, now: float, *, retry: bool = False,
+                affinity: str | None = None) -> list[Action]:
+        """An invocation wants a container; a retry goes to the head of the line.
+
+        ``affinity`` names state a warm container may hold for this caller (a training job's
+        actor slot and its envs): among the containers it could take, the one that last served
+        the same key wins, so that state is reused instead of rebuilt.
+        """
         self.spec(function)
-        self._queue[waiter] = Waiter(waiter, function, now)
+        self._queue[waiter] = Waiter(waiter, function, now, affinity=affinity)
         if retry:
             self._queue = {waiter: self._queue.pop(waiter), **self._queue}
         actions = self._dispatch(now)
@@ -346,6 +353,7 @@ class Pool:
         c.inflight += 1
         c.served += 1
         c.state, c.last_used, c.idle_since = State.BUSY, now, None
+        c.affinity = w.affinity or c.affinity
         return Assign(w.id, c.id, cold, bills_init)
 
     def _start(self, spec: FunctionSpec, now: float, *, prewarmed: bool) -> Start:
@@ -385,13 +393,21 @@ class Pool:
                 actions.append(self._start(spec, now, prewarmed=True))
         return actions
 
-    def _assignable(self, function: str) -> Container | None:
-        """A busy container with a free slot (its cores are held already), else an idle one."""
-        spec = self._specs[function]
-        live = self._live(function)
+    def _assignable(self, w: Waiter) -> Container | None:
+        """A busy container with a free slot (its cores are held already), else an idle one;
+        the most recently used, unless one last served the waiter's affinity key."""
+        spec = self._specs[w.function]
+        live = self._live(w.function)
         busy = [c for c in live if c.state is State.BUSY and c.inflight < spec.max_concurrency]
         idle = [c for c in live if c.state is State.IDLE]
-        return max(busy or idle, key=lambda c: c.last_used, default=None)
+        candidates = busy or idle
+        if w.affinity is not None:
+            same = [c for c in busy + idle if c.affinity == w.affinity]
+            if same:
+                return max(same, key=lambda c: c.last_used)
+            wanted = {x.affinity for x in self._queue.values() if x is not w}
+            candidates = [c for c in candidates if c.affinity not in wanted] or candidates
+        return max(candidates, key=lambda c: c.last_used, default=None)
 
     def _claimable(self, function: str) -> Container | None:
         spec = self._specs[function]
@@ -434,7 +450,7 @@ class Pool:
                 budget = (budget - need_of(self._specs[w.function])).floor_zero()
                 continue
             cpu = Resources(need_of(self._specs[w.function]).cpu)
-            if (c := self._assignable(w.function)) is not None:
+            if (c := self._assignable(w)) is not None:
                 if c.state is State.IDLE:  # it needs its cores back
                     if not (budget.covers(cpu) and self._free().covers(cpu)):
                         budget = (budget - cpu).floor_zero()

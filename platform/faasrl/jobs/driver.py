@@ -53,6 +53,7 @@ class JobDriver:
         self.shutting_down = False
         self._history: list[dict[str, Any]] = []
         self._next_confirm = 0  # first round at which a reached target may be evaluated
+        self._planned: tuple[int, int] | None = None  # (round, actors) the controller chose
 
     # ------------------------------------------------------------------- the job
     async def run(self) -> None:
@@ -62,13 +63,16 @@ class JobDriver:
         await self.store.save(rec)
         self._clock, self._wall_before = time.monotonic(), rec.wall_s
         try:
+            controller = build_controller(spec.controller)
+            controller.load_state_dict(rec.controller_state)
+            self._history = await self.store.rows(rec.id)
+            # The actors start while the learner builds the initial policy, not after it.
+            self.invoker.prewarm(spec.actor_function, self._actors_for_round(controller))
             if rec.version is None:
                 await self._initialize()
             else:
                 await self._restore()
-            self._history = await self.store.rows(rec.id)
-            controller = build_controller(spec.controller)
-            controller.load_state_dict(rec.controller_state)
+                self._history = await self.store.rows(rec.id)
             while (reason := await self._stop_reason()) is None:
                 await self._round(controller)
             rec.stop_reason = reason
@@ -134,14 +138,14 @@ class JobDriver:
     async def _round(self, controller: Controller) -> None:
         rec, spec = self.record, self.record.spec
         k, version = rec.round, rec.version
-        budget_left = None if spec.stop.budget_usd is None else spec.stop.budget_usd - rec.cost_usd
-        n = max(1, controller.actors(RoundContext(k, self._history, budget_left)))
+        n = self._actors_for_round(controller)
         self.invoker.prewarm(spec.actor_function, n)
 
         t0 = time.monotonic()
         actors = await asyncio.gather(*(
             self._invoke(spec.actor_function, {"mode": "rollout", "job": self._job_args(),
-                                               "round": k, "slot": slot, "version": version})
+                                               "round": k, "slot": slot, "version": version},
+                         affinity=f"{rec.id}:actor:{slot}")
             for slot in range(n)))
         t1 = time.monotonic()
         ok = [(slot, r) for slot, r in enumerate(actors) if r.status == "success"]
@@ -153,7 +157,7 @@ class JobDriver:
             "mode": "update", "job": self._job_args(), "round": k, "version": version,
             "slots": [slot for slot, _ in ok], "kl_coef": rec.kl_coef,
             "hyperparameters": spec.hyperparameters.model_dump(),
-            "total_rounds": spec.stop.max_rounds})
+            "total_rounds": spec.stop.max_rounds}, affinity=f"{rec.id}:learner")
         if learner.status != "success":
             raise JobError(f"round {k}: {_describe(learner)}")
         out = learner.result
@@ -204,6 +208,15 @@ class JobDriver:
         await self.store.save_round(rec, row)
         if rec.round % spec.checkpoint_every == 0:
             await self._checkpoint()
+
+    def _actors_for_round(self, controller: Controller) -> int:
+        """I_k for the current round, asked of the controller once per round."""
+        rec, spec = self.record, self.record.spec
+        if self._planned is None or self._planned[0] != rec.round:
+            left = None if spec.stop.budget_usd is None else spec.stop.budget_usd - rec.cost_usd
+            n = max(1, controller.actors(RoundContext(rec.round, self._history, left)))
+            self._planned = (rec.round, n)
+        return self._planned[1]
 
     # -------------------------------------------------------------------- steps
     async def _initialize(self) -> None:
@@ -270,9 +283,10 @@ class JobDriver:
         await asyncio.to_thread(write_checkpoint, self.folder, rec.model_dump_json(), weights,
                                 optimizer)
 
-    async def _invoke(self, function: str, args: dict[str, Any]) -> InvocationRecord:
+    async def _invoke(self, function: str, args: dict[str, Any], affinity: str | None = None
+                      ) -> InvocationRecord:
         try:
-            return await self.invoker.invoke(function, args)
+            return await self.invoker.invoke(function, args, affinity=affinity)
         except InvokerError as exc:
             raise JobError(f"{function}: {exc.kind}: {exc.message}") from exc
 
