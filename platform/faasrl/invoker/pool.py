@@ -10,7 +10,8 @@ Policy in brief:
 - An invocation takes the most recently used container of its function with a free slot (so
   surplus containers age out), else joins a container that is still starting, else starts one if
   capacity allows, else evicts idle containers of other functions (least recently used first) when
-  that frees enough, else waits in its function's bounded queue.
+  that frees enough, else waits in its function's bounded queue. An invocation with an affinity
+  key prefers the container that last served that key (state it left there is reused).
 - A released container goes straight to the oldest waiter of its function (warm hand-over).
 - Capacity goes to waiters first come, first served across functions; a blocked waiter holds back
   what it needs so later arrivals cannot starve it.
