@@ -94,12 +94,14 @@ class Client:
     def delete(self, name: str) -> None:
         self._call("DELETE", f"/v1/functions/{name}")
 
-    def invoke(self, name: str, args: Any = None, timeout_s: float | None = None
-               ) -> dict[str, Any]:
+    def invoke(self, name: str, args: Any = None, timeout_s: float | None = None,
+               affinity: str | None = None) -> dict[str, Any]:
         """Invoke and wait; the record's ``status`` says how the handler did."""
         body: dict[str, Any] = {"args": args}
         if timeout_s is not None:
             body["timeout_s"] = timeout_s
+        if affinity is not None:
+            body["affinity"] = affinity
         return self._call("POST", f"/v1/functions/{name}/invoke", json=body, timeout=None)
 
     def invoke_async(self, name: str, args: Any = None, timeout_s: float | None = None) -> str:

@@ -152,6 +152,20 @@ def test_max_concurrency_shares_a_container(client: Client):
     assert len(pids) == 1
 
 
+def test_affinity_keeps_a_key_on_its_container(client: Client):
+    client.deploy(fn("t", handler="fns:sleep"))
+    client.prewarm("t", 2)
+    wait_for(lambda: sum(c["state"] == "idle" for c in containers(client, "t")) == 2,
+             what="two idle containers")
+    # One call at a time: most-recently-used alone would send every call to one container.
+    pids = {key: client.invoke("t", {"s": 0}, affinity=key)["result"]["pid"] for key in "ab"}
+    for key in "abba":
+        assert client.invoke("t", {"s": 0}, affinity=key)["result"]["pid"] == pids[key]
+    assert pids["a"] != pids["b"]
+    resp = httpx.post(f"{client.url}/v1/functions/t/invoke", json={"affinity": ""})
+    assert resp.status_code == 422 and "affinity" in resp.json()["error"]["fields"]
+
+
 def test_queue_full_is_429_with_retry_after(make_platform):
     platform = make_platform(node_cpu=1, max_queue=1)
     with platform.client() as client:

@@ -343,3 +343,14 @@ def test_an_unknown_key_takes_the_most_recently_used():
     p.release(a, 2.0)
     p.release(b, 1.0)
     assert only(p.request("f", "x", 3.0, affinity="new"), Assign).container == a
+
+
+def test_a_new_key_prefers_a_container_no_key_is_bound_to():
+    p = pool()
+    a, b = _two_warm(p)
+    p.release(a, 1.0)
+    p.release(b, 1.0)
+    only(p.request("f", "x", 2.0, affinity="slot0"), Assign)  # binds one of them
+    p.release(a if p.container(a).affinity == "slot0" else b, 3.0)  # the most recently used now
+    bound = a if p.container(a).affinity == "slot0" else b
+    assert only(p.request("f", "y", 4.0, affinity="slot1"), Assign).container != bound

@@ -12,6 +12,8 @@ class InvokeRequest(BaseModel):
 
     args: Any = Field(None, description="any JSON value; the handler's first argument")
     timeout_s: float | None = Field(None, gt=0, description="shorter than the function's own")
+    affinity: str | None = Field(None, min_length=1, max_length=200,
+                                 description="prefer the warm container that last ran this key")
 
 
 class InvocationOut(BaseModel):

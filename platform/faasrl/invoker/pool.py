@@ -396,19 +396,22 @@ class Pool:
 
     def _assignable(self, w: Waiter) -> Container | None:
         """A busy container with a free slot (its cores are held already), else an idle one;
-        the most recently used, unless one last served the waiter's affinity key."""
+        the most recently used, unless the waiter has an affinity key: then the container that
+        last served that key, else one no queued waiter's key points at, preferably one no key
+        is bound to (so a new key does not take another key's state)."""
         spec = self._specs[w.function]
         live = self._live(w.function)
         busy = [c for c in live if c.state is State.BUSY and c.inflight < spec.max_concurrency]
         idle = [c for c in live if c.state is State.IDLE]
         candidates = busy or idle
-        if w.affinity is not None:
-            same = [c for c in busy + idle if c.affinity == w.affinity]
-            if same:
-                return max(same, key=lambda c: c.last_used)
-            wanted = {x.affinity for x in self._queue.values() if x is not w}
-            candidates = [c for c in candidates if c.affinity not in wanted] or candidates
-        return max(candidates, key=lambda c: c.last_used, default=None)
+        if w.affinity is None:
+            return max(candidates, key=lambda c: c.last_used, default=None)
+        same = [c for c in busy + idle if c.affinity == w.affinity]
+        if same:
+            return max(same, key=lambda c: c.last_used)
+        wanted = {x.affinity for x in self._queue.values() if x is not w and x.affinity}
+        return max(candidates, key=lambda c: (c.affinity not in wanted, c.affinity is None,
+                                              c.last_used), default=None)
 
     def _claimable(self, function: str) -> Container | None:
         spec = self._specs[function]

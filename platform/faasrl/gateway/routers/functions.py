@@ -100,7 +100,8 @@ async def invoke(name: str, body: InvokeRequest,
     """Invoke a function. Sync answers with the invocation's record (its ``status`` says whether
     the handler succeeded); async answers 202 with an id to poll at ``/v1/invocations/{id}``."""
     if mode == "sync":
-        rec = await svc.invoker.invoke(name, body.args, timeout_s=body.timeout_s)
+        rec = await svc.invoker.invoke(name, body.args, timeout_s=body.timeout_s,
+                                       affinity=body.affinity)
         return Response(rec.to_json(), media_type="application/json")
     spec = svc.invoker.pool.spec(name)
     rec = InvocationRecord(new_invocation_id(), name, memory_mb=spec.memory_mb,
@@ -115,7 +116,8 @@ async def _invoke_async(svc: Services, name: str, body: InvokeRequest, invocatio
                         ) -> None:
     try:
         await svc.invoker.invoke(name, body.args, timeout_s=body.timeout_s,
-                                 invocation_id=invocation_id, on_running=svc.records.put)
+                                 invocation_id=invocation_id, on_running=svc.records.put,
+                                 affinity=body.affinity)
     except FunctionNotFound as exc:
         rec = InvocationRecord(invocation_id, name, status="error", finished_at=time.time(),
                                error={"type": exc.kind, "message": exc.message})
