@@ -17,9 +17,9 @@ import time
 from collections import OrderedDict
 from typing import Any
 
-import redis
 import torch
 
+from faasrl.cache.connection import function_redis
 from faasrl.cache.params import ParameterStore
 from faasrl.cache.trajectories import TrajectoryStream
 from faasrl.rl.envs import make_vec_env
@@ -27,7 +27,6 @@ from faasrl.rl.policy import ActorCritic, PolicySpec
 from faasrl.rl.rollout import Rollout, evaluate
 
 torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
-_clients: dict[str, redis.Redis] = {}
 _jobs: OrderedDict[str, _Job] = OrderedDict()
 MAX_JOBS = 2  # jobs whose envs and policy one warm container keeps
 
@@ -38,13 +37,6 @@ class _Job:
         self.policy.eval()
         self.version: int | None = None
         self.rollouts: dict[int, Rollout] = {}
-
-
-def _redis(args: dict[str, Any]) -> redis.Redis:
-    url = args.get("redis_url") or os.environ["FAASRL_REDIS_URL"]
-    if url not in _clients:
-        _clients[url] = redis.Redis.from_url(url)
-    return _clients[url]
 
 
 def _job(job: dict[str, Any]) -> _Job:
@@ -58,7 +50,7 @@ def _job(job: dict[str, Any]) -> _Job:
 
 def main(args: dict[str, Any], context: Any) -> dict[str, Any]:
     job, version = args["job"], int(args["version"])
-    r = _redis(args)
+    r = function_redis()
     state = _job(job)
     t0 = time.monotonic()
     fetched = state.version != version

@@ -17,9 +17,9 @@ import time
 from typing import Any
 
 import numpy as np
-import redis
 import torch
 
+from faasrl.cache.connection import function_redis
 from faasrl.cache.params import ParameterStore
 from faasrl.cache.trajectories import TrajectorySchema, TrajectoryStream
 from faasrl.rl.policy import ActorCritic, PolicySpec, policy_spec_for
@@ -28,23 +28,19 @@ from faasrl.rl.ppo import PPOConfig, annealed_lr, ppo_update
 DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
 KEYS = ("obs", "actions", "logprobs", "values", "advantages", "returns")
-_clients: dict[str, redis.Redis] = {}
 _learners: dict[str, _Learner] = {}
+
+
+def _adam(model: torch.nn.Module, learning_rate: float) -> torch.optim.Optimizer:
+    return torch.optim.Adam(model.parameters(), lr=learning_rate, eps=1e-5)
 
 
 class _Learner:
     def __init__(self, spec: PolicySpec, learning_rate: float):
         self.spec = spec
         self.model = ActorCritic(spec).to(DEVICE)
-        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=learning_rate, eps=1e-5)
+        self.optimizer = _adam(self.model, learning_rate)
         self.version: int | None = None
-
-
-def _redis(args: dict[str, Any]) -> redis.Redis:
-    url = args.get("redis_url") or os.environ["FAASRL_REDIS_URL"]
-    if url not in _clients:
-        _clients[url] = redis.Redis.from_url(url)
-    return _clients[url]
 
 
 def _metadata(job: dict[str, Any], spec: PolicySpec) -> dict[str, str]:
@@ -73,14 +69,13 @@ def _warm(job: dict[str, Any], cfg: PPOConfig, store: ParameterStore, version: i
         if saved is not None and saved[1] == version:
             learner.optimizer.load_state_dict(saved[0])
         else:
-            learner.optimizer = torch.optim.Adam(learner.model.parameters(),
-                                                 lr=cfg.learning_rate, eps=1e-5)
+            learner.optimizer = _adam(learner.model, cfg.learning_rate)
         learner.version = version
     return learner
 
 
 def main(args: dict[str, Any], context: Any) -> dict[str, Any]:
-    job, r = args["job"], _redis(args)
+    job, r = args["job"], function_redis()
     store = ParameterStore(r, job["id"])
     if args["mode"] == "init":
         return init(job, store)

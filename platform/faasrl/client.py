@@ -27,6 +27,18 @@ def gateway_file(state_dir: Path) -> Path:
     return Path(state_dir) / "gateway.json"
 
 
+def _raise_for_error(resp: httpx.Response) -> None:
+    """The gateway's uniform error body as a GatewayError (any 4xx/5xx)."""
+    if resp.status_code < 400:
+        return
+    try:
+        err = resp.json()["error"]
+    except (ValueError, KeyError, TypeError):
+        err = {"type": "HTTPError", "message": resp.text}
+    raise GatewayError(resp.status_code, err.get("type", "HTTPError"), err.get("message", ""),
+                       err.get("fields"))
+
+
 class Client:
     def __init__(self, url: str, token: str | None = None, timeout: float = 30.0):
         headers = {"Authorization": f"Bearer {token}"} if token else {}
@@ -65,13 +77,7 @@ class Client:
             resp = self._http.request(method, path, **kwargs)
         except httpx.TransportError as exc:
             raise GatewayError(0, "Unreachable", f"{self.url}: {exc}") from exc
-        if resp.status_code >= 400:
-            try:
-                err = resp.json()["error"]
-            except (ValueError, KeyError, TypeError):
-                err = {"type": "HTTPError", "message": resp.text}
-            raise GatewayError(resp.status_code, err.get("type", "HTTPError"),
-                               err.get("message", ""), err.get("fields"))
+        _raise_for_error(resp)
         return resp.json() if resp.content else None
 
     # --------------------------------------------------------------------- API
@@ -167,10 +173,7 @@ class Client:
     def model(self, job_id: str, version: int | None = None) -> bytes:
         params = {} if version is None else {"version": version}
         resp = self._http.get(f"/v1/jobs/{job_id}/model", params=params)
-        if resp.status_code >= 400:
-            err = resp.json().get("error", {})
-            raise GatewayError(resp.status_code, err.get("type", "HTTPError"),
-                               err.get("message", ""))
+        _raise_for_error(resp)
         return resp.content
 
     def job_events(self, job_id: str) -> Iterator[tuple[str, dict[str, Any]]]:
@@ -184,9 +187,7 @@ class Client:
                                        timeout=httpx.Timeout(10.0, read=None)) as resp:
                     if resp.status_code >= 400:
                         resp.read()
-                        err = resp.json().get("error", {})
-                        raise GatewayError(resp.status_code, err.get("type", "HTTPError"),
-                                           err.get("message", ""))
+                        _raise_for_error(resp)
                     event, data, eid = "message", [], None
                     for line in resp.iter_lines():
                         if line.startswith("event:"):

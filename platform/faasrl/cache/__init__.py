@@ -1,1 +1,2 @@
-"""The Redis side of faasrl: the embedded server now; codecs, streams and stores as they come."""
+"""The Redis side of faasrl: the embedded server, the wire codec, per-job keys, versioned
+parameters and trajectory streams."""

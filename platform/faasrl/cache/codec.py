@@ -12,6 +12,7 @@ import struct
 from collections.abc import Mapping
 from typing import Any
 
+import lz4.frame
 import numpy as np
 import safetensors.numpy
 import safetensors.torch
@@ -25,22 +26,12 @@ class CodecError(ValueError):
 
 
 def _frame(payload: bytes, compress: bool) -> bytes:
-    if not compress:
-        return payload
-    try:
-        import lz4.frame
-    except ImportError as exc:
-        raise CodecError("compression needs the lz4 package (pip install lz4)") from exc
-    return lz4.frame.compress(payload)
+    return lz4.frame.compress(payload) if compress else payload
 
 
 def _unframe(blob: bytes) -> bytes:
     if blob[:4] != LZ4_MAGIC:
         return blob
-    try:
-        import lz4.frame
-    except ImportError as exc:
-        raise CodecError("this blob is lz4-compressed; pip install lz4 to read it") from exc
     try:
         return lz4.frame.decompress(blob)
     except RuntimeError as exc:

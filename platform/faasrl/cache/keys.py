@@ -15,3 +15,18 @@ def job_prefix(job_id: str) -> str:
 
 def job_key(job_id: str, *parts: object) -> str:
     return job_prefix(job_id) + ":".join(str(p) for p in parts)
+
+
+# Policy weights and the learner's optimizer: written by the learner (ParameterStore), read by
+# actors, restored from disk and served by the gateway.
+def params_key(job_id: str, version: int) -> str:
+    return job_key(job_id, "params", version)
+
+
+def latest_key(job_id: str) -> str:
+    return job_key(job_id, "params", "latest")
+
+
+def optimizer_keys(job_id: str) -> tuple[str, str]:
+    """(the optimizer state, the weights version it goes with)."""
+    return job_key(job_id, "optimizer"), job_key(job_id, "optimizer", "version")

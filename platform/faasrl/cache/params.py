@@ -13,7 +13,7 @@ import torch
 from redis import Redis
 
 from faasrl.cache.codec import decode_optimizer, decode_tensors, encode_optimizer, encode_tensors
-from faasrl.cache.keys import job_key
+from faasrl.cache.keys import latest_key, optimizer_keys, params_key
 
 
 class MissingVersion(LookupError):
@@ -26,47 +26,41 @@ class ParameterStore:
         self._job = job_id
         self._keep = keep
 
-    def _params(self, version: int) -> str:
-        return job_key(self._job, "params", version)
-
     def publish(self, version: int, state: Mapping[str, torch.Tensor],
                 metadata: Mapping[str, str] | None = None) -> int:
         """Store a version and point ``latest`` at it; returns the blob's size in bytes."""
         blob = encode_tensors(state, metadata={**(metadata or {}), "version": str(version)})
-        self.publish_blob(version, blob)
+        with self._redis.pipeline() as pipe:
+            pipe.set(params_key(self._job, version), blob)
+            pipe.set(latest_key(self._job), version)
+            if version - self._keep >= 0:
+                pipe.delete(params_key(self._job, version - self._keep))
+            pipe.execute()
         return len(blob)
 
-    def publish_blob(self, version: int, blob: bytes) -> None:
-        with self._redis.pipeline() as pipe:
-            pipe.set(self._params(version), blob)
-            pipe.set(job_key(self._job, "params", "latest"), version)
-            if version - self._keep >= 0:
-                pipe.delete(self._params(version - self._keep))
-            pipe.execute()
-
     def latest(self) -> int | None:
-        raw = self._redis.get(job_key(self._job, "params", "latest"))
+        raw = self._redis.get(latest_key(self._job))
         return None if raw is None else int(raw)
 
-    def load_blob(self, version: int | None = None) -> bytes:
+    def load(self, version: int | None = None) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
         version = self.latest() if version is None else version
-        blob = None if version is None else self._redis.get(self._params(version))
+        blob = None if version is None else self._redis.get(params_key(self._job, version))
         if blob is None:
             raise MissingVersion(f"job {self._job}: no weights for version {version} "
                                  f"(latest is {self.latest()}, {self._keep} are kept)")
-        return blob
-
-    def load(self, version: int | None = None) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
-        return decode_tensors(self.load_blob(version))
+        return decode_tensors(blob)
 
     def save_optimizer(self, state: Mapping[str, Any], version: int) -> None:
-        """The optimizer state that goes with weights ``version`` (the learner's warm state)."""
-        self._redis.set(job_key(self._job, "optimizer"), encode_optimizer(state))
-        self._redis.set(job_key(self._job, "optimizer", "version"), version)
+        """The optimizer state that goes with weights ``version`` (the learner's warm state);
+        state and version are written together, so they never disagree."""
+        state_key, version_key = optimizer_keys(self._job)
+        with self._redis.pipeline() as pipe:
+            pipe.set(state_key, encode_optimizer(state))
+            pipe.set(version_key, version)
+            pipe.execute()
 
     def load_optimizer(self) -> tuple[dict[str, Any], int] | None:
-        blob = self._redis.get(job_key(self._job, "optimizer"))
-        version = self._redis.get(job_key(self._job, "optimizer", "version"))
+        blob, version = self._redis.mget(optimizer_keys(self._job))
         if blob is None or version is None:
             return None
         return decode_optimizer(blob), int(version)

@@ -22,7 +22,7 @@ from typing import Any
 
 from redis.asyncio import Redis
 
-from faasrl.cache.keys import job_key
+from faasrl.cache.keys import latest_key, optimizer_keys, params_key
 from faasrl.controllers import Controller, RoundContext, build_controller
 from faasrl.invoker import InvocationRecord, Invoker, InvokerError
 from faasrl.jobs.checkpoint import read_checkpoint, write_checkpoint
@@ -72,7 +72,6 @@ class JobDriver:
                 await self._initialize()
             else:
                 await self._restore()
-                self._history = await self.store.rows(rec.id)
             while (reason := await self._stop_reason()) is None:
                 await self._round(controller)
             rec.stop_reason = reason
@@ -233,7 +232,7 @@ class JobDriver:
     async def _restore(self) -> None:
         """Continue from the last state: Redis first, the disk checkpoint when Redis lost it."""
         rec = self.record
-        latest = await self.redis.get(job_key(rec.id, "params", "latest"))
+        latest = await self.redis.get(latest_key(rec.id))
         if latest is None:
             saved = await asyncio.to_thread(read_checkpoint, self.folder)
             if saved is None:
@@ -246,11 +245,12 @@ class JobDriver:
                           "controller_state", "last_row", "policy"):
                 setattr(rec, field, getattr(disk, field))
             async with self.redis.pipeline(transaction=True) as pipe:
-                pipe.set(job_key(rec.id, "params", rec.version), weights)
-                pipe.set(job_key(rec.id, "params", "latest"), rec.version)
+                pipe.set(params_key(rec.id, rec.version), weights)
+                pipe.set(latest_key(rec.id), rec.version)
                 if optimizer is not None:
-                    pipe.set(job_key(rec.id, "optimizer"), optimizer)
-                    pipe.set(job_key(rec.id, "optimizer", "version"), rec.version)
+                    state_key, version_key = optimizer_keys(rec.id)
+                    pipe.set(state_key, optimizer)
+                    pipe.set(version_key, rec.version)
                 await pipe.execute()
             self._wall_before = rec.wall_s
         elif int(latest) > (rec.version or 0):
@@ -276,10 +276,10 @@ class JobDriver:
 
     async def _checkpoint(self) -> None:
         rec = self.record
-        weights = await self.redis.get(job_key(rec.id, "params", rec.version))
+        weights = await self.redis.get(params_key(rec.id, rec.version))
         if weights is None:
             return
-        optimizer = await self.redis.get(job_key(rec.id, "optimizer"))
+        optimizer = await self.redis.get(optimizer_keys(rec.id)[0])
         await asyncio.to_thread(write_checkpoint, self.folder, rec.model_dump_json(), weights,
                                 optimizer)
 

@@ -66,12 +66,17 @@ class JobManager:
         return rec
 
     async def get(self, job_id: str) -> JobRecord:
+        if job_id in self._running:  # the live record is newer than the saved one
+            return self._running[job_id][0].record
         rec = await self.store.get(job_id)
         if rec is None:
             raise JobNotFound(f"no job {job_id!r}")
-        if job_id in self._running:  # the live record is newer than the saved one
-            return self._running[job_id][0].record
         return rec
+
+    async def list(self) -> list[JobRecord]:
+        """Every job, oldest first; running ones as their drivers hold them."""
+        return [self._running[rec.id][0].record if rec.id in self._running else rec
+                for rec in await self.store.list()]
 
     async def cancel(self, job_id: str) -> JobRecord:
         rec = await self.get(job_id)

@@ -12,7 +12,7 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Depends, Header, HTTPException, Query, Request, Response, status
 from fastapi.responses import StreamingResponse
 
-from faasrl.cache.keys import job_key
+from faasrl.cache.keys import params_key
 from faasrl.gateway.auth import require_token
 from faasrl.gateway.errors import FieldError
 from faasrl.gateway.schemas import ErrorOut
@@ -46,7 +46,7 @@ async def submit(spec: JobSpec, svc: ServicesDep) -> JobRecord:
 
 @router.get("", response_model=list[JobRecord])
 async def list_jobs(svc: ServicesDep) -> list[JobRecord]:
-    return [await svc.jobs.get(rec.id) for rec in await svc.jobs.store.list()]
+    return await svc.jobs.list()
 
 
 @router.get("/{job_id}", response_model=JobRecord)
@@ -119,7 +119,7 @@ async def model(job_id: str, svc: ServicesDep,
     if rec.version is None:
         raise HTTPException(404, f"job {job_id} has no weights yet")
     version = rec.version if version is None else version
-    blob = await svc.redis.get(job_key(job_id, "params", version))
+    blob = await svc.redis.get(params_key(job_id, version))
     if blob is None:
         raise HTTPException(404, f"job {job_id}: version {version} is not kept "
                                  f"(the latest is {rec.version})")
