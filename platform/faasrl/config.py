@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 from typing import Literal
 
@@ -26,7 +27,23 @@ class Settings(BaseSettings):
     register_builtins: bool = Field(True, description="register functions_dir's at start")
     resume_jobs: bool = Field(True, description="resume interrupted jobs at start")
 
-    backend: Literal["process"] = "process"
+    backend: Literal["process", "docker"] = Field(
+        "process", description="where this node's function containers come from")
+    node_name: str = Field(default_factory=socket.gethostname,
+                           description="labels this node's Docker containers; unique per gateway")
+    docker_image: str = Field("faasrl/runtime:latest",
+                              description="image of functions that name none")
+    docker_gpu_image: str = Field("faasrl/runtime-gpu:latest",
+                                  description="image of functions given GPUs that name none")
+    docker_network: str = Field("faasrl", description="network the containers join (made if "
+                                "missing); the compose cluster's, to reach its Redis")
+    docker_builtins_dir: str = Field("/opt/faasrl/functions",
+                                     description="where the images hold the built-in functions")
+    docker_pids_limit: int = Field(1024, ge=64, description="processes+threads per container")
+    docker_tmpfs_mb: int = Field(512, ge=16, description="the /tmp tmpfs (counts as memory)")
+    function_redis_url: str | None = Field(
+        None, description="the Redis URL containers get; None: redis_url (the embedded Redis: "
+        "its bridge address for Docker containers)")
     node_cpu: float | None = Field(None, gt=0, description="cores to hand out; None = all")
     node_memory_mb: int | None = Field(None, gt=0, description="memory to hand out; None = all")
     node_gpus: int | None = Field(None, ge=0, description="GPUs to hand out; None = NVML count")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import secrets
 import threading
 import time
 from pathlib import Path
@@ -50,7 +51,7 @@ class EmbeddedPlatform:
         self._take_lock(state)
         try:
             if self.redis_url is None:
-                self.redis = EmbeddedRedis(state / "redis").start()
+                self.redis = self._embedded_redis(state / "redis").start()
                 self.redis_url = self.redis.url
             self._serve(timeout_s)
         except BaseException:
@@ -61,6 +62,16 @@ class EmbeddedPlatform:
         path.write_text(json.dumps(info))
         path.chmod(0o600)
         return self
+
+    def _embedded_redis(self, data_dir: Path) -> EmbeddedRedis:
+        """Loopback only, unless containers must reach it: then also the Docker bridge, where
+        ``host-gateway`` leads, with a password."""
+        if self.settings.backend != "docker":
+            return EmbeddedRedis(data_dir)
+        from faasrl.backends.docker import host_gateway_address
+
+        return EmbeddedRedis(data_dir, also_bind=(host_gateway_address(),),
+                             password=secrets.token_urlsafe(24))
 
     def _take_lock(self, state: Path) -> None:
         lock = open(state / "platform.lock", "a+")  # noqa: SIM115 - held until stop()
@@ -74,7 +85,12 @@ class EmbeddedPlatform:
 
     def _serve(self, timeout_s: float) -> None:
         assert self.redis_url is not None
-        app = create_app(self.settings, self.redis_url)
+        function_url = None
+        if self.redis is not None and self.redis.password:
+            from faasrl.backends.docker import HOST_ALIAS
+
+            function_url = self.redis.url_for(HOST_ALIAS)
+        app = create_app(self.settings, self.redis_url, function_url)
         config = uvicorn.Config(app, host=self.settings.host, port=self.settings.port,
                                 loop="uvloop", http="httptools", lifespan="on",
                                 log_level="warning", access_log=self._access_log,

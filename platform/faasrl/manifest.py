@@ -28,6 +28,9 @@ class FunctionSpec(BaseModel):
     )
     image: str | None = Field(None, description="container image (Docker backend)")
     code_dir: str | None = Field(None, description="folder holding the handler (process backend)")
+    code_sha256: str | None = Field(
+        None, pattern=r"^[0-9a-f]{64}$",
+        description="an uploaded code archive (POST /v1/code), unpacked in the container at init")
     cpu: float = Field(1.0, gt=0, le=1024, description="cores reserved per container")
     memory_mb: int = Field(512, ge=32, le=1 << 20, description="memory limit per container")
     gpu: int = Field(0, ge=0, le=64, description="GPUs per container")

@@ -32,6 +32,13 @@ class Backend(ABC):
 
     name: str
 
+    def check(self, spec: FunctionSpec) -> dict[str, str]:
+        """Per manifest field, why this backend could not run the function (empty: it can).
+
+        The gateway answers a deploy with these as a 422 rather than fail every start later.
+        """
+        return {}
+
     @abstractmethod
     async def start(self, spec: FunctionSpec, container_id: str,
                     gpus: tuple[int, ...] = ()) -> ContainerHandle:

@@ -69,6 +69,11 @@ class ProcessBackend(Backend):
         self._procs: dict[str, subprocess.Popen[bytes]] = {}
         self._handles: dict[str, ContainerHandle] = {}
 
+    def check(self, spec: FunctionSpec) -> dict[str, str]:
+        if spec.code_dir and not Path(spec.code_dir).is_dir():
+            return {"code_dir": f"{spec.code_dir} is not a folder on the gateway's host"}
+        return {}
+
     async def start(self, spec: FunctionSpec, container_id: str,
                     gpus: tuple[int, ...] = ()) -> ContainerHandle:
         cwd = Path(spec.code_dir) if spec.code_dir else self._default_cwd

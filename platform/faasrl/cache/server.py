@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from urllib.parse import quote
 
 import redis
 
@@ -44,15 +45,28 @@ def _free_port(host: str) -> int:
 
 
 class EmbeddedRedis:
-    def __init__(self, data_dir: Path, *, host: str = "127.0.0.1", port: int = 0):
+    """``also_bind``: more addresses to listen on than ``host`` (the Docker bridge, so that
+    containers reach it); Redis then needs a ``password``."""
+
+    def __init__(self, data_dir: Path, *, host: str = "127.0.0.1", port: int = 0,
+                 also_bind: tuple[str, ...] = (), password: str | None = None):
+        if also_bind and not password:
+            raise ValueError("a Redis listening beyond loopback needs a password")
         self.data_dir = Path(data_dir)
         self.host = host
         self.port = port
+        self.also_bind = also_bind
+        self.password = password
         self._proc: subprocess.Popen[bytes] | None = None
 
     @property
     def url(self) -> str:
-        return f"redis://{self.host}:{self.port}/0"
+        return self.url_for(self.host)
+
+    def url_for(self, host: str) -> str:
+        """The URL of this Redis as seen at ``host`` (an address or name that reaches it)."""
+        auth = f":{quote(self.password, safe='')}@" if self.password else ""
+        return f"redis://{auth}{host}:{self.port}/0"
 
     def start(self, timeout_s: float = 15.0) -> EmbeddedRedis:
         self.data_dir.mkdir(parents=True, exist_ok=True)
@@ -70,13 +84,17 @@ class EmbeddedRedis:
 
     def _launch(self, port: int, timeout_s: float) -> None:
         log = self.data_dir / "redis.log"
-        args = [str(redis_server_binary()), "--port", str(port), "--bind", self.host,
+        args = [str(redis_server_binary()), "--port", str(port),
+                "--bind", self.host, *self.also_bind,
                 "--dir", str(self.data_dir), "--appendonly", "yes", "--save", "",
                 "--daemonize", "no", "--logfile", str(log)]
+        if self.password:
+            args += ["--requirepass", self.password]
         self._proc = subprocess.Popen(
             [sys.executable, "-c", _LAUNCHER, str(os.getpid()), *args],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        client = redis.Redis(host=self.host, port=port, socket_connect_timeout=0.5)
+        client = redis.Redis(host=self.host, port=port, password=self.password,
+                             socket_connect_timeout=0.5)
         deadline = time.monotonic() + timeout_s
         try:
             while time.monotonic() < deadline:

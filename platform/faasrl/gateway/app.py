@@ -15,20 +15,25 @@ import faasrl
 from faasrl.backends import create_backend
 from faasrl.config import Settings
 from faasrl.gateway.errors import BodyLimit, install_error_handlers
-from faasrl.gateway.routers import cluster, functions, invocations, jobs, system
+from faasrl.gateway.routers import cluster, code, functions, invocations, jobs, system
 from faasrl.gateway.services import Services
 from faasrl.invoker import Invoker, InvokerConfig, Pool, RecordStore, node_capacity
 from faasrl.invoker.errors import CapacityError
 from faasrl.invoker.metrics import InvokerMetrics, PoolCollector
-from faasrl.invoker.registry import FunctionRegistry
+from faasrl.invoker.registry import CodeStore, FunctionRegistry
 from faasrl.jobs import JobManager, JobStore
 from faasrl.manifest import MANIFEST_NAMES, ManifestError, load_manifest
 
 log = logging.getLogger(__name__)
 
 
-def create_app(settings: Settings, redis_url: str) -> FastAPI:
-    """A gateway over the Redis at ``redis_url`` (the embedded one is started by the caller)."""
+def create_app(settings: Settings, redis_url: str, function_redis_url: str | None = None
+               ) -> FastAPI:
+    """A gateway over the Redis at ``redis_url`` (the embedded one is started by the caller).
+
+    ``function_redis_url``: the same Redis as function containers reach it, when that differs
+    (``settings.function_redis_url`` wins over it; both default to ``redis_url``).
+    """
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -41,15 +46,18 @@ def create_app(settings: Settings, redis_url: str) -> FastAPI:
         registry = CollectorRegistry()
         registry.register(PoolCollector(lambda: pool))
         records = RecordStore(redis, settings.record_ttl_s)
+        code_store = CodeStore(redis)
         records.start()
         invoker = Invoker(
-            create_backend(settings.backend, settings.state_dir), pool, records=records,
+            create_backend(settings), pool, records=records,
             metrics=InvokerMetrics(registry),
             config=InvokerConfig(start_timeout_s=settings.start_timeout_s,
                                  stop_grace_s=settings.stop_grace_s,
                                  timeout_grace_s=settings.timeout_grace_s,
                                  maintain_interval_s=settings.maintain_interval_s),
-            runtime_env={"FAASRL_REDIS_URL": redis_url})
+            runtime_env={"FAASRL_REDIS_URL": settings.function_redis_url or function_redis_url
+                         or redis_url},
+            code=code_store.get)
         await invoker.start()
         registrations = FunctionRegistry(redis)
         for spec in await registrations.load():
@@ -60,7 +68,8 @@ def create_app(settings: Settings, redis_url: str) -> FastAPI:
         if settings.register_builtins:
             await _register_builtins(settings, invoker, registrations)
         manager = JobManager(JobStore(redis), invoker, redis, settings.state_dir / "jobs")
-        svc = Services(settings, redis, invoker, registrations, records, registry, manager)
+        svc = Services(settings, redis, invoker, registrations, records, registry, manager,
+                       code_store)
         app.state.services = svc
         if settings.resume_jobs:
             await manager.start()
@@ -83,7 +92,7 @@ def create_app(settings: Settings, redis_url: str) -> FastAPI:
     app.state.closing = False  # set by whoever stops the server, so event streams end
     install_error_handlers(app)
     app.add_middleware(BodyLimit, max_bytes=settings.max_payload_bytes)
-    for module in (system, functions, invocations, cluster, jobs):
+    for module in (system, functions, code, invocations, cluster, jobs):
         app.include_router(module.router)
     return app
 

@@ -98,3 +98,9 @@ class ErrorDetail(BaseModel):
 
 class ErrorOut(BaseModel):
     error: ErrorDetail
+
+
+class CodeOut(BaseModel):
+    sha256: str = Field(description="name the archive by this in a manifest's code_sha256")
+    bytes: int
+    files: int

@@ -12,7 +12,7 @@ from redis.asyncio import Redis
 
 from faasrl.config import Settings
 from faasrl.invoker import Invoker, RecordStore
-from faasrl.invoker.registry import FunctionRegistry
+from faasrl.invoker.registry import CodeStore, FunctionRegistry
 from faasrl.jobs.manager import JobManager
 
 
@@ -25,6 +25,7 @@ class Services:
     records: RecordStore
     metrics: CollectorRegistry
     jobs: JobManager
+    code: CodeStore
     background: set[asyncio.Task[Any]] = field(default_factory=set)
 
     def spawn(self, coro: Any) -> None:

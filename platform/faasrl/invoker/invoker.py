@@ -9,10 +9,11 @@ record per invocation. It knows nothing of RL.
 from __future__ import annotations
 
 import asyncio
+import base64
 import logging
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,13 +43,16 @@ def new_invocation_id() -> str:
 class Invoker:
     def __init__(self, backend: Backend, pool: Pool, *, records: RecordStore | None = None,
                  metrics: InvokerMetrics | None = None, config: InvokerConfig | None = None,
-                 runtime_env: dict[str, str] | None = None):
+                 runtime_env: dict[str, str] | None = None,
+                 code: Callable[[str], Awaitable[bytes | None]] | None = None):
+        """``code``: fetches an uploaded code archive by digest, for functions that have one."""
         self.backend = backend
         self.pool = pool
         self.config = config or InvokerConfig()
         self._records = records
         self._metrics = metrics
         self._runtime_env = runtime_env or {}
+        self._code = code
         self._waiters: dict[str, asyncio.Future[Assign]] = {}
         self._handles: dict[str, ContainerHandle] = {}
         self._clients: dict[str, RuntimeClient] = {}
@@ -255,12 +259,15 @@ class Invoker:
                 handle = await self.backend.start(spec, cid, action.gpus)
                 self._handles[cid] = handle
                 client = self._clients[cid] = RuntimeClient(handle.host, handle.port)
-                await self._wait_ready(client, handle)
-                status, out = await client.request("POST", "/init", {
+                init = {
                     "handler": spec.handler, "function": spec.name, "memory_mb": spec.memory_mb,
                     "concurrency": spec.max_concurrency,
                     "env": {**spec.env, **self._runtime_env, "FAASRL_FUNCTION": spec.name},
-                })
+                }
+                if spec.code_sha256:
+                    init["code"] = await self._archive(spec.code_sha256)
+                await self._wait_ready(client, handle)
+                status, out = await client.request("POST", "/init", init)
             if status != 200:
                 err = (out or {}).get("error", {})
                 raise StartFailed(err.get("message", f"/init answered {status}"),
@@ -282,6 +289,12 @@ class Invoker:
         if self._metrics is not None:
             self._metrics.observe_start(spec.name, self._start_s[cid])
         self._apply(self.pool.ready(cid, time.monotonic()))
+
+    async def _archive(self, sha256: str) -> str:
+        data = await self._code(sha256) if self._code is not None else None
+        if data is None:
+            raise StartFailed(f"the code archive {sha256} is gone", "InitError")
+        return base64.b64encode(data).decode()
 
     async def _wait_ready(self, client: RuntimeClient, handle: ContainerHandle) -> None:
         delay = 0.005

@@ -31,3 +31,21 @@ class FunctionRegistry:
             except ValidationError as exc:
                 log.error("skipping stored function %s: %s", name.decode(), exc)
         return specs
+
+
+class CodeStore:
+    """Uploaded code archives by sha256 (content-addressed, so an upload is idempotent)."""
+
+    PREFIX = "faasrl:code:"
+
+    def __init__(self, redis: Redis):
+        self._redis = redis
+
+    async def put(self, sha256: str, data: bytes) -> None:
+        await self._redis.set(self.PREFIX + sha256, data)
+
+    async def get(self, sha256: str) -> bytes | None:
+        return await self._redis.get(self.PREFIX + sha256)
+
+    async def exists(self, sha256: str) -> bool:
+        return bool(await self._redis.exists(self.PREFIX + sha256))

@@ -8,14 +8,18 @@ handler survives between runs: that is what a warm container buys.
 
 from __future__ import annotations
 
+import base64
 import importlib
+import io
 import json
 import os
 import socket
 import sys
+import tempfile
 import threading
 import time
 import traceback
+import zipfile
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -80,6 +84,11 @@ class Runtime:
             if self.handler is not None:
                 return 409, _error("Conflict", "this container is already initialized")
             os.environ.update(env)
+            if body.get("code") is not None:
+                try:
+                    os.chdir(_unpack(body["code"]))
+                except (TypeError, ValueError, OSError, zipfile.BadZipFile) as exc:
+                    return 400, _error("BadRequest", f"code: not a base64 zip archive: {exc}")
             if os.getcwd() not in sys.path:
                 sys.path.insert(0, os.getcwd())
             module_name, func_name = handler.split(":", 1)
@@ -126,6 +135,16 @@ class Runtime:
         except (TypeError, ValueError) as exc:
             out = _error("ResultError", f"the result is not JSON-serializable: {exc}")
             return 200, _dumps(out | {"duration_s": duration}), False
+
+
+def _unpack(code: str) -> str:
+    """Unpack a base64 zip of the function's folder into a new temporary folder (the tmpfs in
+    a container) and return it."""
+    data = base64.b64decode(code, validate=True)
+    folder = tempfile.mkdtemp(prefix="faasrl-code-")
+    with zipfile.ZipFile(io.BytesIO(data)) as zf:
+        zf.extractall(folder)  # drops absolute paths and '..' parts
+    return folder
 
 
 def _dumps(obj: Any) -> bytes:

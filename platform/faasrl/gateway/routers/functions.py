@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from pathlib import Path
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Response, status
@@ -31,17 +30,17 @@ router = APIRouter(prefix="/v1/functions", tags=["functions"],
                    responses={401: {"model": ErrorOut}, 422: {"model": ErrorOut}})
 
 
-def _check_deployable(spec: FunctionSpec, svc: Services) -> None:
+async def _check_deployable(spec: FunctionSpec, svc: Services) -> None:
     fields = svc.invoker.pool.capacity.shortfall(need_of(spec))
-    if svc.invoker.backend.name == "process" and spec.code_dir \
-            and not Path(spec.code_dir).is_dir():
-        fields["code_dir"] = f"{spec.code_dir} is not a folder on the gateway's host"
+    if spec.code_sha256 and not await svc.code.exists(spec.code_sha256):
+        fields["code_sha256"] = "no uploaded code archive has this digest (POST /v1/code)"
+    fields.update(svc.invoker.backend.check(spec))
     if fields:
         raise FieldError(fields)
 
 
 async def _deploy(spec: FunctionSpec, svc: Services) -> None:
-    _check_deployable(spec, svc)
+    await _check_deployable(spec, svc)
     await svc.functions.save(spec)
     svc.invoker.register(spec)
 

@@ -1,0 +1,307 @@
+"""The Docker backend: every container is a Docker container running ``faasrl.runtime``.
+
+Containers start from the function's image (``faasrl/runtime`` by default, ``faasrl/runtime-gpu``
+when given GPUs) with the function's CPU and memory as cgroup limits, a pids limit, a non-root
+user, a read-only root with a tmpfs on /tmp, no capabilities, and never the Docker socket. GPUs
+come as a device request for the indices the invoker's allocator picked. Containers join one
+network, where they reach Redis (the compose network's ``redis``, or the embedded Redis through
+``host.docker.internal``), and the invoker reaches each one's runtime at its address there.
+
+Labels say whose a container is: ``faasrl.node`` (this gateway's node name) and
+``faasrl.owner`` (the process that started it, as pid and start time). A gateway that starts
+reaps containers of its node whose owner is gone (an earlier run of itself) and never touches
+those of other nodes or of a live owner. Exits are learnt from the engine's event stream, so
+polling a container's state costs no API call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import logging
+import os
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+import docker
+from docker.errors import APIError, DockerException, ImageNotFound, NotFound
+from docker.types import DeviceRequest
+
+from faasrl.backends.base import Backend, ContainerHandle, ContainerStats
+from faasrl.backends.process import is_alive, process_start_time
+from faasrl.manifest import FunctionSpec
+
+log = logging.getLogger(__name__)
+RUNTIME_PORT = 8080
+USER = "10001:10001"  # the image's unprivileged user
+HOST_ALIAS = "host.docker.internal"  # the host, from inside a container (host-gateway)
+LABEL = "faasrl"
+_STATS_MAX_AGE_S = 2.0
+
+
+@dataclass(frozen=True)
+class DockerConfig:
+    """What the backend needs from the platform's settings."""
+
+    node: str
+    image: str = "faasrl/runtime:latest"
+    gpu_image: str = "faasrl/runtime-gpu:latest"
+    network: str = "faasrl"
+    functions_dir: Path | None = None  # the gateway's built-in functions
+    builtins_dir: str = "/opt/faasrl/functions"  # the same functions inside the images
+    pids_limit: int = 1024
+    tmpfs_mb: int = 512
+
+
+def owner_label() -> str:
+    """This process as ``pid:start time``: with the node name, enough to tell it is gone."""
+    return f"{os.getpid()}:{process_start_time(os.getpid())}"
+
+
+def owner_alive(label: str) -> bool:
+    """Whether the process a ``faasrl.owner`` label names still runs (in our pid namespace)."""
+    pid, _, start = label.partition(":")
+    try:
+        return is_alive(int(pid), int(start))
+    except ValueError:
+        return False
+
+
+def image_of(spec: FunctionSpec, gpus: tuple[int, ...], config: DockerConfig) -> str:
+    return spec.image or (config.gpu_image if gpus else config.image)
+
+
+def working_dir(spec: FunctionSpec, config: DockerConfig) -> str | None:
+    """Where the runtime imports the handler from inside the container.
+
+    Uploaded code is unpacked by the runtime itself; a built-in function is in the image under
+    ``builtins_dir``; otherwise the image's own working directory holds the code.
+    """
+    if spec.code_sha256 or not spec.code_dir or config.functions_dir is None:
+        return None
+    try:
+        rel = Path(spec.code_dir).resolve().relative_to(config.functions_dir.resolve())
+    except ValueError:
+        return None
+    return str(PurePosixPath(config.builtins_dir, *rel.parts))
+
+
+def container_options(spec: FunctionSpec, container_id: str, gpus: tuple[int, ...],
+                      config: DockerConfig, owner: str) -> dict[str, Any]:
+    """The keyword arguments of ``containers.run`` for one function container."""
+    threads = str(max(1, int(spec.cpu)))  # numeric libraries size their pools to this
+    options: dict[str, Any] = {
+        "image": image_of(spec, gpus, config),
+        "command": ["python", "-m", "faasrl.runtime", "--host", "0.0.0.0",
+                    "--port", str(RUNTIME_PORT)],
+        "name": f"faasrl-{spec.name}-{container_id}",
+        "labels": {f"{LABEL}.function": spec.name, f"{LABEL}.container": container_id,
+                   f"{LABEL}.node": config.node, f"{LABEL}.owner": owner},
+        "environment": {
+            "FAASRL_CONTAINER_ID": container_id, "PYTHONUNBUFFERED": "1",
+            "HOME": "/tmp", "TMPDIR": "/tmp", "MPLCONFIGDIR": "/tmp/matplotlib",
+            "XDG_CACHE_HOME": "/tmp/.cache", "OMP_NUM_THREADS": threads,
+            "MKL_NUM_THREADS": threads,
+            # The NVIDIA runtime exposes exactly these; "void" hides every GPU.
+            "NVIDIA_VISIBLE_DEVICES": ",".join(map(str, gpus)) if gpus else "void",
+        },
+        "user": USER,
+        "read_only": True,
+        "tmpfs": {"/tmp": f"rw,nosuid,nodev,size={config.tmpfs_mb}m,mode=1777"},
+        "nano_cpus": int(spec.cpu * 1e9),
+        "mem_limit": f"{spec.memory_mb}m",
+        "memswap_limit": f"{spec.memory_mb}m",  # no swap beyond the memory limit
+        "pids_limit": config.pids_limit,
+        "cap_drop": ["ALL"],
+        "security_opt": ["no-new-privileges"],
+        "init": True,  # a real PID 1, so SIGTERM stops the runtime at once
+        "network": config.network,
+        "extra_hosts": {HOST_ALIAS: "host-gateway"},
+        "detach": True,
+    }
+    if gpus:
+        options["device_requests"] = [
+            DeviceRequest(device_ids=[str(i) for i in gpus], capabilities=[["gpu"]])]
+    if (workdir := working_dir(spec, config)) is not None:
+        options["working_dir"] = workdir
+    return options
+
+
+def host_gateway_address(client: docker.DockerClient | None = None) -> str:
+    """The host's address on Docker's default bridge: what ``host-gateway`` resolves to."""
+    own = client is None
+    client = client or docker.from_env()
+    try:
+        config = client.api.inspect_network("bridge")["IPAM"]["Config"][0]
+    finally:
+        if own:
+            client.close()
+    # The engine lists no gateway when it picked the subnet itself: then it is the first host.
+    return config.get("Gateway") or str(next(ipaddress.ip_network(config["Subnet"]).hosts()))
+
+
+class DockerBackend(Backend):
+    name = "docker"
+
+    def __init__(self, config: DockerConfig, client: docker.DockerClient | None = None):
+        self.config = config
+        self._client = client or docker.from_env()
+        self._owner = owner_label()
+        self._handles: dict[str, ContainerHandle] = {}
+        self._exits: dict[str, int] = {}  # Docker id -> exit code, from the event stream
+        self._stats: dict[str, tuple[float, ContainerStats | None]] = {}
+        self._refreshing: set[str] = set()
+        # The SDK blocks; starts and stops run here so that a burst of them overlaps.
+        self._pool = ThreadPoolExecutor(16, thread_name_prefix="docker")
+        self._network_ready = False
+        self._events = self._client.events(decode=True, filters={
+            "type": "container", "event": "die", "label": f"{LABEL}.owner={self._owner}"})
+        self._watcher = threading.Thread(target=self._watch, name="docker-events", daemon=True)
+        self._watcher.start()
+
+    # ------------------------------------------------------------------ checks
+    def check(self, spec: FunctionSpec) -> dict[str, str]:
+        fields: dict[str, str] = {}
+        if not spec.code_sha256 and not spec.image and working_dir(spec, self.config) is None:
+            fields["code_dir"] = (
+                "a Docker container cannot see folders of the gateway's host: deploy the folder "
+                "with 'faasrl functions deploy' (it uploads the code: code_sha256) or give an "
+                "image that holds the handler")
+        image = spec.image or self.config.image
+        try:
+            self._client.images.get(image)
+        except ImageNotFound:
+            fields["image"] = f"no image {image!r} on this Docker engine (make images)"
+        return fields
+
+    # --------------------------------------------------------------- lifecycle
+    async def start(self, spec: FunctionSpec, container_id: str,
+                    gpus: tuple[int, ...] = ()) -> ContainerHandle:
+        options = container_options(spec, container_id, gpus, self.config, self._owner)
+        container = await self._call(self._run, options)
+        handle = ContainerHandle(container_id, spec.name, self.name, self._address(container),
+                                 RUNTIME_PORT, native_id=container.id)
+        self._handles[container_id] = handle
+        return handle
+
+    def _run(self, options: dict[str, Any]) -> Any:
+        self._ensure_network()
+        try:
+            container = self._client.containers.run(**options)
+        except ImageNotFound:
+            raise RuntimeError(f"no image {options['image']!r} on this Docker engine; build it "
+                               "with 'make images'") from None
+        container.reload()
+        return container
+
+    def _ensure_network(self) -> None:
+        if self._network_ready:
+            return
+        try:
+            self._client.networks.get(self.config.network)
+        except NotFound:
+            try:
+                self._client.networks.create(self.config.network, driver="bridge",
+                                             labels={f"{LABEL}.network": "true"})
+            except APIError as exc:  # made by someone else meanwhile
+                if exc.status_code != 409:
+                    raise
+        self._network_ready = True
+
+    def _address(self, container: Any) -> str:
+        networks = container.attrs["NetworkSettings"]["Networks"]
+        return networks[self.config.network]["IPAddress"]
+
+    async def stop(self, handle: ContainerHandle, grace_s: float = 2.0) -> None:
+        if self._handles.pop(handle.id, None) is None or handle.native_id is None:
+            return
+        await self._call(self._remove, handle.native_id, grace_s)
+        self._stats.pop(handle.native_id, None)
+
+    def _remove(self, native_id: str, grace_s: float) -> None:
+        try:
+            container = self._client.containers.get(native_id)
+            if grace_s > 0 and native_id not in self._exits:
+                container.stop(timeout=max(1, round(grace_s)))
+            container.remove(force=True)
+        except NotFound:
+            pass
+        finally:
+            self._exits.pop(native_id, None)
+
+    def exit_code(self, handle: ContainerHandle) -> int | None:
+        if handle.id not in self._handles:
+            return -1
+        return self._exits.get(handle.native_id or "")
+
+    def _watch(self) -> None:
+        try:
+            for event in self._events:
+                attrs = event.get("Actor", {}).get("Attributes", {})
+                self._exits[event["id"]] = int(attrs.get("exitCode", -1))
+        except (DockerException, OSError, ValueError) as exc:
+            log.debug("docker event stream ended: %s", exc)
+
+    def list_own(self) -> list[ContainerHandle]:
+        return list(self._handles.values())
+
+    def reap_orphans(self) -> int:
+        reaped = 0
+        for container in self._client.containers.list(
+                all=True, filters={"label": f"{LABEL}.node={self.config.node}"}):
+            owner = container.labels.get(f"{LABEL}.owner", "")
+            if owner == self._owner or owner_alive(owner):
+                continue
+            try:
+                container.remove(force=True)
+                reaped += 1
+            except NotFound:
+                pass
+        return reaped
+
+    # ------------------------------------------------------------ observation
+    def stats(self, handle: ContainerHandle) -> ContainerStats | None:
+        """The latest sample, refreshed in the background when older than 2 s (a Docker stats
+        call takes tens of ms: too slow to make on the gateway's event loop)."""
+        key = handle.native_id or ""
+        taken, sample = self._stats.get(key, (0.0, None))
+        if time.monotonic() - taken > _STATS_MAX_AGE_S and key not in self._refreshing \
+                and handle.id in self._handles:
+            self._refreshing.add(key)
+            self._pool.submit(self._sample, key)
+        return sample
+
+    def _sample(self, native_id: str) -> None:
+        try:
+            raw = self._client.api.stats(native_id, stream=False, one_shot=True)
+            mem = raw.get("memory_stats", {})
+            detail = mem.get("stats", {})
+            used = mem.get("usage", 0) - detail.get("cache", detail.get("inactive_file", 0))
+            cpu_ns = raw.get("cpu_stats", {}).get("cpu_usage", {}).get("total_usage", 0)
+            self._stats[native_id] = (time.monotonic(),
+                                      ContainerStats(memory_mb=max(used, 0) / 2**20,
+                                                     cpu_s=cpu_ns / 1e9))
+        except (DockerException, OSError, ValueError):
+            self._stats[native_id] = (time.monotonic(), None)
+        finally:
+            self._refreshing.discard(native_id)
+
+    def logs(self, handle: ContainerHandle, tail: int = 50) -> str:
+        try:
+            out = self._client.containers.get(handle.native_id).logs(tail=tail)
+        except (DockerException, OSError):
+            return ""
+        return out.decode(errors="replace")
+
+    async def close(self) -> None:
+        await asyncio.gather(*(self.stop(h, grace_s=1.0) for h in list(self._handles.values())))
+        self._events.close()
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        self._client.close()
+
+    async def _call(self, fn: Any, *args: Any) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)

@@ -1,0 +1,38 @@
+"""Upload function code: a zip of the function's folder, kept in Redis by its sha256.
+
+Whatever runs the gateway (this host, a compose container, another machine than the client's),
+an uploaded archive reaches the function's containers through ``/init``; a manifest names it
+with ``code_sha256``. ``faasrl functions deploy FOLDER`` uploads for you.
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Depends, Request, Response, status
+
+from faasrl import code_archive
+from faasrl.gateway.auth import require_token
+from faasrl.gateway.errors import FieldError
+from faasrl.gateway.schemas import CodeOut, ErrorOut
+from faasrl.gateway.services import ServicesDep
+
+router = APIRouter(prefix="/v1/code", tags=["functions"], dependencies=[Depends(require_token)],
+                   responses={401: {"model": ErrorOut}, 413: {"model": ErrorOut},
+                              422: {"model": ErrorOut}})
+
+
+@router.post("", response_model=CodeOut, status_code=status.HTTP_201_CREATED,
+             openapi_extra={"requestBody": {"required": True, "content": {
+                 "application/zip": {"schema": {"type": "string", "format": "binary"}}}}})
+async def upload_code(request: Request, response: Response, svc: ServicesDep) -> CodeOut:
+    """Store a zip archive of a function's folder; 200 when the same archive is already there."""
+    data = await request.body()
+    try:
+        files = code_archive.check(data)
+    except code_archive.ArchiveError as exc:
+        raise FieldError({"body": str(exc)}) from None
+    sha256 = code_archive.digest(data)
+    if await svc.code.exists(sha256):
+        response.status_code = status.HTTP_200_OK
+    else:
+        await svc.code.put(sha256, data)
+    return CodeOut(sha256=sha256, bytes=len(data), files=files)
