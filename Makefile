@@ -1,11 +1,13 @@
-# faasrl: `make run` (the main job on an embedded platform) and `make test` (the whole suite).
+# faasrl: `make run` (the main job on an embedded platform) and `make test` (the whole suite);
+# `make docker-engine`, `make images`, `make up` / `make down` for the compose cluster.
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 BENCH_STAMP := $(VENV)/.installed-bench
 
-.PHONY: install run test lint bench up clean
+.PHONY: install run test lint bench clean docker-engine images image-runtime image-platform \
+	image-runtime-gpu up down bench-docker
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -25,7 +27,7 @@ test: lint
 	$(BIN)/pytest
 
 lint: $(STAMP)
-	$(BIN)/ruff check platform functions tests bench examples
+	$(BIN)/ruff check platform functions tests bench examples images
 
 bench: $(BENCH_STAMP)
 	$(BIN)/python bench/invoke_latency.py
@@ -33,8 +35,24 @@ bench: $(BENCH_STAMP)
 	$(BIN)/python bench/trajectory_transfer.py
 	$(BIN)/python bench/ppo_cartpole.py
 
-up: $(STAMP)
-	$(BIN)/faasrl up
+bench-docker: $(STAMP)
+	$(BIN)/python bench/docker_containers.py
+
+# Docker: the engine (installed and started where none runs), the images (offline base,
+# host-built wheelhouse; each step skipped when its inputs did not change), the compose cluster.
+docker-engine:
+	deploy/docker-engine.sh
+
+images: image-runtime image-platform
+
+image-runtime image-platform image-runtime-gpu: image-%: $(STAMP)
+	images/build.sh $*
+
+up: images
+	deploy/cluster.sh up
+
+down:
+	deploy/cluster.sh down
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache bench/results

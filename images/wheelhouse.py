@@ -30,7 +30,11 @@ from packaging.version import Version
 def pip_download(specs: list[str], dest: Path, constraints: Path, extra: list[str]) -> None:
     cmd = [sys.executable, "-m", "pip", "download", "--quiet", "--only-binary=:all:",
            "--dest", str(dest), "-c", str(constraints), *extra, *specs]
-    subprocess.run(cmd, check=True)
+    done = subprocess.run(cmd, stderr=subprocess.PIPE, text=True)
+    # Index entries missing from a local mirror are warned about one by one; the rest matters.
+    sys.stderr.writelines(line for line in done.stderr.splitlines(keepends=True)
+                          if not line.startswith("WARNING: Location"))
+    done.check_returncode()
 
 
 def wheels(dest: Path) -> dict[str, tuple[Version, Path]]:
