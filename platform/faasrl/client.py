@@ -11,6 +11,7 @@ from typing import Any
 
 import httpx
 
+from faasrl import code_archive
 from faasrl.manifest import FunctionSpec, load_manifest
 
 
@@ -90,10 +91,22 @@ class Client:
     def function(self, name: str) -> dict[str, Any]:
         return self._call("GET", f"/v1/functions/{name}")
 
+    def upload_code(self, folder: str | Path) -> str:
+        """Upload a function's folder as a zip (``POST /v1/code``); returns its sha256."""
+        out = self._call("POST", "/v1/code", content=code_archive.pack(folder),
+                         headers={"Content-Type": "application/zip"})
+        return out["sha256"]
+
     def deploy(self, spec: FunctionSpec | dict[str, Any] | str | Path) -> dict[str, Any]:
-        """Register or replace a function from a spec, a dict, or a folder with a manifest."""
+        """Register or replace a function from a spec, a dict, or a folder with a manifest.
+
+        From a folder, the code is uploaded too (unless the manifest names an image, which then
+        holds it), so it reaches the function wherever the gateway runs its containers.
+        """
         if isinstance(spec, str | Path):
             spec = load_manifest(spec)
+            if spec.image is None and spec.code_dir:
+                spec = spec.model_copy(update={"code_sha256": self.upload_code(spec.code_dir)})
         body = spec.model_dump(mode="json") if isinstance(spec, FunctionSpec) else spec
         return self._call("PUT", f"/v1/functions/{body['name']}", json=body)
 

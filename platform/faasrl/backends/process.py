@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -62,6 +63,7 @@ class ProcessBackend(Backend):
     def __init__(self, state_dir: Path):
         self._records = Path(state_dir) / "containers"
         self._logs = Path(state_dir) / "logs"
+        self._tmp = Path(state_dir) / "tmp"  # one TMPDIR per container, gone with it
         self._records.mkdir(parents=True, exist_ok=True)
         self._logs.mkdir(parents=True, exist_ok=True)
         self._default_cwd = Path(state_dir)
@@ -87,7 +89,9 @@ class ProcessBackend(Backend):
             PYTHONPATH=os.pathsep.join(p for p in (_PLATFORM_DIR, env.get("PYTHONPATH")) if p),
             CUDA_VISIBLE_DEVICES=",".join(map(str, gpus)),
             FAASRL_CONTAINER_ID=container_id,
+            TMPDIR=str(self._tmp / container_id),
         )
+        (self._tmp / container_id).mkdir(parents=True, exist_ok=True)
         cmd = [sys.executable, "-m", "faasrl.runtime", "--parent-pid", str(os.getpid()),
                "--memory-mb", str(spec.memory_mb)]
         with socket.create_server(("127.0.0.1", 0), backlog=128) as sock, \
@@ -125,6 +129,7 @@ class ProcessBackend(Backend):
         self._procs.pop(handle.id, None)
         self._handles.pop(handle.id, None)
         (self._records / f"{handle.id}.json").unlink(missing_ok=True)
+        shutil.rmtree(self._tmp / handle.id, ignore_errors=True)
 
     def exit_code(self, handle: ContainerHandle) -> int | None:
         proc = self._procs.get(handle.id)
@@ -149,6 +154,7 @@ class ProcessBackend(Backend):
                 _killpg(rec["pid"], signal.SIGKILL)
                 reaped += 1
             path.unlink(missing_ok=True)
+            shutil.rmtree(self._tmp / path.stem, ignore_errors=True)
         return reaped
 
     def stats(self, handle: ContainerHandle) -> ContainerStats | None:
