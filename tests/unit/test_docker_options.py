@@ -1,0 +1,55 @@
+"""What the Docker backend asks the engine for, per function (no engine needed)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from faasrl.backends.docker import DockerConfig, container_options, working_dir
+from faasrl.manifest import FunctionSpec
+
+CONFIG = DockerConfig(node="n1", functions_dir=Path("/srv/faasrl/functions"))
+
+
+def spec(**kw) -> FunctionSpec:
+    return FunctionSpec(**{"name": "learner", "handler": "handler:main", "cpu": 2,
+                           "memory_mb": 4096, **kw})
+
+
+def test_gpus_become_a_device_request_for_their_indices():
+    opts = container_options(spec(gpu=2), "c1", (1, 3), CONFIG, "42:7")
+    assert opts["image"] == CONFIG.gpu_image
+    [request] = opts["device_requests"]
+    assert request["DeviceIDs"] == ["1", "3"] and request["Capabilities"] == [["gpu"]]
+    assert opts["environment"]["NVIDIA_VISIBLE_DEVICES"] == "1,3"
+
+
+def test_no_gpus_no_device_request_and_every_gpu_hidden():
+    opts = container_options(spec(), "c1", (), CONFIG, "42:7")
+    assert opts["image"] == CONFIG.image
+    assert "device_requests" not in opts
+    assert opts["environment"]["NVIDIA_VISIBLE_DEVICES"] == "void"
+
+
+def test_limits_user_and_labels():
+    opts = container_options(spec(cpu=1.5, memory_mb=300), "c9", (), CONFIG, "42:7")
+    assert opts["nano_cpus"] == 1_500_000_000
+    assert opts["mem_limit"] == opts["memswap_limit"] == "300m"
+    assert opts["read_only"] and opts["user"] == "10001:10001" and opts["cap_drop"] == ["ALL"]
+    assert opts["labels"] == {"faasrl.function": "learner", "faasrl.container": "c9",
+                              "faasrl.node": "n1", "faasrl.owner": "42:7"}
+    assert opts["environment"]["OMP_NUM_THREADS"] == "1"
+    assert "volumes" not in opts and "mounts" not in opts
+    assert opts["extra_hosts"] == {"host.docker.internal": "host-gateway"}
+
+
+def test_an_image_named_by_the_function_wins():
+    assert container_options(spec(image="me/fn:1"), "c1", (0,), CONFIG, "1:1")["image"] == \
+        "me/fn:1"
+
+
+def test_working_dir_maps_built_ins_into_the_image():
+    builtin = spec(code_dir="/srv/faasrl/functions/learner")
+    assert working_dir(builtin, CONFIG) == "/opt/faasrl/functions/learner"
+    assert working_dir(spec(code_dir="/home/me/fn"), CONFIG) is None
+    shipped = spec(code_dir="/srv/faasrl/functions/learner", code_sha256="a" * 64)
+    assert working_dir(shipped, CONFIG) is None  # the runtime unpacks it
