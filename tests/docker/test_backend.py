@@ -8,11 +8,11 @@ from pathlib import Path
 
 import docker
 import pytest
+from helpers import REPO
 
 from faasrl.backends.docker import DockerBackend, DockerConfig
 from faasrl.invoker.runtime_client import RuntimeClient
 from faasrl.manifest import FunctionSpec
-from helpers import REPO
 
 pytestmark = pytest.mark.docker
 

@@ -1,0 +1,164 @@
+"""The compose cluster as users run it: images, `docker-compose.yml`, REST. A CartPole job, a
+function container killed mid-round, and a gateway restart, each on the real cluster."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import docker
+import pytest
+from helpers import REPO, wait_for
+
+from faasrl.client import Client, GatewayError
+
+pytestmark = pytest.mark.docker
+
+CLASSIC_STEPS = 4 * 128  # envs times steps per actor and round for classic control (the defaults)
+
+
+def _compose_command() -> list[str]:
+    if subprocess.run(["docker", "compose", "version"], capture_output=True).returncode == 0:
+        return ["docker", "compose"]
+    if shutil.which("docker-compose"):
+        return ["docker-compose"]
+    pytest.skip("neither 'docker compose' nor 'docker-compose' is installed "
+                "(make docker-engine installs docker-compose)")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Cluster:
+    def __init__(self, project: str, env: dict[str, str], url: str, token: str,
+                 docker_client: docker.DockerClient):
+        self.project, self.env, self.url, self.token = project, env, url, token
+        self.docker = docker_client
+        self.compose = [*_compose_command(), "-p", project, "-f", str(REPO / "docker-compose.yml")]
+
+    def run(self, *args: str) -> None:
+        subprocess.run([*self.compose, *args], env=self.env, check=True, capture_output=True)
+
+    def client(self) -> Client:
+        return Client(self.url, self.token, timeout=60)
+
+    def wait_healthy(self) -> None:
+        def healthy() -> bool:
+            try:
+                with self.client() as c:
+                    return c.health()["status"] == "ok"
+            except GatewayError:
+                return False
+        wait_for(healthy, 120, "the gateway to answer /healthz")
+
+    def gateway(self):
+        [container] = self.docker.containers.list(filters={"label": [
+            f"com.docker.compose.project={self.project}", "com.docker.compose.service=gateway"]})
+        return container
+
+    def functions(self, **labels: str) -> list:
+        wanted = [f"faasrl.node={self.project}", *(f"faasrl.{k}={v}" for k, v in labels.items())]
+        return self.docker.containers.list(filters={"label": wanted})
+
+
+@pytest.fixture(scope="module")
+def cluster(docker_client: docker.DockerClient, platform_image: str, runtime_image: str
+            ) -> Iterator[Cluster]:
+    project = f"faasrl-test-{secrets.token_hex(3)}"
+    port, token = _free_port(), secrets.token_urlsafe(16)
+    env = {**os.environ, "FAASRL_TOKEN": token, "FAASRL_PUBLISH": f"127.0.0.1:{port}",
+           "FAASRL_NETWORK": project, "FAASRL_NODE_NAME": project}
+    c = Cluster(project, env, f"http://127.0.0.1:{port}", token, docker_client)
+    c.run("up", "-d")
+    try:
+        c.wait_healthy()
+        yield c
+    finally:
+        logs = subprocess.run([*c.compose, "logs", "--tail", "40", "gateway"], env=env,
+                              capture_output=True, text=True).stdout
+        c.run("down", "-v")
+        for leftover in c.functions():
+            leftover.remove(force=True)
+        print(logs)
+
+
+def job(max_rounds: int, **extra) -> dict:
+    return {"env_id": "CartPole-v1", "controller": {"name": "fixed", "actors": 2},
+            "stop": {"max_rounds": max_rounds}, "evaluation_episodes": 0, **extra}
+
+
+def finished(client: Client, job_id: str, timeout_s: float = 240) -> dict:
+    rec = wait_for(lambda: (r := client.job(job_id))["status"] not in
+                   ("pending", "running", "interrupted") and r, timeout_s, "the job to end")
+    assert rec["status"] == "succeeded", rec
+    return rec
+
+
+def test_cartpole_job_over_rest(cluster: Cluster):
+    with cluster.client() as client:
+        rec = finished(client, client.submit(job(3))["id"])
+        rows = client.job_metrics(rec["id"])
+        assert [r["round"] for r in rows] == [0, 1, 2]
+        assert all(r["env_steps"] == 2 * CLASSIC_STEPS == r["samples"] for r in rows)
+        assert rec["env_steps"] == 3 * 2 * CLASSIC_STEPS
+        assert rows[-1]["cost_total"] > 0 and rows[-1]["serverful_cost_total"] > 0
+        records = client.invocations("actor", limit=6)
+        assert {r["backend"] for r in records} == {"docker"}
+    assert len(cluster.functions(function="actor")) == 2  # warm, kept alive
+
+
+def test_a_function_container_killed_mid_round(cluster: Cluster):
+    with cluster.client() as client:
+        job_id = client.submit(job(8, steps_per_actor=1024))["id"]
+
+        def busy_actor():
+            pools = client.cluster()["functions"]
+            return [c for c in pools.get("actor", {}).get("containers", [])
+                    if c["state"] == "busy"]
+        victim = wait_for(busy_actor, 120, "an actor mid-round")[0]
+        for container in cluster.functions(container=victim["id"]):
+            container.kill()
+        rec = finished(client, job_id)
+        rows = client.job_metrics(job_id)
+        # Every round exactly once, each with both actors' steps trained on exactly once.
+        assert [r["round"] for r in rows] == list(range(8))
+        assert all(r["env_steps"] == 2 * 4 * 1024 == r["samples"] for r in rows), rows
+        assert all(r["actor_failures"] == 0 for r in rows)
+        assert rec["env_steps"] == 8 * 2 * 4 * 1024
+        retried = [r for r in client.invocations("actor", limit=50) if r["attempts"] == 2]
+        assert retried and all(r["status"] == "success" for r in retried)
+
+
+def test_registrations_and_a_job_survive_a_gateway_restart(cluster: Cluster, tmp_path: Path):
+    folder = tmp_path / "hello"
+    folder.mkdir()
+    (folder / "manifest.yaml").write_text("name: hello\nhandler: handler:main\ncpu: 0.1\n"
+                                          "memory_mb: 128\n")
+    (folder / "handler.py").write_text("def main(args, context):\n    return 'hi ' + args\n")
+    with cluster.client() as client:
+        client.deploy(folder)
+        assert client.invoke("hello", "there")["result"] == "hi there"
+        job_id = client.submit(job(40))["id"]
+        wait_for(lambda: client.job(job_id)["round"] >= 3, 120, "three rounds")
+    old = {c.id for c in cluster.functions()}
+    cluster.gateway().restart(timeout=30)
+    cluster.wait_healthy()
+    with cluster.client() as client:
+        assert {"actor", "learner", "echo", "hello"} <= {f["name"] for f in client.functions()}
+        assert client.invoke("hello", "again")["result"] == "hi again"
+        rec = finished(client, job_id)
+        assert rec["round"] == 40
+        rounds = [r["round"] for r in client.job_metrics(job_id)]
+        assert len(rounds) == len(set(rounds)) and rounds[-1] == 39
+    # The containers of the gateway's first life are gone (stopped, or reaped at its restart).
+    time.sleep(0.5)
+    assert not old & {c.id for c in cluster.functions()}
