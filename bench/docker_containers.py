@@ -1,0 +1,157 @@
+"""Docker containers as function containers: cold start, warm latency, and what pre-warming buys.
+
+Measured on one platform with the Docker backend (embedded Redis on the bridge), in one run:
+
+- cold start as a client sees it (a function never run: container create, runtime healthy,
+  init, first result), interleaved with the baseline `docker run --rm IMAGE true` (create,
+  start, exit, remove of the same image, nothing in it run);
+- warm invoke latency through the gateway (p50/p99);
+- a CartPole PPO job's round time with the actor function's ``min_warm`` equal to the actor
+  count against 0 (cold containers), the functions re-registered before each job so that no
+  container of an earlier job is reused. Each job runs ``--rounds`` rounds; "outside rounds"
+  is the job's wall time less its rounds: submission, the initial policy, container starts.
+
+    python bench/docker_containers.py [--cold 5] [--warm 500] [--jobs 2] [--rounds 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from faasrl.client import Client
+from faasrl.config import Settings
+from faasrl.embedded import EmbeddedPlatform
+from faasrl.manifest import load_manifest
+
+REPO = Path(__file__).resolve().parents[1]
+ACTORS = 2
+
+
+def ms(samples: list[float]) -> dict[str, float]:
+    s = sorted(samples)
+    return {"p50_ms": statistics.median(s) * 1e3,
+            "p99_ms": s[max(0, math.ceil(0.99 * len(s)) - 1)] * 1e3, "n": len(s)}
+
+
+def bare_run(image: str) -> float:
+    t0 = time.perf_counter()
+    subprocess.run(["docker", "run", "--rm", "--network", "none", image, "true"], check=True,
+                   capture_output=True)
+    return time.perf_counter() - t0
+
+
+def cold_start(client: Client, trial: int) -> float:
+    """A fresh function (a new name): the invocation waits for its first container."""
+    spec = load_manifest(REPO / "functions" / "echo").model_copy(
+        update={"name": f"echo-cold-{trial}", "keep_alive_s": 0})
+    client.deploy(spec)
+    t0 = time.perf_counter()
+    rec = client.invoke(spec.name, {"trial": trial})
+    elapsed = time.perf_counter() - t0
+    assert rec["status"] == "success" and rec["cold"], rec
+    client.delete(spec.name)
+    return elapsed
+
+
+def register(client: Client, name: str, min_warm: int, trial: int) -> None:
+    """Re-register a built-in function (a new generation: older containers retire)."""
+    spec = load_manifest(REPO / "functions" / name).model_copy(
+        update={"min_warm": min_warm, "env": {"BENCH_TRIAL": str(trial)}})
+    client.deploy(spec)
+
+
+def run_job(client: Client, prewarm: bool, trial: int, rounds: int) -> dict[str, Any]:
+    register(client, "actor", ACTORS if prewarm else 0, trial)
+    register(client, "learner", 1 if prewarm else 0, trial)
+    if prewarm:  # wait until the warm containers are idle, as a cluster kept warm would be
+        def warm() -> bool:
+            pools = client.cluster()["functions"]
+            idle = {f: sum(c["state"] == "idle" for c in pools[f]["containers"])
+                    for f in ("actor", "learner")}
+            return idle["actor"] >= ACTORS and idle["learner"] >= 1
+        deadline = time.monotonic() + 120
+        while not warm():
+            if time.monotonic() > deadline:
+                raise TimeoutError("pre-warmed containers did not become idle")
+            time.sleep(0.1)
+    spec = {"env_id": "CartPole-v1", "controller": {"name": "fixed", "actors": ACTORS},
+            "seed": trial, "stop": {"max_rounds": rounds}, "evaluation_episodes": 0}
+    t0 = time.perf_counter()
+    job_id = client.submit(spec)["id"]
+    while (rec := client.job(job_id))["status"] in ("pending", "running"):
+        time.sleep(0.1)
+    wall = time.perf_counter() - t0
+    assert rec["status"] == "succeeded", rec
+    rows = client.job_metrics(job_id)
+    client.delete_job(job_id)
+    return {"wall_s": wall, "round0_s": rows[0]["round_s"],
+            "later_round_s": statistics.median(r["round_s"] for r in rows[1:]),
+            "outside_rounds_s": wall - sum(r["round_s"] for r in rows)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cold", type=int, default=5, help="cold starts (and bare runs)")
+    parser.add_argument("--warm", type=int, default=500, help="warm invocations")
+    parser.add_argument("--jobs", type=int, default=2, help="jobs per min_warm setting")
+    parser.add_argument("--rounds", type=int, default=5, help="rounds per job")
+    parser.add_argument("--image", default="faasrl/runtime:latest")
+    parser.add_argument("--out", type=Path, default=REPO / "bench/results/docker_containers.json")
+    args = parser.parse_args()
+    console = Console()
+
+    with tempfile.TemporaryDirectory() as state:
+        settings = Settings(state_dir=Path(state), port=0, backend="docker",
+                            docker_image=args.image, node_name=f"bench-{Path(state).name}",
+                            register_builtins=True, resume_jobs=False)
+        with EmbeddedPlatform(settings) as platform, platform.client() as client:
+            bare_run(args.image)  # the first run pays for loading the image's layers
+            bare, cold = [], []
+            for trial in range(args.cold):
+                bare.append(bare_run(args.image))
+                cold.append(cold_start(client, trial))
+            client.invoke("echo", {})
+            warm = []
+            for _ in range(args.warm):
+                t0 = time.perf_counter()
+                client.invoke("echo", {"x": 1})
+                warm.append(time.perf_counter() - t0)
+            jobs: dict[str, list[dict[str, Any]]] = {"min_warm=0": [], "min_warm=actors": []}
+            for trial in range(args.jobs):
+                jobs["min_warm=0"].append(run_job(client, False, trial, args.rounds))
+                jobs["min_warm=actors"].append(run_job(client, True, trial, args.rounds))
+
+    results = {"bare_docker_run": ms(bare), "cold_start": ms(cold), "warm_invoke": ms(warm),
+               "cold_over_bare": statistics.median(cold) / statistics.median(bare),
+               "jobs": {k: {f: statistics.median(j[f] for j in v) for f in v[0]}
+                        for k, v in jobs.items()}}
+    table = Table("measure", "p50 ms", "p99 ms", "n", title="Docker containers")
+    for key in ("bare_docker_run", "cold_start", "warm_invoke"):
+        r = results[key]
+        table.add_row(key, f"{r['p50_ms']:.1f}", f"{r['p99_ms']:.1f}", str(r["n"]))
+    console.print(table)
+    console.print(f"cold start / bare docker run (p50): {results['cold_over_bare']:.2f}x")
+    jt = Table("CartPole, 2 actors", "round 0 s", "later rounds s", "outside rounds s",
+               "job wall s", title=f"{args.rounds}-round jobs, median of {args.jobs}")
+    for key, r in results["jobs"].items():
+        jt.add_row(key, f"{r['round0_s']:.2f}", f"{r['later_round_s']:.3f}",
+                   f"{r['outside_rounds_s']:.2f}", f"{r['wall_s']:.2f}")
+    console.print(jt)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(results, indent=2))
+    console.print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
