@@ -149,7 +149,12 @@ class DockerBackend(Backend):
 
     def __init__(self, config: DockerConfig, client: docker.DockerClient | None = None):
         self.config = config
-        self._client = client or docker.from_env()
+        try:
+            self._client = client or docker.from_env()
+            self._client.ping()
+        except DockerException as exc:
+            raise RuntimeError(f"the Docker backend needs a Docker engine, and none answers "
+                               f"({exc}); start one with 'make docker-engine'") from None
         self._owner = owner_label()
         self._handles: dict[str, ContainerHandle] = {}
         self._exits: dict[str, int] = {}  # Docker id -> exit code, from the event stream
@@ -158,6 +163,7 @@ class DockerBackend(Backend):
         # The SDK blocks; starts and stops run here so that a burst of them overlaps.
         self._pool = ThreadPoolExecutor(16, thread_name_prefix="docker")
         self._network_ready = False
+        self._closing = False
         self._events = self._client.events(decode=True, filters={
             "type": "container", "event": "die", "label": f"{LABEL}.owner={self._owner}"})
         self._watcher = threading.Thread(target=self._watch, name="docker-events", daemon=True)
@@ -244,7 +250,9 @@ class DockerBackend(Backend):
                 attrs = event.get("Actor", {}).get("Attributes", {})
                 self._exits[event["id"]] = int(attrs.get("exitCode", -1))
         except (DockerException, OSError, ValueError) as exc:
-            log.debug("docker event stream ended: %s", exc)
+            if not self._closing:
+                log.warning("the Docker event stream broke (%s): a container's exit is now "
+                            "noticed only when a request to it fails", exc)
 
     def list_own(self) -> list[ContainerHandle]:
         return list(self._handles.values())
@@ -299,6 +307,7 @@ class DockerBackend(Backend):
 
     async def close(self) -> None:
         await asyncio.gather(*(self.stop(h, grace_s=1.0) for h in list(self._handles.values())))
+        self._closing = True
         self._events.close()
         self._pool.shutdown(wait=False, cancel_futures=True)
         self._client.close()
