@@ -134,6 +134,10 @@ async def invoke(function_name: str, request: Request, svc: ServicesDep,
         raise LambdaApiError(400, "InvalidParameterValueException",
                              f"X-Amz-Log-Type: {log_type!r} is not None or Tail")
     body = await request.body()
+    if invocation_type == "Event" and len(body) > EVENT_PAYLOAD_MAX:
+        raise LambdaApiError(413, "RequestTooLargeException",
+                             f"Request must be smaller than {EVENT_PAYLOAD_MAX} bytes for the "
+                             "Event invocation type")
     try:
         args = json.loads(body) if body.strip() else None
     except ValueError as exc:
@@ -145,10 +149,6 @@ async def invoke(function_name: str, request: Request, svc: ServicesDep,
     if invocation_type == "DryRun":
         return Response(status_code=204, headers=headers)
     if invocation_type == "Event":
-        if len(body) > EVENT_PAYLOAD_MAX:
-            raise LambdaApiError(413, "RequestTooLargeException",
-                                 f"Request must be smaller than {EVENT_PAYLOAD_MAX} bytes for "
-                                 "the Event invocation type")
         await svc.records.put_now(InvocationRecord(
             request_id, name, memory_mb=spec.memory_mb, backend=svc.invoker.backend.name,
             requested_at=time.time()))
