@@ -194,6 +194,9 @@ class Invoker:
             rec.attempts, rec.cold = out.attempts, out.cold
             rec.queue_s, rec.init_s, rec.run_s = out.queue_s, out.init_s, out.run_s
             rec.billed_ms, rec.memory_mb = out.billed_ms, out.memory_mb or rec.memory_mb
+        except Exception as exc:  # a fault of the service backend, kept in the record
+            log.exception("%s backend failed on %s", service.name, rec.id)
+            rec.status, rec.error = "error", {"type": type(exc).__name__, "message": str(exc)}
         finally:
             rec.finished_at = time.time()
             if rec.status not in ("success", "error", "timeout"):
