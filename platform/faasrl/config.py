@@ -56,3 +56,19 @@ class Settings(BaseSettings):
     maintain_interval_s: float = Field(0.25, gt=0, description="keep-alive/min-warm tick")
     record_ttl_s: int = Field(86400, gt=0, description="how long invocation records are kept")
     max_payload_bytes: int = Field(6 * 1024 * 1024, gt=0, description="largest request body")
+
+    # AWS Lambda: the backend that invokes functions placed on Lambda, and the gateway's own
+    # Lambda Invoke API (POST /2015-03-31/functions/{name}/invocations).
+    lambda_redis_url: SecretStr | None = Field(
+        None, description="the Redis URL functions on Lambda get (rediss://:password@host for "
+                          "TLS and a password); None: the gateway's own")
+    lambda_max_concurrency: int = Field(256, ge=1, le=10_000,
+                                        description="Lambda invocations in flight at most")
+    lambda_throttle_retries: int = Field(4, ge=0, le=20, description="retries of a 429")
+    lambda_api_access_key_id: str = Field("faasrl", min_length=1,
+                                          description="access key id the Lambda API accepts")
+    lambda_api_secret_access_key: SecretStr | None = Field(
+        None, description="its secret; None: the bearer token; with neither, no auth")
+    lambda_api_region: str = Field("us-east-1", description="the region in the API's ARNs")
+    lambda_api_max_skew_s: float = Field(900.0, gt=0, description="clock skew a signature may "
+                                                                  "have (AWS allows 15 min)")

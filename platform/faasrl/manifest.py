@@ -4,9 +4,17 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 
 MANIFEST_NAMES = ("manifest.yaml", "manifest.yml", "manifest.json")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -14,6 +22,25 @@ _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 class ManifestError(ValueError):
     """A manifest that cannot be read or does not validate; the message names the file and field."""
+
+
+class LambdaTarget(BaseModel):
+    """The function's twin on AWS Lambda, or on anything serving Lambda's Invoke API (a faasrl
+    gateway). Credentials come from boto3's standard chain, never from here: manifests are
+    stored in Redis and served by the API."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    function_name: str = Field(
+        min_length=1, max_length=170, pattern=r"^[A-Za-z0-9_:.$-]+$",
+        description="the Lambda function's name or ARN")
+    qualifier: str | None = Field(None, min_length=1, max_length=128,
+                                  pattern=r"^[A-Za-z0-9_$-]+$",
+                                  description="version or alias (provisioned concurrency)")
+    region: str | None = Field(None, pattern=r"^[a-z]{2}(-[a-z]+)+-\d+$",
+                               description="None: boto3's default region")
+    endpoint_url: str | None = Field(None, pattern=r"^https?://",
+                                     description="None: AWS; a faasrl gateway's URL to test")
 
 
 class FunctionSpec(BaseModel):
@@ -39,6 +66,10 @@ class FunctionSpec(BaseModel):
     keep_alive_s: float = Field(600.0, ge=0, description="idle seconds before reclaiming")
     max_concurrency: int = Field(1, ge=1, le=1024, description="invocations one container serves")
     env: dict[str, str] = Field(default_factory=dict, description="environment for the handler")
+    placement: Literal["local", "lambda"] = Field(
+        "local", description="where invocations run unless the caller says otherwise")
+    aws_lambda: LambdaTarget | None = Field(None, validate_default=True,
+                                            description="where it runs on Lambda")
 
     @field_validator("env")
     @classmethod
@@ -47,6 +78,22 @@ class FunctionSpec(BaseModel):
         if bad:
             raise ValueError(f"not valid environment variable names: {', '.join(sorted(bad))}")
         return env
+
+    @field_validator("placement")
+    @classmethod
+    def _no_local_warm_on_lambda(cls, placement: str, info: ValidationInfo) -> str:
+        if placement == "lambda" and info.data.get("min_warm"):
+            raise ValueError("a function placed on Lambda keeps no local containers warm: set "
+                             "min_warm to 0 (provisioned concurrency is set at deploy)")
+        return placement
+
+    @field_validator("aws_lambda")
+    @classmethod
+    def _lambda_target(cls, target: LambdaTarget | None, info: ValidationInfo
+                       ) -> LambdaTarget | None:
+        if target is None and info.data.get("placement") == "lambda":
+            raise ValueError("placement 'lambda' needs this section (function_name, ...)")
+        return target
 
 
 def load_manifest(path: str | Path) -> FunctionSpec:

@@ -13,9 +13,11 @@ from redis.asyncio import Redis
 
 import faasrl
 from faasrl.backends import create_backend
+from faasrl.backends.aws_lambda import LambdaBackend
 from faasrl.config import Settings
 from faasrl.gateway.errors import BodyLimit, install_error_handlers
-from faasrl.gateway.routers import cluster, code, functions, invocations, jobs, system
+from faasrl.gateway.routers import (cluster, code, functions, invocations, jobs, lambda_api,
+                                    system)
 from faasrl.gateway.services import Services
 from faasrl.invoker import Invoker, InvokerConfig, Pool, RecordStore, node_capacity
 from faasrl.invoker.errors import CapacityError
@@ -57,7 +59,8 @@ def create_app(settings: Settings, redis_url: str, function_redis_url: str | Non
                                  maintain_interval_s=settings.maintain_interval_s),
             runtime_env={"FAASRL_REDIS_URL": settings.function_redis_url or function_redis_url
                          or redis_url},
-            code=code_store.get)
+            code=code_store.get,
+            services={"lambda": _lambda_backend(settings, redis_url)})
         await invoker.start()
         registrations = FunctionRegistry(redis)
         for spec in await registrations.load():
@@ -91,10 +94,21 @@ def create_app(settings: Settings, redis_url: str, function_redis_url: str | Non
     app.state.settings = settings
     app.state.closing = False  # set by whoever stops the server, so event streams end
     install_error_handlers(app)
+    lambda_api.install_error_handler(app)
     app.add_middleware(BodyLimit, max_bytes=settings.max_payload_bytes)
-    for module in (system, functions, code, invocations, cluster, jobs):
+    for module in (system, functions, code, invocations, cluster, jobs, lambda_api):
         app.include_router(module.router)
     return app
+
+
+def _lambda_backend(settings: Settings, redis_url: str) -> LambdaBackend:
+    """Invokes functions placed on Lambda; they reach Redis at ``lambda_redis_url``."""
+    lambda_redis = settings.lambda_redis_url.get_secret_value() if settings.lambda_redis_url \
+        else redis_url
+    return LambdaBackend(runtime_env={"FAASRL_REDIS_URL": lambda_redis},
+                         max_concurrency=settings.lambda_max_concurrency,
+                         throttle_retries=settings.lambda_throttle_retries,
+                         timeout_grace_s=settings.timeout_grace_s)
 
 
 async def _register_builtins(settings: Settings, invoker: Invoker,

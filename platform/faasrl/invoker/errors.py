@@ -25,6 +25,12 @@ class CapacityError(InvokerError):
     status = 422
 
 
+class NotPlaceable(InvokerError):
+    """The invocation asks for a placement the function or the platform does not have."""
+
+    status = 422
+
+
 class QueueFull(InvokerError):
     status = 429
 

@@ -13,12 +13,13 @@ import base64
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from faasrl.backends.base import Backend, ContainerHandle
-from faasrl.invoker.errors import InvokerError, StartFailed
+from faasrl.backends.service import ServiceBackend
+from faasrl.invoker.errors import InvokerError, NotPlaceable, StartFailed
 from faasrl.invoker.metrics import InvokerMetrics
 from faasrl.invoker.pool import Action, Assign, Container, Pool, Reject, Start, State, Stop
 from faasrl.invoker.records import InvocationRecord, RecordStore
@@ -44,9 +45,11 @@ class Invoker:
     def __init__(self, backend: Backend, pool: Pool, *, records: RecordStore | None = None,
                  metrics: InvokerMetrics | None = None, config: InvokerConfig | None = None,
                  runtime_env: dict[str, str] | None = None,
+                 services: Mapping[str, ServiceBackend] | None = None,
                  code: Callable[[str], Awaitable[bytes | None]] | None = None):
         """``code``: fetches an uploaded code archive by digest, for functions that have one."""
         self.backend = backend
+        self.services = dict(services or {})  # placement name -> FaaS service backend
         self.pool = pool
         self.config = config or InvokerConfig()
         self._records = records
@@ -77,6 +80,8 @@ class Invoker:
         for client in self._clients.values():
             client.close()
         await self.backend.close()
+        for service in self.services.values():
+            await service.close()
         for fut in self._waiters.values():
             if not fut.done():
                 fut.set_exception(InvokerError("the platform is shutting down"))
@@ -88,8 +93,15 @@ class Invoker:
     def unregister(self, name: str) -> None:
         self._apply(self.pool.unregister(name, time.monotonic()))
 
-    def prewarm(self, function: str, n: int) -> int:
-        """Start containers until ``n`` exist for the function; returns how many were started."""
+    def prewarm(self, function: str, n: int, *, placement: str | None = None) -> int:
+        """Start containers until ``n`` exist for the function; returns how many were started.
+
+        On a service backend (the function's or ``placement``), get ready for ``n`` concurrent
+        invocations instead; nothing is started there."""
+        service = self._service(self.pool.spec(function), placement)
+        if service is not None:
+            service.prewarm(self.pool.spec(function), n)
+            return 0
         started, actions = self.pool.prewarm(function, n, time.monotonic())
         self._apply(actions)
         return started
@@ -101,11 +113,13 @@ class Invoker:
     async def invoke(self, function: str, args: Any = None, *, timeout_s: float | None = None,
                      invocation_id: str | None = None,
                      on_running: Callable[[InvocationRecord], None] | None = None,
-                     affinity: str | None = None,
+                     affinity: str | None = None, placement: str | None = None,
                      ) -> InvocationRecord:
         """Run one invocation to its end and return its record.
 
         ``affinity``: prefer the warm container that last ran an invocation with this key.
+        ``placement``: ``local`` or a service backend's name (``lambda``); default: the
+        function's own placement.
 
         Raises ``InvokerError`` when the invocation is refused (unknown function, queue full,
         no container in time); everything that happens once it runs is in the record.
@@ -115,6 +129,8 @@ class Invoker:
         rec = InvocationRecord(invocation_id or new_invocation_id(), function,
                                memory_mb=spec.memory_mb, backend=self.backend.name,
                                requested_at=time.time())
+        if (service := self._service(spec, placement)) is not None:
+            return await self._invoke_on(service, spec, args, timeout, rec, on_running)
         try:
             for attempt in (1, 2):
                 rec.attempts = attempt
@@ -148,6 +164,48 @@ class Invoker:
             if rec.status not in ("success", "error", "timeout"):
                 rec.status = "error"
                 rec.error = rec.error or {"type": "Cancelled", "message": "invocation cancelled"}
+            if self._records is not None:
+                self._records.put(rec)
+            if self._metrics is not None:
+                self._metrics.observe(rec)
+        return rec
+
+    def _service(self, spec: FunctionSpec, placement: str | None) -> ServiceBackend | None:
+        """The service backend an invocation goes to, None for a local container."""
+        where = placement or spec.placement
+        if where == "local":
+            return None
+        if where not in self.services:
+            raise NotPlaceable(f"{spec.name!r} cannot run on {where!r}: this platform has no "
+                               f"such backend (it has: local, {', '.join(self.services)})")
+        if where == "lambda" and spec.aws_lambda is None:
+            raise NotPlaceable(f"{spec.name!r} has no aws_lambda section: it cannot run on "
+                               "Lambda (deploy it with 'faasrl deploy lambda', then name the "
+                               "Lambda function in its manifest)")
+        return self.services[where]
+
+    async def _invoke_on(self, service: ServiceBackend, spec: FunctionSpec, args: Any,
+                         timeout: float, rec: InvocationRecord,
+                         on_running: Callable[[InvocationRecord], None] | None
+                         ) -> InvocationRecord:
+        """One invocation run by a service backend; the record is written as for any other."""
+        rec.backend, rec.status, rec.attempts = service.name, "running", 1
+        if on_running is not None:
+            on_running(rec)
+        try:
+            out = await service.invoke(spec, args, timeout)
+            rec.status, rec.result, rec.error = out.status, out.result, out.error
+            rec.attempts, rec.cold = out.attempts, out.cold
+            rec.queue_s, rec.init_s, rec.run_s = out.queue_s, out.init_s, out.run_s
+            rec.billed_ms, rec.memory_mb = out.billed_ms, out.memory_mb or rec.memory_mb
+        except Exception as exc:  # a fault of the service backend, kept in the record
+            log.exception("%s backend failed on %s", service.name, rec.id)
+            rec.status, rec.error = "error", {"type": type(exc).__name__, "message": str(exc)}
+        finally:
+            rec.finished_at = time.time()
+            if rec.status not in ("success", "error", "timeout"):
+                rec.status = "error"
+                rec.error = {"type": "Cancelled", "message": "invocation cancelled"}
             if self._records is not None:
                 self._records.put(rec)
             if self._metrics is not None:

@@ -67,7 +67,8 @@ class JobDriver:
             controller.load_state_dict(rec.controller_state)
             self._history = await self.store.rows(rec.id)
             # The actors start while the learner builds the initial policy, not after it.
-            self.invoker.prewarm(spec.actor_function, self._actors_for_round(controller))
+            self.invoker.prewarm(spec.actor_function, self._actors_for_round(controller),
+                                 placement=spec.placement.actors)
             if rec.version is None:
                 await self._initialize()
             else:
@@ -138,7 +139,7 @@ class JobDriver:
         rec, spec = self.record, self.record.spec
         k, version = rec.round, rec.version
         n = self._actors_for_round(controller)
-        self.invoker.prewarm(spec.actor_function, n)
+        self.invoker.prewarm(spec.actor_function, n, placement=spec.placement.actors)
 
         t0 = time.monotonic()
         actors = await asyncio.gather(*(
@@ -285,8 +286,12 @@ class JobDriver:
 
     async def _invoke(self, function: str, args: dict[str, Any], affinity: str | None = None
                       ) -> InvocationRecord:
+        spec = self.record.spec
+        # Actors go where the job places them; learners always run locally.
+        placement = spec.placement.actors if function == spec.actor_function else "local"
         try:
-            return await self.invoker.invoke(function, args, affinity=affinity)
+            return await self.invoker.invoke(function, args, affinity=affinity,
+                                             placement=placement)
         except InvokerError as exc:
             raise JobError(f"{function}: {exc.kind}: {exc.message}") from exc
 

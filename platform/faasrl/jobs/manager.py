@@ -60,6 +60,10 @@ class JobManager:
             except FunctionNotFound:
                 raise MissingFunction(field, f"no function named {name!r} is registered") \
                     from None
+        actor = self._invoker.pool.spec(spec.actor_function)
+        if (spec.placement.actors or actor.placement) == "lambda" and actor.aws_lambda is None:
+            raise MissingFunction("placement.actors", f"{actor.name!r} has no aws_lambda "
+                                  "section naming its Lambda function")
         rec = JobRecord(id=uuid.uuid4().hex[:12], spec=spec, created_at=time.time())
         await self.store.save(rec)
         self._launch(rec)

@@ -107,6 +107,15 @@ class StopConditions(BaseModel):
         return self
 
 
+class Placement(BaseModel):
+    """Where a job's functions run. Actors may go to AWS Lambda (the function's ``aws_lambda``
+    twin); learners always run on this platform's containers, next to their GPUs."""
+
+    model_config = _STRICT
+    actors: Literal["local", "lambda"] | None = Field(
+        None, description="None: where the actor function's manifest places it")
+
+
 class JobSpec(BaseModel):
     model_config = _STRICT
 
@@ -123,6 +132,7 @@ class JobSpec(BaseModel):
     evaluation_episodes: int = Field(20, ge=0, le=1000)
     checkpoint_every: int = Field(10, ge=1, description="rounds between disk checkpoints")
     compress_trajectories: bool | None = Field(None, description="lz4; default on for Atari")
+    placement: Placement = Field(default_factory=Placement)
     actor_function: str = "actor"
     learner_function: str = "learner"
 

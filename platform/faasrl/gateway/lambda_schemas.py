@@ -1,0 +1,31 @@
+"""Bodies and headers of the gateway's Lambda Invoke API, in Lambda's own names and shapes."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+InvocationType = Literal["RequestResponse", "Event", "DryRun"]
+LogType = Literal["None", "Tail"]
+EXECUTED_VERSION = "$LATEST"
+ACCOUNT_ID = "000000000000"  # the ARNs the local API names carry this account
+EVENT_PAYLOAD_MAX = 256 * 1024  # Lambda's limit for asynchronous invocations
+
+
+class LambdaErrorOut(BaseModel):
+    """A refused request; its code is also in the ``x-amzn-ErrorType`` header (what boto3
+    reads to raise, e.g., ``ResourceNotFoundException``)."""
+
+    model_config = ConfigDict(populate_by_name=True)
+
+    type: Literal["User", "Service"] = Field(alias="Type")
+    message: str
+
+
+class FunctionErrorOut(BaseModel):
+    """The payload of an invocation whose handler failed (``X-Amz-Function-Error: Unhandled``)."""
+
+    errorMessage: str
+    errorType: str
+    stackTrace: list[str] = Field(default_factory=list)

@@ -1,0 +1,211 @@
+"""Lambda's Invoke API on the gateway: ``boto3.client("lambda", endpoint_url=gateway)`` works.
+
+``POST /2015-03-31/functions/{name}/invocations`` runs a registered function on this node's
+containers (always locally, whatever its placement, so a gateway can never call itself in a
+loop) and answers as Lambda does: ``RequestResponse`` with the result as the payload, ``Event``
+with 202 at once, ``DryRun`` with 204; a handler's error as 200 with ``X-Amz-Function-Error:
+Unhandled`` and Lambda's error payload; ``X-Amz-Executed-Version``, ``x-amzn-RequestId`` (the
+invocation's record id), and with ``LogType: Tail`` a ``START``/``END``/``REPORT`` tail log whose
+``REPORT`` line carries the record's billed duration. Refusals have Lambda's shape: the code in
+``x-amzn-ErrorType`` (404 ``ResourceNotFoundException``, 429 ``TooManyRequestsException``, 403
+``InvalidSignatureException``, ...).
+
+Auth: when the gateway has a bearer token or ``FAASRL_LAMBDA_API_SECRET_ACCESS_KEY``, requests
+must carry a SigV4 signature by access key id ``FAASRL_LAMBDA_API_ACCESS_KEY_ID`` (default
+``faasrl``) with that secret (default: the bearer token); see ``gateway/sigv4.py``.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import re
+import time
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, FastAPI, Query, Request, Response
+from fastapi.responses import JSONResponse
+
+from faasrl.gateway import sigv4
+from faasrl.gateway.lambda_schemas import (
+    ACCOUNT_ID,
+    EVENT_PAYLOAD_MAX,
+    EXECUTED_VERSION,
+    FunctionErrorOut,
+    LambdaErrorOut,
+)
+from faasrl.gateway.services import Services, ServicesDep
+from faasrl.invoker.errors import (
+    FunctionGone,
+    FunctionNotFound,
+    InvokerError,
+    QueueFull,
+    QueueTimeout,
+)
+from faasrl.invoker.invoker import new_invocation_id
+from faasrl.invoker.records import InvocationRecord
+
+_FUNCTION = re.compile(
+    r"^(?:arn:aws[a-z-]*:lambda:[a-z0-9-]+:\d{12}:function:|\d{12}:function:)?"
+    r"([A-Za-z0-9_-]{1,64})(?::([A-Za-z0-9_$-]{1,128}))?$")
+_LOG_TAIL_MAX = 4096  # Lambda returns the last 4 KB of the log
+
+
+class LambdaApiError(Exception):
+    """A refusal in Lambda's shape: ``status``, the error code, a message."""
+
+    def __init__(self, status: int, code: str, message: str,
+                 headers: dict[str, str] | None = None):
+        super().__init__(message)
+        self.status, self.code, self.message, self.headers = status, code, message, headers
+
+
+async def _on_lambda_error(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, LambdaApiError)
+    body = LambdaErrorOut(type="User" if exc.status < 500 else "Service", message=exc.message)
+    return JSONResponse(body.model_dump(by_alias=True), status_code=exc.status,
+                        headers={"x-amzn-ErrorType": exc.code, **(exc.headers or {})})
+
+
+def install_error_handler(app: FastAPI) -> None:
+    app.add_exception_handler(LambdaApiError, _on_lambda_error)
+
+
+async def require_signature(request: Request) -> None:
+    """Verify the SigV4 signature when the gateway has a secret to check it with."""
+    settings = request.app.state.settings
+    secret = settings.lambda_api_secret_access_key or settings.token
+    if secret is None:
+        return
+    headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in request.headers.raw]
+    path = request.scope.get("raw_path") or request.scope["path"].encode()
+    query = request.scope.get("query_string", b"").decode("latin-1")
+    url = f"http://{request.headers.get('host', 'localhost')}{path.decode('latin-1')}" \
+          + (f"?{query}" if query else "")
+    try:
+        sigv4.verify(method=request.method, url=url, headers=headers,
+                     body=await request.body(),
+                     access_key_id=settings.lambda_api_access_key_id,
+                     secret_access_key=secret.get_secret_value(),
+                     max_skew_s=settings.lambda_api_max_skew_s)
+    except sigv4.SignatureError as exc:
+        raise LambdaApiError(403, exc.kind, exc.message) from None
+
+
+router = APIRouter(prefix="/2015-03-31/functions", tags=["lambda"],
+                   dependencies=[Depends(require_signature)],
+                   responses={403: {"model": LambdaErrorOut}})
+
+
+@router.post(
+    "/{function_name}/invocations",
+    responses={200: {"description": "the result, or a FunctionErrorOut with "
+                                    "X-Amz-Function-Error"},
+               202: {"description": "Event: accepted"}, 204: {"description": "DryRun: valid"},
+               400: {"model": LambdaErrorOut}, 404: {"model": LambdaErrorOut},
+               413: {"model": LambdaErrorOut}, 429: {"model": LambdaErrorOut}})
+async def invoke(function_name: str, request: Request, svc: ServicesDep,
+                 qualifier: Annotated[str | None, Query(alias="Qualifier")] = None
+                 ) -> Response:
+    """Lambda's Invoke: the payload is the handler's args, the response its result."""
+    region = svc.settings.lambda_api_region
+    match = _FUNCTION.match(function_name)
+    if match is None:
+        raise LambdaApiError(400, "ValidationException",
+                             f"FunctionName: {function_name!r} is not a function name or ARN")
+    name, qualifier = match.group(1), qualifier or match.group(2)
+    arn = f"arn:aws:lambda:{region}:{ACCOUNT_ID}:function:{name}"
+    if qualifier not in (None, EXECUTED_VERSION):
+        raise LambdaApiError(404, "ResourceNotFoundException",
+                             f"Function not found: {arn}:{qualifier} (only $LATEST here)")
+    try:
+        spec = svc.invoker.pool.spec(name)
+    except FunctionNotFound:
+        raise LambdaApiError(404, "ResourceNotFoundException",
+                             f"Function not found: {arn}") from None
+    invocation_type = request.headers.get("x-amz-invocation-type", "RequestResponse")
+    if invocation_type not in ("RequestResponse", "Event", "DryRun"):
+        raise LambdaApiError(400, "InvalidParameterValueException",
+                             f"X-Amz-Invocation-Type: {invocation_type!r} is not one of "
+                             "RequestResponse, Event, DryRun")
+    log_type = request.headers.get("x-amz-log-type", "None")
+    if log_type not in ("None", "Tail"):
+        raise LambdaApiError(400, "InvalidParameterValueException",
+                             f"X-Amz-Log-Type: {log_type!r} is not None or Tail")
+    body = await request.body()
+    if invocation_type == "Event" and len(body) > EVENT_PAYLOAD_MAX:
+        raise LambdaApiError(413, "RequestTooLargeException",
+                             f"Request must be smaller than {EVENT_PAYLOAD_MAX} bytes for the "
+                             "Event invocation type")
+    try:
+        args = json.loads(body) if body.strip() else None
+    except ValueError as exc:
+        raise LambdaApiError(400, "InvalidRequestContentException",
+                             f"Could not parse request body into json: {exc}") from None
+    request_id = new_invocation_id()
+    headers = {"x-amzn-RequestId": request_id, "X-Amz-Executed-Version": EXECUTED_VERSION}
+
+    if invocation_type == "DryRun":
+        return Response(status_code=204, headers=headers)
+    if invocation_type == "Event":
+        await svc.records.put_now(InvocationRecord(
+            request_id, name, memory_mb=spec.memory_mb, backend=svc.invoker.backend.name,
+            requested_at=time.time()))
+        svc.spawn(_invoke_event(svc, name, args, request_id))
+        return Response(status_code=202, headers=headers)
+
+    try:
+        rec = await svc.invoker.invoke(name, args, invocation_id=request_id, placement="local")
+    except InvokerError as exc:
+        raise _refusal(exc, arn) from None
+    if log_type == "Tail":
+        headers["X-Amz-Log-Result"] = _tail_log(rec, svc)
+    if rec.status == "success":
+        return Response(json.dumps(rec.result, separators=(",", ":")),
+                        media_type="application/json", headers=headers)
+    headers["X-Amz-Function-Error"] = "Unhandled"
+    return JSONResponse(_function_error(rec, spec.timeout_s).model_dump(), headers=headers)
+
+
+async def _invoke_event(svc: Services, name: str, args: Any, request_id: str) -> None:
+    with contextlib.suppress(InvokerError):  # the invoker wrote a refusal into the record
+        await svc.invoker.invoke(name, args, invocation_id=request_id,
+                                 on_running=svc.records.put, placement="local")
+
+
+def _refusal(exc: InvokerError, arn: str) -> LambdaApiError:
+    if isinstance(exc, QueueFull | QueueTimeout):
+        return LambdaApiError(429, "TooManyRequestsException", f"Rate Exceeded. {exc.message}",
+                              headers={"Retry-After": "1"})
+    if isinstance(exc, FunctionNotFound | FunctionGone):
+        return LambdaApiError(404, "ResourceNotFoundException", f"Function not found: {arn}")
+    return LambdaApiError(500, "ServiceException", f"{exc.kind}: {exc.message}")
+
+
+def _function_error(rec: InvocationRecord, timeout_s: float) -> FunctionErrorOut:
+    err = rec.error or {}
+    if rec.status == "timeout":
+        return FunctionErrorOut(
+            errorType="Sandbox.Timedout",
+            errorMessage=f"RequestId: {rec.id} Error: Task timed out after "
+                         f"{timeout_s:.2f} seconds")
+    trace = err.get("traceback") or ""
+    return FunctionErrorOut(errorType=str(err.get("type", "Error")),
+                            errorMessage=str(err.get("message", "")),
+                            stackTrace=trace.splitlines(keepends=True))
+
+
+def _tail_log(rec: InvocationRecord, svc: Services) -> str:
+    """The START/END/REPORT lines Lambda writes, from the record, base64 as Lambda sends them."""
+    report = [f"REPORT RequestId: {rec.id}", f"Duration: {rec.run_s * 1000:.2f} ms",
+              f"Billed Duration: {rec.billed_ms} ms", f"Memory Size: {rec.memory_mb} MB"]
+    handle = svc.invoker.handle(rec.container) if rec.container else None
+    stats = svc.invoker.backend.stats(handle) if handle else None
+    if stats is not None:
+        report.append(f"Max Memory Used: {round(stats.memory_mb)} MB")
+    if rec.cold:
+        report.append(f"Init Duration: {rec.init_s * 1000:.2f} ms")
+    text = (f"START RequestId: {rec.id} Version: {EXECUTED_VERSION}\n"
+            f"END RequestId: {rec.id}\n" + "\t".join(report) + "\t\n")
+    return base64.b64encode(text.encode()[-_LOG_TAIL_MAX:]).decode()
