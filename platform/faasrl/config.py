@@ -25,6 +25,8 @@ class Settings(BaseSettings):
     functions_dir: Path = Field(_CHECKOUT_FUNCTIONS, description="where built-in functions live")
     register_builtins: bool = Field(True, description="register functions_dir's at start")
     resume_jobs: bool = Field(True, description="resume interrupted jobs at start")
+    schedulers_dir: Path | None = Field(None, description="saved MinionsRL schedulers; None = "
+                                                          "<state_dir>/schedulers")
 
     backend: Literal["process"] = "process"
     node_cpu: float | None = Field(None, gt=0, description="cores to hand out; None = all")
@@ -39,3 +41,7 @@ class Settings(BaseSettings):
     maintain_interval_s: float = Field(0.25, gt=0, description="keep-alive/min-warm tick")
     record_ttl_s: int = Field(86400, gt=0, description="how long invocation records are kept")
     max_payload_bytes: int = Field(6 * 1024 * 1024, gt=0, description="largest request body")
+
+    @property
+    def scheduler_folder(self) -> Path:
+        return self.schedulers_dir or self.state_dir / "schedulers"

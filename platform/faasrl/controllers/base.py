@@ -1,8 +1,9 @@
 """The controller interface: once per round, how many actors the round gets.
 
-A controller decides from the job's metrics rows so far (``RoundContext.history``), so it keeps
-no state of its own and a resumed job continues exactly where it was. It may ask the learner for
-extra measurements (the Hessian ratio, the gradient noise scale), which come back in the rows.
+A controller decides from the job's metrics rows so far (``RoundContext.history``), so the ones
+here keep no state of their own and a resumed job continues exactly where it was. It may ask the
+learner for extra measurements (the Hessian ratio, the gradient noise scale), which come back in
+the rows.
 """
 
 from __future__ import annotations
@@ -45,6 +46,13 @@ class Controller(ABC):
     def explain(self) -> dict[str, Any]:
         """JSON-able details of the last decision, stored in the round's metrics row."""
         return {}
+
+    def state_dict(self) -> dict[str, Any]:
+        """JSON-able state, checkpointed with the job (the controllers here keep none)."""
+        return {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:  # noqa: B027 - optional hook
+        """Restore what ``state_dict`` returned."""
 
 
 def last_valid(history: list[dict[str, Any]], key: str) -> float | None:

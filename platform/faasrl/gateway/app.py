@@ -59,7 +59,8 @@ def create_app(settings: Settings, redis_url: str) -> FastAPI:
                 log.error("function %s does not fit this node: %s", spec.name, exc.message)
         if settings.register_builtins:
             await _register_builtins(settings, invoker, registrations)
-        manager = JobManager(JobStore(redis), invoker, redis, settings.state_dir / "jobs")
+        manager = JobManager(JobStore(redis), invoker, redis, settings.state_dir / "jobs",
+                             settings.scheduler_folder)
         svc = Services(settings, redis, invoker, registrations, records, registry, manager)
         app.state.services = svc
         if settings.resume_jobs:
