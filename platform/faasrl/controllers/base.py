@@ -34,8 +34,10 @@ class Controller(ABC):
 
     def forecast(self, ctx: RoundContext) -> int:
         """An upper bound on round ``ctx.round``'s actors, asked while the previous round's
-        learner still runs (so ``ctx.history`` lacks that round): the driver pre-warms this many
-        actor containers so a boosted round pays no cold starts."""
+        learner still runs (so the last row of ``ctx.history`` has only its actors' columns:
+        round, actors, mean_return, actor_s_mean, actor_s_max, cost_actors): the driver
+        pre-warms this many actor containers so a boosted round pays no cold starts. The
+        default, the decision itself, is exact for controllers that need no learner column."""
         return self.actors(ctx)
 
     def learner_requests(self) -> dict[str, Any]:

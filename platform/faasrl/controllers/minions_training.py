@@ -13,12 +13,14 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
 from faasrl.controllers.minions import FEATURES, Minions, round_reward, terminal_penalty
+from faasrl.controllers.schedulers import save_scheduler
 from faasrl.controllers.workload import SimulatedWorkload
 from faasrl.rl.policy import ActorCritic, PolicySpec
 from faasrl.rl.ppo import PPOConfig, compute_gae, ppo_update
@@ -166,3 +168,32 @@ def evaluate_on_workload(weights: dict[str, np.ndarray], workload: SimulatedWork
         out["rounds"] += len(rows) / len(seeds)
         out["reached"] += reached / len(seeds)
     return out
+
+
+def job_episodes(client: Any, spec: dict[str, Any], name: str, folder: Path,
+                 meta: Callable[[], dict[str, Any]], timeout_s: float = 3600
+                 ) -> Callable[[dict[str, np.ndarray], int], Episode]:
+    """Episodes as whole training jobs on a platform (``client``: a ``faasrl.client.Client``)
+    whose schedulers folder is ``folder``: the current weights are saved as ``name``, a job runs
+    ``spec`` with the scheduler sampling (job seed = spec seed + episode), and is deleted after."""
+    stop = spec.get("stop", {})
+
+    def run(weights: dict[str, np.ndarray], index: int) -> Episode:
+        save_scheduler(folder, name, weights, meta())
+        body = {**spec, "seed": int(spec.get("seed", 1)) + index,
+                "controller": {"name": "minions", "scheduler": name, "sample": True}}
+        job = client.submit(body)
+        deadline = time.monotonic() + timeout_s
+        while (job := client.job(job["id"]))["status"] in ("pending", "running"):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"episode {index}: job {job['id']} still running")
+            time.sleep(0.2)
+        if job["status"] != "succeeded":
+            raise RuntimeError(f"episode {index}: job {job['status']}: {job.get('error')}")
+        rows = client.job_metrics(job["id"])
+        client.delete_job(job["id"])
+        budget = stop.get("budget_usd")
+        return Episode(rows, (job.get("stop_reason") or "").startswith("target"),
+                       stop.get("target_reward"),
+                       None if budget is None else budget - job["cost_usd"])
+    return run

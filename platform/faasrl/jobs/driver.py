@@ -176,8 +176,16 @@ class JobDriver:
         if not ok:
             raise JobError(f"round {k}: every actor failed; {_describe(failed[0])}")
 
-        # Predictive pre-warm: containers for the next round start while the learner runs.
-        forecast = max(0, controller.forecast(self._context(k + 1)))
+        summaries = [r.result for _, r in ok]
+        returns = [float(ret) for s in summaries for ret, _ in s["episodes"]]
+        run_times = [r.run_s for _, r in ok]
+        cost_actors = actor_cost(actors, spec.pricing)
+        # Predictive pre-warm: containers for the next round start while the learner runs. The
+        # forecast sees what the actors already told (a row without the learner's columns).
+        partial = {"round": k, "actors": n, "mean_return": statistics.fmean(returns)
+                   if returns else None, "actor_s_mean": statistics.fmean(run_times),
+                   "actor_s_max": max(run_times), "cost_actors": cost_actors}
+        forecast = max(0, controller.forecast(self._context(k + 1, partial)))
         self.invoker.prewarm(spec.actor_function, forecast)
         learner = await self._invoke(spec.learner_function, {
             "mode": "update", "job": self._job_args(), "round": k, "version": version,
@@ -190,11 +198,7 @@ class JobDriver:
         out = learner.result
         t2 = time.monotonic()
 
-        summaries = [r.result for _, r in ok]
-        returns = [float(ret) for s in summaries for ret, _ in s["episodes"]]
         steps = sum(int(s["steps"]) for s in summaries)
-        run_times = [r.run_s for _, r in ok]
-        cost_actors = actor_cost(actors, spec.pricing)
         cost_learner = learner_cost([learner], spec.pricing)
         rec.round, rec.version = k + 1, int(out["version"])
         rec.env_steps += steps
@@ -247,10 +251,14 @@ class JobDriver:
             self._planned = (rec.round, n, controller.explain(), time.perf_counter() - t0)
         return self._planned[1]
 
-    def _context(self, round_: int) -> RoundContext:
+    def _context(self, round_: int, partial: dict[str, Any] | None = None) -> RoundContext:
+        """What the controller sees before ``round_``; for a forecast, ``partial`` is the
+        running round's row so far (its actors' results)."""
         rec, stop = self.record, self.record.spec.stop
-        left = None if stop.budget_usd is None else stop.budget_usd - rec.cost_usd
-        return RoundContext(round_, self._history, left, stop.budget_usd, stop.target_reward,
+        spent = rec.cost_usd + (partial or {}).get("cost_actors", 0.0)
+        left = None if stop.budget_usd is None else stop.budget_usd - spent
+        history = self._history if partial is None else [*self._history, partial]
+        return RoundContext(round_, history, left, stop.budget_usd, stop.target_reward,
                             rec.spec.seed)
 
     # -------------------------------------------------------------------- steps
