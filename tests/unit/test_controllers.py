@@ -185,6 +185,7 @@ def test_numpy_scheduler_matches_the_torch_network(tmp_path):
 
     save_scheduler(tmp_path, "s1", to_numpy(model), {"i_max": 6})
     weights, meta = load_scheduler(tmp_path, "s1")
+    assert meta == {"i_max": 6}
     greedy = Minions(weights)
     logits = policy.logits(scheduler_state(ctx(3)))
     assert greedy.actors(ctx(3)) == int(np.argmax(logits)) + 1
