@@ -249,3 +249,10 @@ def test_bad_controller_specs_name_the_field(controller, field):
     with pytest.raises(ValidationError) as err:
         JobSpec(env_id="CartPole-v1", controller=controller)
     assert field in fields(err.value)
+
+
+def test_budget_cap_in_a_forecast_uses_the_last_known_learner_cost():
+    full = {"actors": 4, "cost_actors": 0.4, "cost_learner": 0.2}
+    partial = {"actors": 2, "cost_actors": 0.2}  # the running round, before its learner
+    # n0 = 2, 0.1 per actor, learner 0.2: n = 3 costs 0.3 + 0.2 * 3/2 = 0.6, n = 2 costs 0.4
+    assert affordable_actors(ctx(2, [full, partial], budget_left_usd=0.55), 8) == 2

@@ -78,7 +78,8 @@ def affordable_actors(ctx: RoundContext, wanted: int) -> int:
         return wanted
     last = ctx.history[-1]
     n0 = max(1, int(last["actors"]))
-    per_actor, learner = last["cost_actors"] / n0, last["cost_learner"]
+    # a forecast's last row has no learner yet: take the learner cost of the one before
+    per_actor, learner = last["cost_actors"] / n0, last_valid(ctx.history, "cost_learner") or 0.0
     n = wanted
     while n > 0 and n * per_actor + learner * max(1.0, n / n0) > ctx.budget_left_usd:
         n -= 1

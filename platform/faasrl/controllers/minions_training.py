@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -134,6 +134,8 @@ class SchedulerTrainer:
         batch = {"obs": obs, "actions": act, "logprobs": logprobs, "values": values,
                  "advantages": torch.as_tensor(np.concatenate(advantages)),
                  "returns": torch.as_tensor(np.concatenate(returns))}
+        # at least 4 rounds per minibatch: a minibatch of one has no advantage spread
+        cfg = replace(cfg, num_minibatches=max(1, min(cfg.num_minibatches, len(obs) // 4)))
         stats = ppo_update(model, self.optimizer, batch, cfg, generator=self.generator)
         model.update_obs_stats(obs)
         return stats
