@@ -3,6 +3,8 @@ processes, real Redis; the rows carry what the controller decided from."""
 
 from __future__ import annotations
 
+import itertools
+
 import httpx
 import pytest
 from helpers import wait_for
@@ -43,7 +45,7 @@ def test_nitro_boosts_from_the_hessian_ratio(client: Client):
         assert row["hessian_samples"] == 64 and row["hessian_iterations"] <= 8
         assert row["prewarm_forecast"] == 3  # a full boost is always pre-warmed
         assert 1 <= row["actors"] <= 3
-    for prev, row in zip(rows, rows[1:], strict=False):
+    for prev, row in itertools.pairwise(rows):
         assert row["controller"]["ratio"] == prev["hessian_ratio"]  # R of the policy it runs
 
 
