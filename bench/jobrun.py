@@ -15,11 +15,11 @@ from faasrl.config import Settings
 from faasrl.embedded import EmbeddedPlatform
 
 
-def run_job(spec: dict[str, Any], *, label: str, timeout_s: float = 1800
-            ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def run_job(spec: dict[str, Any], *, label: str, timeout_s: float = 1800,
+            schedulers_dir: Path | None = None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The finished job and its metrics rows; raises if it did not succeed."""
     with tempfile.TemporaryDirectory() as state:
-        settings = Settings(state_dir=Path(state), port=0)
+        settings = Settings(state_dir=Path(state), port=0, schedulers_dir=schedulers_dir)
         with EmbeddedPlatform(settings) as platform, platform.client() as client:
             job = client.submit(spec)
             total = spec.get("stop", {}).get("max_rounds")

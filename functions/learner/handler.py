@@ -6,7 +6,13 @@ last update). The round's batches are acknowledged only after the new version is
 learner that dies mid-update loses no data. Uses CUDA when the container has a GPU.
 
     args: {mode: "init", job}  -> builds the seeded initial policy, publishes version 0
-          {mode: "update", job, round, version, slots, hyperparameters, kl_coef, total_rounds}
+          {mode: "update", job, round, version, slots, hyperparameters, kl_coef, total_rounds,
+           hessian?: {samples, iterations}, gns?: {parts}}
+
+Every update also reports ``policy_kl``, the KL between the new and the old policy on the batch
+(MinionsRL's state). Controllers that ask get more: ``hessian`` (Nitro: the extreme eigenvalues
+of the surrogate's Hessian on the new policy, with their compute time) and ``gns`` (KungFu: the
+gradient noise scale of the batch before the update).
 """
 
 from __future__ import annotations
@@ -22,6 +28,8 @@ import torch
 from faasrl.cache.connection import function_redis
 from faasrl.cache.params import ParameterStore
 from faasrl.cache.trajectories import TrajectorySchema, TrajectoryStream
+from faasrl.rl.diagnostics import action_distributions, gradient_noise_scale, mean_policy_kl
+from faasrl.rl.hessian import surrogate_hessian_extremes
 from faasrl.rl.policy import ActorCritic, PolicySpec, policy_spec_for
 from faasrl.rl.ppo import PPOConfig, annealed_lr, ppo_update
 
@@ -99,10 +107,22 @@ def main(args: dict[str, Any], context: Any) -> dict[str, Any]:
     t1 = time.monotonic()
 
     generator = torch.Generator().manual_seed(job["seed"] * 7919 + round_)
+    extra: dict[str, Any] = {}
+    if args.get("gns"):
+        extra["gns"] = gradient_noise_scale(learner.model, data, cfg,
+                                            parts=int(args["gns"]["parts"]),
+                                            generator=torch.Generator().manual_seed(round_))
+    before = action_distributions(learner.model, data["obs"])
     lr = annealed_lr(cfg, round_, args.get("total_rounds"))
     stats = ppo_update(learner.model, learner.optimizer, data, cfg, generator=generator, lr=lr)
     if spec.normalize_obs:  # after the update: the batch was collected under the old stats
         learner.model.update_obs_stats(data["obs"])
+    extra["policy_kl"] = mean_policy_kl(action_distributions(learner.model, data["obs"]), before)
+    if args.get("hessian"):  # on the new policy, which the next round's actors will run
+        extra["hessian"] = surrogate_hessian_extremes(
+            learner.model, data, samples=int(args["hessian"]["samples"]),
+            iterations=int(args["hessian"]["iterations"]),
+            generator=torch.Generator().manual_seed(job["seed"] * 7919 + round_))
     t2 = time.monotonic()
 
     store.save_optimizer(learner.optimizer.state_dict(), version + 1)
@@ -110,6 +130,6 @@ def main(args: dict[str, Any], context: Any) -> dict[str, Any]:
     learner.version = version + 1
     stream.ack(batches)
     t3 = time.monotonic()
-    return {"version": version + 1, **stats, "samples": len(data["obs"]),
+    return {"version": version + 1, **stats, **extra, "samples": len(data["obs"]),
             "rejected": [x.to_dict() for x in rejected], "read_s": t1 - t0,
             "update_s": t2 - t1, "publish_s": t3 - t2, "device": str(DEVICE)}

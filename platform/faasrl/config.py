@@ -26,6 +26,8 @@ class Settings(BaseSettings):
     functions_dir: Path = Field(_CHECKOUT_FUNCTIONS, description="where built-in functions live")
     register_builtins: bool = Field(True, description="register functions_dir's at start")
     resume_jobs: bool = Field(True, description="resume interrupted jobs at start")
+    schedulers_dir: Path | None = Field(None, description="saved MinionsRL schedulers; None = "
+                                                          "<state_dir>/schedulers")
 
     backend: Literal["process", "docker"] = Field(
         "process", description="where this node's function containers come from")
@@ -72,3 +74,7 @@ class Settings(BaseSettings):
     lambda_api_region: str = Field("us-east-1", description="the region in the API's ARNs")
     lambda_api_max_skew_s: float = Field(900.0, gt=0, description="clock skew a signature may "
                                                                   "have (AWS allows 15 min)")
+
+    @property
+    def scheduler_folder(self) -> Path:
+        return self.schedulers_dir or self.state_dir / "schedulers"

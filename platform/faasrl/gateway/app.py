@@ -16,8 +16,7 @@ from faasrl.backends import create_backend
 from faasrl.backends.aws_lambda import LambdaBackend
 from faasrl.config import Settings
 from faasrl.gateway.errors import BodyLimit, install_error_handlers
-from faasrl.gateway.routers import (cluster, code, functions, invocations, jobs, lambda_api,
-                                    system)
+from faasrl.gateway.routers import cluster, code, functions, invocations, jobs, lambda_api, system
 from faasrl.gateway.services import Services
 from faasrl.invoker import Invoker, InvokerConfig, Pool, RecordStore, node_capacity
 from faasrl.invoker.errors import CapacityError
@@ -70,7 +69,8 @@ def create_app(settings: Settings, redis_url: str, function_redis_url: str | Non
                 log.error("function %s does not fit this node: %s", spec.name, exc.message)
         if settings.register_builtins:
             await _register_builtins(settings, invoker, registrations)
-        manager = JobManager(JobStore(redis), invoker, redis, settings.state_dir / "jobs")
+        manager = JobManager(JobStore(redis), invoker, redis, settings.state_dir / "jobs",
+                             settings.scheduler_folder)
         svc = Services(settings, redis, invoker, registrations, records, registry, manager,
                        code_store)
         app.state.services = svc

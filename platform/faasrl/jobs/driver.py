@@ -1,11 +1,15 @@
 """The job driver: one synchronous PPO job, round by round, as an asyncio task in the gateway.
 
 A round k (the MinionsRL/Nitro loop):
-  1. the controller picks I_k, the number of actors;
+  1. the controller picks I_k, the number of actors (and the driver pre-warms them and the
+     learner);
   2. I_k actor functions run concurrently, each with policy version k: it rolls out its envs
      (kept warm in its container), writes one trajectory blob to the job's stream in Redis and
      returns a small summary;
-  3. the learner function reads the round's blobs, runs the PPO update and publishes version k+1;
+  3. the learner function reads the round's blobs, runs the PPO update, publishes version k+1 and
+     measures what the controller asked for (Hessian eigenvalues, gradient noise scale); while it
+     runs, the driver pre-warms the actors the controller forecasts for round k+1 (predictive
+     pre-warm: a boosted round pays no cold starts);
   4. a metrics row (returns, times, cold starts, cost) is appended and the record saved.
 Bulk data goes through Redis only; what passes through the invoker is small JSON. The driver
 itself does no tensor work, so the gateway needs no torch.
@@ -24,6 +28,7 @@ from redis.asyncio import Redis
 
 from faasrl.cache.keys import latest_key, optimizer_keys, params_key
 from faasrl.controllers import Controller, RoundContext, build_controller
+from faasrl.controllers.nitro import convexity_ratio
 from faasrl.invoker import InvocationRecord, Invoker, InvokerError
 from faasrl.jobs.checkpoint import read_checkpoint, write_checkpoint
 from faasrl.jobs.cost import actor_cost, learner_cost, serverful_cost
@@ -37,6 +42,19 @@ class JobError(RuntimeError):
     """A round could not complete; the message says which function failed and why."""
 
 
+def _measurements(out: dict[str, Any]) -> dict[str, Any]:
+    """The learner's measurements for controllers, flattened into metrics-row columns."""
+    row: dict[str, Any] = {}
+    if (h := out.get("hessian")) is not None:
+        row.update(hessian_lambda_min=h["lambda_min"], hessian_lambda_max=h["lambda_max"],
+                   hessian_ratio=convexity_ratio(h["lambda_min"], h["lambda_max"]),
+                   hessian_s=h["seconds"], hessian_samples=h["samples"],
+                   hessian_iterations=h["iterations"])
+    if (g := out.get("gns")) is not None:
+        row.update(gns=g["gns"], gns_grad_sq=g["grad_sq"], gns_trace=g["trace"])
+    return row
+
+
 def _describe(rec: InvocationRecord) -> str:
     err = rec.error or {}
     return f"{rec.function} ({rec.status}): {err.get('type', '?')}: {err.get('message', '')}"
@@ -44,8 +62,9 @@ def _describe(rec: InvocationRecord) -> str:
 
 class JobDriver:
     def __init__(self, record: JobRecord, *, store: JobStore, invoker: Invoker, redis: Redis,
-                 checkpoints: Path):
+                 checkpoints: Path, schedulers: Path | None = None):
         self.record = record
+        self.schedulers = schedulers
         self.store = store
         self.invoker = invoker
         self.redis = redis
@@ -53,7 +72,8 @@ class JobDriver:
         self.shutting_down = False
         self._history: list[dict[str, Any]] = []
         self._next_confirm = 0  # first round at which a reached target may be evaluated
-        self._planned: tuple[int, int] | None = None  # (round, actors) the controller chose
+        # (round, actors, the controller's explanation, seconds it took) of the round's decision
+        self._planned: tuple[int, int, dict[str, Any], float] | None = None
 
     # ------------------------------------------------------------------- the job
     async def run(self) -> None:
@@ -63,7 +83,7 @@ class JobDriver:
         await self.store.save(rec)
         self._clock, self._wall_before = time.monotonic(), rec.wall_s
         try:
-            controller = build_controller(spec.controller)
+            controller = build_controller(spec.controller, schedulers=self.schedulers)
             controller.load_state_dict(rec.controller_state)
             self._history = await self.store.rows(rec.id)
             # The actors start while the learner builds the initial policy, not after it.
@@ -73,7 +93,7 @@ class JobDriver:
                 await self._initialize()
             else:
                 await self._restore()
-            while (reason := await self._stop_reason()) is None:
+            while (reason := await self._stop_reason(controller)) is None:
                 await self._round(controller)
             rec.stop_reason = reason
             if spec.evaluation_episodes and (rec.evaluation is None
@@ -94,7 +114,7 @@ class JobDriver:
             if rec.version is not None:
                 await self._checkpoint()
 
-    async def _stop_reason(self) -> str | None:
+    async def _stop_reason(self, controller: Controller) -> str | None:
         rec, stop = self.record, self.record.spec.stop
         if (reached := await self._target_reached()) is not None:
             return reached
@@ -106,6 +126,8 @@ class JobDriver:
             return f"budget (${stop.budget_usd:g}) spent"
         if stop.max_wall_s is not None and self._wall() >= stop.max_wall_s:
             return f"max_wall_s ({stop.max_wall_s:g}) reached"
+        if self._actors_for_round(controller) == 0:
+            return "the controller ended the job: the budget left cannot pay for another round"
         return None
 
     async def _target_reached(self) -> str | None:
@@ -139,7 +161,9 @@ class JobDriver:
         rec, spec = self.record, self.record.spec
         k, version = rec.round, rec.version
         n = self._actors_for_round(controller)
+        _, _, decision, decision_s = self._planned or (k, n, {}, 0.0)
         self.invoker.prewarm(spec.actor_function, n, placement=spec.placement.actors)
+        self.invoker.prewarm(spec.learner_function, 1)
 
         t0 = time.monotonic()
         actors = await asyncio.gather(*(
@@ -153,21 +177,29 @@ class JobDriver:
         if not ok:
             raise JobError(f"round {k}: every actor failed; {_describe(failed[0])}")
 
+        summaries = [r.result for _, r in ok]
+        returns = [float(ret) for s in summaries for ret, _ in s["episodes"]]
+        run_times = [r.run_s for _, r in ok]
+        cost_actors = actor_cost(actors, spec.pricing)
+        # Predictive pre-warm: containers for the next round start while the learner runs. The
+        # forecast sees what the actors already told (a row without the learner's columns).
+        partial = {"round": k, "actors": n, "mean_return": statistics.fmean(returns)
+                   if returns else None, "actor_s_mean": statistics.fmean(run_times),
+                   "actor_s_max": max(run_times), "cost_actors": cost_actors}
+        forecast = max(0, controller.forecast(self._context(k + 1, partial)))
+        self.invoker.prewarm(spec.actor_function, forecast, placement=spec.placement.actors)
         learner = await self._invoke(spec.learner_function, {
             "mode": "update", "job": self._job_args(), "round": k, "version": version,
             "slots": [slot for slot, _ in ok], "kl_coef": rec.kl_coef,
             "hyperparameters": spec.hyperparameters.model_dump(),
-            "total_rounds": spec.stop.max_rounds}, affinity=f"{rec.id}:learner")
+            "total_rounds": spec.stop.max_rounds, **controller.learner_requests()},
+            affinity=f"{rec.id}:learner")
         if learner.status != "success":
             raise JobError(f"round {k}: {_describe(learner)}")
         out = learner.result
         t2 = time.monotonic()
 
-        summaries = [r.result for _, r in ok]
-        returns = [float(ret) for s in summaries for ret, _ in s["episodes"]]
         steps = sum(int(s["steps"]) for s in summaries)
-        run_times = [r.run_s for _, r in ok]
-        cost_actors = actor_cost(actors, spec.pricing)
         cost_learner = learner_cost([learner], spec.pricing)
         rec.round, rec.version = k + 1, int(out["version"])
         rec.env_steps += steps
@@ -188,11 +220,13 @@ class JobDriver:
             "actor_s_max": max(run_times), "actor_s_mean": statistics.fmean(run_times),
             "learner_s": learner.run_s,
             "cold_starts": sum(r.cold for r in [*actors, learner]),
+            "actor_cold_starts": sum(r.cold for r in actors), "prewarm_forecast": forecast,
             "queue_s_max": max(r.queue_s for r in [*actors, learner]),
             "loss": out.get("loss"), "pg_loss": out.get("pg_loss"), "v_loss": out.get("v_loss"),
             "entropy": out.get("entropy"), "approx_kl": out.get("approx_kl"),
             "clipfrac": out.get("clipfrac"), "explained_variance": out.get("explained_variance"),
-            "lr": out.get("lr"), "samples": out.get("samples"),
+            "lr": out.get("lr"), "samples": out.get("samples"), "policy_kl": out.get("policy_kl"),
+            **_measurements(out), "controller": decision, "controller_s": decision_s,
             "rejected": len(out.get("rejected", [])),
             "transfer_s": out.get("read_s", 0.0) + max(s.get("write_s", 0.0) for s in summaries),
             "cost_actors": cost_actors, "cost_learner": cost_learner,
@@ -210,13 +244,23 @@ class JobDriver:
             await self._checkpoint()
 
     def _actors_for_round(self, controller: Controller) -> int:
-        """I_k for the current round, asked of the controller once per round."""
-        rec, spec = self.record, self.record.spec
+        """I_k for the current round, asked of the controller once per round (0: stop)."""
+        rec = self.record
         if self._planned is None or self._planned[0] != rec.round:
-            left = None if spec.stop.budget_usd is None else spec.stop.budget_usd - rec.cost_usd
-            n = max(1, controller.actors(RoundContext(rec.round, self._history, left)))
-            self._planned = (rec.round, n)
+            t0 = time.perf_counter()
+            n = max(0, controller.actors(self._context(rec.round)))
+            self._planned = (rec.round, n, controller.explain(), time.perf_counter() - t0)
         return self._planned[1]
+
+    def _context(self, round_: int, partial: dict[str, Any] | None = None) -> RoundContext:
+        """What the controller sees before ``round_``; for a forecast, ``partial`` is the
+        running round's row so far (its actors' results)."""
+        rec, stop = self.record, self.record.spec.stop
+        spent = rec.cost_usd + (partial or {}).get("cost_actors", 0.0)
+        left = None if stop.budget_usd is None else stop.budget_usd - spent
+        history = self._history if partial is None else [*self._history, partial]
+        return RoundContext(round_, history, left, stop.budget_usd, stop.target_reward,
+                            rec.spec.seed)
 
     # -------------------------------------------------------------------- steps
     async def _initialize(self) -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from redis.asyncio import Redis
 
+from faasrl.controllers.schedulers import SchedulerNotFound, load_scheduler
 from faasrl.invoker import Invoker
 from faasrl.invoker.errors import FunctionNotFound
 from faasrl.jobs.driver import JobDriver
@@ -31,12 +32,22 @@ class MissingFunction(ValueError):
         self.field = field
 
 
+class BadController(ValueError):
+    """The controller names a scheduler that is not saved, or lacks what it needs."""
+
+    def __init__(self, field: str, message: str):
+        super().__init__(message)
+        self.field = field
+
+
 class JobManager:
-    def __init__(self, store: JobStore, invoker: Invoker, redis: Redis, checkpoints: Path):
+    def __init__(self, store: JobStore, invoker: Invoker, redis: Redis, checkpoints: Path,
+                 schedulers: Path | None = None):
         self.store = store
         self._invoker = invoker
         self._redis = redis
         self._checkpoints = checkpoints
+        self._schedulers = schedulers
         self._running: dict[str, tuple[JobDriver, asyncio.Task[None]]] = {}
 
     async def start(self) -> None:
@@ -64,10 +75,28 @@ class JobManager:
         if (spec.placement.actors or actor.placement) == "lambda" and actor.aws_lambda is None:
             raise MissingFunction("placement.actors", f"{actor.name!r} has no aws_lambda "
                                   "section naming its Lambda function")
+        self._check_controller(spec)
         rec = JobRecord(id=uuid.uuid4().hex[:12], spec=spec, created_at=time.time())
         await self.store.save(rec)
         self._launch(rec)
         return rec
+
+    def _check_controller(self, spec: JobSpec) -> None:
+        ctl = spec.controller
+        if ctl.name == "minions":
+            if self._schedulers is None:
+                raise BadController("controller.scheduler", "this gateway has no schedulers "
+                                    "folder")
+            try:
+                weights, _ = load_scheduler(self._schedulers, ctl.scheduler)
+            except SchedulerNotFound as exc:
+                raise BadController("controller.scheduler", str(exc)) from None
+            if "actor.4.bias" not in weights:
+                raise BadController("controller.scheduler",
+                                    f"{ctl.scheduler!r} is not a MinionsRL scheduler")
+        if ctl.name == "minions-adapt" and not (spec.stop.target_reward or 0) > 0:
+            raise BadController("stop.target_reward", "minions-adapt scales actors by the "
+                                "share of the target reached: set a positive target_reward")
 
     async def get(self, job_id: str) -> JobRecord:
         if job_id in self._running:  # the live record is newer than the saved one
@@ -114,7 +143,7 @@ class JobManager:
 
     def _launch(self, rec: JobRecord) -> None:
         driver = JobDriver(rec, store=self.store, invoker=self._invoker, redis=self._redis,
-                           checkpoints=self._checkpoints)
+                           checkpoints=self._checkpoints, schedulers=self._schedulers)
         task = asyncio.create_task(driver.run(), name=f"job-{rec.id}")
         self._running[rec.id] = (driver, task)
         task.add_done_callback(lambda _: self._running.pop(rec.id, None))

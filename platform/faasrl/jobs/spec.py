@@ -6,10 +6,11 @@ MuJoCo, Atari), so ``{"env_id": "CartPole-v1"}`` alone is a complete job.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from faasrl.controllers.spec import ControllerSpec, FixedController
 from faasrl.jobs.cost import Pricing
 from faasrl.rl.envs import check_env_id, env_family
 
@@ -49,39 +50,6 @@ FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
               "envs_per_actor": 8, "steps_per_actor": 128},
 }
 FAMILY_DEFAULTS["other"] = FAMILY_DEFAULTS["classic"]
-
-
-class FixedController(BaseModel):
-    """The same number of actors every round (the "Azure ML" baseline)."""
-
-    model_config = _STRICT
-    name: Literal["fixed"] = "fixed"
-    actors: int = Field(2, ge=1, le=1024)
-
-
-class ScheduleController(BaseModel):
-    """Actors per round from a list (its last value repeats), or from a step rule:
-    ``round(start * factor**(k // every) + step * (k // every))`` clipped to [min, max] —
-    factor 2 is Hydrozoa-style doubling, step ±1 MinionsRL's increasing/decreasing schedules."""
-
-    model_config = _STRICT
-    name: Literal["schedule"] = "schedule"
-    actors: list[Annotated[int, Field(ge=1, le=1024)]] | None = Field(None, min_length=1)
-    start: int = Field(1, ge=1, le=1024)
-    factor: float = Field(1.0, gt=0)
-    step: int = 0
-    every: int = Field(1, ge=1)
-    min_actors: int = Field(1, ge=1)
-    max_actors: int = Field(64, ge=1, le=1024)
-
-    @model_validator(mode="after")
-    def _bounds(self) -> ScheduleController:
-        if self.min_actors > self.max_actors:
-            raise ValueError("min_actors must not exceed max_actors")
-        return self
-
-
-ControllerSpec = Annotated[FixedController | ScheduleController, Field(discriminator="name")]
 
 
 class StopConditions(BaseModel):

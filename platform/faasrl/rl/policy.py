@@ -214,6 +214,10 @@ class ActorCritic(nn.Module):
             return Categorical(logits=out, validate_args=False)
         return Normal(out, self.log_std.exp().expand_as(out), validate_args=False)
 
+    def distribution(self, obs: torch.Tensor) -> Categorical | Normal:
+        """The action distribution at raw observations (a Normal is per action dimension)."""
+        return self._dist(self._features(obs))
+
     def get_value(self, obs: torch.Tensor) -> torch.Tensor:
         """State values, shape (B,)."""
         return self.critic(self._features(obs)).squeeze(-1)

@@ -17,7 +17,7 @@ from faasrl.gateway.auth import require_token
 from faasrl.gateway.errors import FieldError
 from faasrl.gateway.schemas import ErrorOut
 from faasrl.gateway.services import ServicesDep
-from faasrl.jobs.manager import JobConflict, JobNotFound, MissingFunction
+from faasrl.jobs.manager import BadController, JobConflict, JobNotFound, MissingFunction
 from faasrl.jobs.spec import JobSpec
 from faasrl.jobs.store import ACTIVE, JobRecord
 
@@ -40,7 +40,7 @@ async def submit(spec: JobSpec, svc: ServicesDep) -> JobRecord:
     """Start a training job; hyper-parameters left out take defaults for the env's family."""
     try:
         return await svc.jobs.submit(spec)
-    except MissingFunction as exc:
+    except (MissingFunction, BadController) as exc:
         raise FieldError({exc.field: str(exc)}) from None
 
 

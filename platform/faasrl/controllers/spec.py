@@ -1,0 +1,110 @@
+"""The ``controller`` section of a job spec: one pydantic model per controller, by name."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+_STRICT = ConfigDict(extra="forbid")
+SCHEDULER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+
+
+class _Bounded(BaseModel):
+    model_config = _STRICT
+    min_actors: int = Field(1, ge=1, le=1024)
+    max_actors: int = Field(64, ge=1, le=1024)
+
+    @model_validator(mode="after")
+    def _bounds(self) -> _Bounded:
+        if self.min_actors > self.max_actors:
+            raise ValueError("min_actors must not exceed max_actors")
+        return self
+
+
+class FixedController(BaseModel):
+    """The same number of actors every round (the "Azure ML" baseline)."""
+
+    model_config = _STRICT
+    name: Literal["fixed"] = "fixed"
+    actors: int = Field(2, ge=1, le=1024)
+
+
+class ScheduleController(_Bounded):
+    """Actors per round from a list (its last value repeats), or from a step rule:
+    ``round(start * factor**(k // every) + step * (k // every))`` clipped to [min, max] —
+    factor 2 is Hydrozoa-style doubling, step ±1 MinionsRL's increasing/decreasing schedules."""
+
+    name: Literal["schedule"] = "schedule"
+    actors: list[Annotated[int, Field(ge=1, le=1024)]] | None = Field(None, min_length=1)
+    start: int = Field(1, ge=1, le=1024)
+    factor: float = Field(1.0, gt=0)
+    step: int = 0
+    every: int = Field(1, ge=1)
+
+
+class MinionsController(BaseModel):
+    """MinionsRL: a trained PPO scheduler picks I_k in 1..I_max from the 8-feature state."""
+
+    model_config = _STRICT
+    name: Literal["minions"] = "minions"
+    scheduler: str = Field(pattern=SCHEDULER_NAME.pattern,
+                           description="a saved scheduler, <state_dir>/schedulers/<name>")
+    sample: bool = Field(False, description="sample I_k from the policy (training) instead of "
+                                            "taking its most likely value")
+
+
+class MinionsAdaptController(BaseModel):
+    """MinionsRL-Adapt: I_k = clip(round(mean of the last n rounds' mean returns / J · I_max),
+    1, I_max); J is the job's ``stop.target_reward``."""
+
+    model_config = _STRICT
+    name: Literal["minions-adapt"] = "minions-adapt"
+    max_actors: int = Field(32, ge=1, le=1024)
+    window: int = Field(5, ge=1, le=1000)
+
+
+class MinionsMaxController(BaseModel):
+    """MinionsRL-Max: I_max actors every round."""
+
+    model_config = _STRICT
+    name: Literal["minions-max"] = "minions-max"
+    max_actors: int = Field(32, ge=1, le=1024)
+
+
+class NitroController(_Bounded):
+    """Nitro: boost when the surrogate's Hessian ratio R is low within its recent window."""
+
+    name: Literal["nitro"] = "nitro"
+    min_actors: int = Field(8, ge=1, le=1024)
+    window: int = Field(6, ge=1, le=1000, description="n: values of R in the window")
+    decay: float = Field(0.96, gt=0, le=1, description="d in S_k = ... x d^k")
+    hessian_samples: int = Field(1024, ge=2, le=1_000_000,
+                                 description="rows of the round's batch the Hessian uses")
+    hessian_iterations: int = Field(20, ge=2, le=1000, description="Lanczos steps")
+    budget_cap: bool = Field(True, description="cap I_k so the predicted round cost fits the "
+                                               "remaining stop.budget_usd")
+
+
+class KungFuController(_Bounded):
+    """KungFu: scale actors up in proportion to the gradient noise scale, never down."""
+
+    name: Literal["kungfu"] = "kungfu"
+    gns_parts: int = Field(4, ge=2, le=1024, description="minibatches the GNS estimate uses")
+
+
+class HydrozoaController(BaseModel):
+    """Hydrozoa: double the actors every ``every`` rounds, up to ``max_actors``."""
+
+    model_config = _STRICT
+    name: Literal["hydrozoa"] = "hydrozoa"
+    start: int = Field(1, ge=1, le=1024)
+    every: int = Field(10, ge=1)
+    max_actors: int = Field(64, ge=1, le=1024)
+
+
+ControllerSpec = Annotated[
+    FixedController | ScheduleController | MinionsController | MinionsAdaptController
+    | MinionsMaxController | NitroController | KungFuController | HydrozoaController,
+    Field(discriminator="name")]
