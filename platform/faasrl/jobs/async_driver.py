@@ -53,7 +53,7 @@ RESTORED = ("round", "version", "env_steps", "wall_s", "cost_usd", "serverful_co
             "recent_returns", "kl_coef", "controller_state", "parameter_state", "last_row",
             "policy")
 STAT_KEYS = ("loss", "pg_loss", "v_loss", "entropy", "approx_kl", "kl", "clipfrac",
-             "truncated", "grad_norm", "policy_lag", "peers")
+             "truncated", "rho_mean", "grad_norm", "policy_lag", "peers")
 
 
 def _mean(values: list[float]) -> float | None:
