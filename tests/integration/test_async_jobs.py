@@ -63,3 +63,40 @@ def test_async_specs_validate_and_name_the_field():
     assert spec.execution == "async" and spec.hyperparameters.clip_coef == 0.4
     assert spec.asynchronous.aggregation.rule == "stellaris"
     assert JobSpec.model_validate({"env_id": "CartPole-v1"}).execution == "sync"
+
+
+SMALL = {**ASYNC, "envs_per_actor": 2, "steps_per_actor": 16,
+         "controller": {"name": "fixed", "actors": 2}, "checkpoint_every": 1}
+
+
+def test_async_job_cancelled_then_resumed_continues_its_rounds_and_rule(client: Client,
+                                                                        platform):
+    job = client.submit({**SMALL, "stop": {"max_rounds": 40}})
+    wait_for(lambda: client.job(job["id"])["round"] >= 2, timeout_s=180, what="two rounds")
+    at = client.cancel_job(job["id"])["round"]
+    client.resume_job(job["id"])
+    wait_for(lambda: client.job(job["id"])["round"] >= at + 2, timeout_s=180,
+             what="rounds after resuming")
+    done = client.cancel_job(job["id"])
+    rows = client.job_metrics(job["id"])
+    assert [r["round"] for r in rows] == list(range(len(rows)))  # no gap, no repeat
+    clocks = [r["clock"] for r in rows]
+    assert clocks == sorted(clocks) and clocks[-1] <= done["version"]
+    # The parameter function's rule went on from where the last round left it.
+    assert done["parameter_state"]["rule"]["round"] == len(rows)
+    assert all(r["threshold"] is not None for r in rows[1:])
+
+
+@pytest.mark.parametrize(("body", "field"), [
+    ({**ASYNC, "algorithm": "impact", "execution": "sync"}, "execution"),
+    ({**ASYNC, "asynchronous": {"aggregation": {"rule": "lockstep"}}}, "asynchronous"),
+    ({**ASYNC, "asynchronous": {"truncation": "sometimes"}}, "asynchronous.truncation"),
+    ({**ASYNC, "asynchronous": {"max_learners": 0}}, "asynchronous.max_learners"),
+    ({**ASYNC, "parameter_function": "nope"}, "parameter_function"),
+])
+def test_bad_async_specs_are_422_naming_the_field(platform, body, field):
+    import httpx
+
+    resp = httpx.post(f"{platform.url}/v1/jobs", json=body)
+    assert resp.status_code == 422, resp.text
+    assert any(f.startswith(field) for f in resp.json()["error"]["fields"]), resp.json()
