@@ -89,7 +89,8 @@ def test_async_job_cancelled_then_resumed_continues_its_rounds_and_rule(client: 
 
 @pytest.mark.parametrize(("body", "field"), [
     ({**ASYNC, "algorithm": "impact", "execution": "sync"}, "execution"),
-    ({**ASYNC, "asynchronous": {"aggregation": {"rule": "lockstep"}}}, "asynchronous"),
+    ({**ASYNC, "asynchronous": {"aggregation": {"rule": "lockstep"}}},
+     "asynchronous.aggregation"),
     ({**ASYNC, "asynchronous": {"truncation": "sometimes"}}, "asynchronous.truncation"),
     ({**ASYNC, "asynchronous": {"max_learners": 0}}, "asynchronous.max_learners"),
     ({**ASYNC, "parameter_function": "nope"}, "parameter_function"),
