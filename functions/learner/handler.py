@@ -123,7 +123,8 @@ def gradient(args: dict[str, Any], store: ParameterStore) -> dict[str, Any]:
     registry.register(slot, clock, weights)
     try:
         schema = TrajectorySchema.for_policy(spec.obs_shape, spec.obs_dtype, spec.action_shape,
-                                             spec.action_dtype, sequences=impact)
+                                             spec.action_dtype,
+                                             sequences_of=int(job["envs"]) if impact else 0)
         stream = TrajectoryStream(r, job["id"])
         batches, rejected = stream.read_entries(args["entries"], schema)
         out: dict[str, Any] = {"clock": clock, "pushed": False, "samples": 0,

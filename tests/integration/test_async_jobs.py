@@ -101,3 +101,20 @@ def test_bad_async_specs_are_422_naming_the_field(platform, body, field):
     resp = httpx.post(f"{platform.url}/v1/jobs", json=body)
     assert resp.status_code == 422, resp.text
     assert any(f.startswith(field) for f in resp.json()["error"]["fields"]), resp.json()
+
+
+def test_impact_job_runs_v_trace_learners(client: Client):
+    job = client.submit({**SMALL, "algorithm": "impact", "evaluation_episodes": 2,
+                         "asynchronous": {"max_learners": 1, "aggregation": {"rule": "async"}},
+                         "stop": {"max_rounds": 3}})
+    done = finished(client, job["id"])
+    assert done["status"] == "succeeded", done
+    assert done["spec"]["execution"] == "async" and done["evaluation"]["episodes"] == 2
+    rows = client.job_metrics(job["id"])
+    for row in rows:
+        assert row["gradients_aggregated"] == row["aggregations"] == 2  # one per arrival
+        # One learner at a time: it can only start before the previous gradient is applied.
+        assert row["learners_peak"] == 1 and row["staleness_max"] <= 1
+        assert row["rho_mean"] is not None and 0 < row["rho_mean"] <= 1.0
+        assert row["kl"] is not None and row["rejected"] == 0
+    assert done["version"] == 6

@@ -30,25 +30,27 @@ SEQUENCE_SCALARS = ("rewards", "ends")
 class TrajectorySchema:
     """What a job's batches must look like: per key, its dtype and the shape after the row axis.
 
-    ``env_fields`` have one row per env instead of one per step (``last_obs``); the step rows
-    must then be a whole number of steps of that many envs.
+    ``env_fields`` have one row per env instead of one per step (``last_obs``): ``envs`` rows,
+    and the step rows must be a whole number of steps of that many envs.
     """
 
     fields: Mapping[str, tuple[str, tuple[int, ...]]]
     env_fields: Mapping[str, tuple[str, tuple[int, ...]]] = field(default_factory=dict)
+    envs: int = 0
 
     @classmethod
     def for_policy(cls, obs_shape: tuple[int, ...], obs_dtype: str,
                    action_shape: tuple[int, ...], action_dtype: str, *,
-                   sequences: bool = False) -> TrajectorySchema:
-        """``sequences``: batches also carry ``rewards``, ``ends`` and ``last_obs`` (V-trace)."""
+                   sequences_of: int = 0) -> TrajectorySchema:
+        """``sequences_of``: batches also carry ``rewards`` and ``ends`` per step and the
+        ``last_obs`` of each of that many envs (what V-trace needs)."""
         fields = {"obs": (obs_dtype, tuple(obs_shape)),
                   "actions": (action_dtype, tuple(action_shape))}
         fields.update({k: ("float32", ()) for k in SCALARS})
-        if not sequences:
+        if not sequences_of:
             return cls(fields)
         fields.update({k: ("float32", ()) for k in SEQUENCE_SCALARS})
-        return cls(fields, {"last_obs": (obs_dtype, tuple(obs_shape))})
+        return cls(fields, {"last_obs": (obs_dtype, tuple(obs_shape))}, sequences_of)
 
     def problem(self, arrays: Mapping[str, np.ndarray]) -> str | None:
         """Why these arrays cannot be trained on, or None when they match."""
@@ -62,8 +64,9 @@ class TrajectorySchema:
             return f"row counts differ or are empty: {sorted(rows)}"
         if self.env_fields:
             envs = {arrays[k].shape[0] if arrays[k].ndim else -1 for k in self.env_fields}
-            if len(envs) != 1 or min(envs) < 1 or next(iter(rows)) % next(iter(envs)):
-                return f"env rows {sorted(envs)} do not divide the {next(iter(rows))} step rows"
+            if envs != {self.envs} or next(iter(rows)) % self.envs:
+                return f"env rows {sorted(envs)}: expected {self.envs} envs, whose steps " \
+                       f"make up the {next(iter(rows))} step rows"
         for key, (dtype, shape) in expected.items():
             a = arrays[key]
             if str(a.dtype) != dtype:
