@@ -8,6 +8,11 @@ to this container starts fresh envs seeded from (job seed, slot, round).
 
     args: {mode: "rollout", job, round, slot, version}
           {mode: "evaluate", job, version, episodes, seed}
+
+A ``version`` of null means the newest one published (asynchronous training: an actor samples
+with the newest policy it sees). ``job.sequences`` adds rewards, episode ends and the last
+observation to the batch (what V-trace needs). The summary names the batch's stream entry, the
+key a learner is handed.
 """
 
 from __future__ import annotations
@@ -49,13 +54,14 @@ def _job(job: dict[str, Any]) -> _Job:
 
 
 def main(args: dict[str, Any], context: Any) -> dict[str, Any]:
-    job, version = args["job"], int(args["version"])
-    r = function_redis()
+    job, r = args["job"], function_redis()
+    store = ParameterStore(r, job["id"])
     state = _job(job)
     t0 = time.monotonic()
+    version = store.latest() if args.get("version") is None else int(args["version"])
     fetched = state.version != version
     if fetched:
-        weights, _ = ParameterStore(r, job["id"]).load(version)
+        weights, _ = store.load(version)
         state.policy.load_state_dict(weights)
         state.version = version
     t1 = time.monotonic()
@@ -72,13 +78,13 @@ def main(args: dict[str, Any], context: Any) -> dict[str, Any]:
         envs = make_vec_env(job["env_id"], job["envs"], seed, gamma=job["gamma"])
         rollout = state.rollouts[slot] = Rollout(
             envs, state.policy, num_steps=job["steps"], gamma=job["gamma"],
-            gae_lambda=job["gae_lambda"], seed=seed)
+            gae_lambda=job["gae_lambda"], seed=seed, sequences=bool(job.get("sequences")))
     batch, episodes = rollout.collect()
     t2 = time.monotonic()
-    nbytes = TrajectoryStream(r, job["id"]).put(round_, slot, version, batch,
-                                                compress=bool(job.get("compress")))
+    entry, nbytes = TrajectoryStream(r, job["id"]).append(round_, slot, version, batch,
+                                                          compress=bool(job.get("compress")))
     t3 = time.monotonic()
-    return {"steps": len(batch["obs"]), "version": version,
+    return {"steps": len(batch["obs"]), "version": version, "entry": entry,
             "episodes": [[float(ret), int(length)] for ret, length in episodes],
             "weights_fetched": fetched, "fetch_s": t1 - t0, "rollout_s": t2 - t1,
             "write_s": t3 - t2, "bytes": nbytes}

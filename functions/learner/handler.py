@@ -8,11 +8,19 @@ learner that dies mid-update loses no data. Uses CUDA when the container has a G
     args: {mode: "init", job}  -> builds the seeded initial policy, publishes version 0
           {mode: "update", job, round, version, slots, hyperparameters, kl_coef, total_rounds,
            hessian?: {samples, iterations}, gns?: {parts}}
+          {mode: "gradient", job, slot, entries, algorithm, hyperparameters, truncation, rho,
+           impact, target_lag}  -> asynchronous training: one gradient, pushed to the stream
 
 Every update also reports ``policy_kl``, the KL between the new and the old policy on the batch
 (MinionsRL's state). Controllers that ask get more: ``hessian`` (Nitro: the extreme eigenvalues
 of the surrogate's Hessian on the new policy, with their compute time) and ``gns`` (KungFu: the
 gradient noise scale of the batch before the update).
+
+In ``gradient`` mode (asynchronous training) the learner does not step: it takes the newest
+published policy (its clock), registers it so that concurrent learners can compute the
+cross-learner ratios, computes one gradient on the batches it was handed (PPO with Stellaris's
+truncation, or IMPACT with V-trace against a target network ``target_lag`` versions older), and
+pushes (gradient, clock, learner slot) to the job's gradient stream for the parameter function.
 """
 
 from __future__ import annotations
@@ -26,12 +34,15 @@ import numpy as np
 import torch
 
 from faasrl.cache.connection import function_redis
-from faasrl.cache.params import ParameterStore
+from faasrl.cache.gradients import GradientStream, LearnerRegistry
+from faasrl.cache.params import MissingVersion, ParameterStore
 from faasrl.cache.trajectories import TrajectorySchema, TrajectoryStream
+from faasrl.rl.aggregation import combine
 from faasrl.rl.diagnostics import action_distributions, gradient_noise_scale, mean_policy_kl
 from faasrl.rl.hessian import surrogate_hessian_extremes
-from faasrl.rl.policy import ActorCritic, PolicySpec, policy_spec_for
-from faasrl.rl.ppo import PPOConfig, annealed_lr, ppo_update
+from faasrl.rl.impact import ImpactConfig, impact_gradient
+from faasrl.rl.policy import ActorCritic, PolicySpec, obs_batch_stats, policy_spec_for
+from faasrl.rl.ppo import PPOConfig, annealed_lr, ppo_gradient, ppo_update
 
 DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
@@ -82,11 +93,109 @@ def _warm(job: dict[str, Any], cfg: PPOConfig, store: ParameterStore, version: i
     return learner
 
 
+class _GradientLearner:
+    """A job's networks in a warm learner container: the current policy, a scratch copy for
+    peers' and target policies."""
+
+    def __init__(self, spec: PolicySpec):
+        self.spec = spec
+        self.model = ActorCritic(spec).to(DEVICE)
+        self.other = ActorCritic(spec).to(DEVICE)
+        self.version: int | None = None
+
+
+_gradient_learners: dict[str, _GradientLearner] = {}
+
+
+def _logprobs(model: ActorCritic, weights: dict[str, torch.Tensor],
+              data: dict[str, torch.Tensor]) -> torch.Tensor:
+    model.load_state_dict(weights)
+    with torch.no_grad():
+        return model.get_action_and_value(data["obs"], data["actions"])[1]
+
+
+def gradient(args: dict[str, Any], store: ParameterStore) -> dict[str, Any]:
+    job, slot, r = args["job"], int(args["slot"]), function_redis()
+    learner = _gradient_learners.get(job["id"])
+    if learner is None:
+        learner = _gradient_learners[job["id"]] = _GradientLearner(
+            PolicySpec.from_dict(job["policy"]))
+    spec, impact = learner.spec, args["algorithm"] == "impact"
+    t0 = time.monotonic()
+    clock = store.latest()
+    weights, _ = store.load(clock)
+    if learner.version != clock:
+        learner.model.load_state_dict(weights)
+        learner.version = clock
+    registry = LearnerRegistry(r, job["id"])
+    registry.register(slot, clock, weights)
+    try:
+        schema = TrajectorySchema.for_policy(spec.obs_shape, spec.obs_dtype, spec.action_shape,
+                                             spec.action_dtype,
+                                             sequences_of=int(job["envs"]) if impact else 0)
+        stream = TrajectoryStream(r, job["id"])
+        batches, rejected = stream.read_entries(args["entries"], schema)
+        out: dict[str, Any] = {"clock": clock, "pushed": False, "samples": 0,
+                               "rejected": [x.to_dict() for x in rejected]}
+        if not batches:
+            registry.unregister(slot)
+            return out
+        keys = (*KEYS, *(("rewards", "ends") if impact else ()))
+        data = {k: torch.as_tensor(np.concatenate([b.arrays[k] for b in batches])).to(DEVICE)
+                for k in keys}
+        t1 = time.monotonic()
+
+        hp = args["hyperparameters"]
+        if impact:
+            cfg = ImpactConfig(gamma=hp["gamma"], clip_coef=hp["clip_coef"],
+                               ent_coef=hp["ent_coef"], vf_coef=hp["vf_coef"],
+                               kl_coef=hp["kl_coef"], max_grad_norm=hp["max_grad_norm"],
+                               **args["impact"])
+            try:  # the target network: the policy target_lag aggregations back
+                target_weights, _ = store.load(max(0, clock - int(args.get("target_lag", 1))))
+            except MissingVersion:  # already evicted: the current policy stands in
+                target_weights = weights
+            learner.other.load_state_dict(target_weights)
+            grads, stats = [], {}
+            for b in batches:  # V-trace runs along each batch's own time axis
+                one = {k: torch.as_tensor(b.arrays[k]).to(DEVICE)
+                       for k in (*keys, "last_obs")}
+                g, stats = impact_gradient(learner.model, learner.other, one, cfg,
+                                           num_envs=len(b.arrays["last_obs"]))
+                grads.append(g)
+            tensors = combine(grads, [1.0] * len(grads))
+        else:
+            peers = registry.peers(slot, skip_clock=clock)
+            peer_logprobs = [_logprobs(learner.other, p.weights, data) for p in peers]
+            cfg = PPOConfig(**hp)
+            tensors, stats = ppo_gradient(learner.model, data, cfg, peer_logprobs=peer_logprobs,
+                                          truncation=args.get("truncation", "paper"),
+                                          rho=float(args.get("rho", 1.0)))
+            stats["peers"] = len(peers)
+        if spec.normalize_obs:  # the parameter function merges what this learner saw
+            mean, var, n = obs_batch_stats(data["obs"], spec.obs_shape)
+            tensors.update({"obs_stats.mean": mean, "obs_stats.var": var,
+                            "obs_stats.count": torch.tensor(float(n), dtype=torch.float64)})
+        t2 = time.monotonic()
+        _, nbytes = GradientStream(r, job["id"]).push(slot, clock, tensors, stats)
+    except BaseException:
+        registry.unregister(slot)
+        raise
+    stream.delete([b.entry_id for b in batches])
+    t3 = time.monotonic()
+    lags = [clock - b.version for b in batches]
+    return {**out, **stats, "pushed": True, "samples": len(data["obs"]),
+            "policy_lag": sum(lags) / len(lags), "read_s": t1 - t0, "compute_s": t2 - t1,
+            "push_s": t3 - t2, "bytes": nbytes, "device": str(DEVICE)}
+
+
 def main(args: dict[str, Any], context: Any) -> dict[str, Any]:
     job, r = args["job"], function_redis()
     store = ParameterStore(r, job["id"])
     if args["mode"] == "init":
         return init(job, store)
+    if args["mode"] == "gradient":
+        return gradient(args, store)
 
     round_, version = int(args["round"]), int(args["version"])
     cfg = PPOConfig(**args["hyperparameters"])

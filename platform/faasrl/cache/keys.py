@@ -30,3 +30,22 @@ def latest_key(job_id: str) -> str:
 def optimizer_keys(job_id: str) -> tuple[str, str]:
     """(the optimizer state, the weights version it goes with)."""
     return job_key(job_id, "optimizer"), job_key(job_id, "optimizer", "version")
+
+
+# Asynchronous training: learners push gradients to a stream, register the policy they hold,
+# and the parameter function keeps its aggregation state next to the weights.
+def gradients_key(job_id: str) -> str:
+    return job_key(job_id, "gradients")
+
+
+def learners_key(job_id: str) -> str:
+    """A hash: learner slot -> the clock (weights version) it computes on."""
+    return job_key(job_id, "learners")
+
+
+def learner_weights_key(job_id: str, slot: int) -> str:
+    return job_key(job_id, "learners", slot, "weights")
+
+
+def parameter_state_key(job_id: str) -> str:
+    return job_key(job_id, "parameter", "state")

@@ -6,11 +6,12 @@ actor still finishing an older round (or an asynchronous learner) can fetch the 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
 from redis import Redis
+from redis.client import Pipeline
 
 from faasrl.cache.codec import decode_optimizer, decode_tensors, encode_optimizer, encode_tensors
 from faasrl.cache.keys import latest_key, optimizer_keys, params_key
@@ -27,14 +28,27 @@ class ParameterStore:
         self._keep = keep
 
     def publish(self, version: int, state: Mapping[str, torch.Tensor],
-                metadata: Mapping[str, str] | None = None) -> int:
-        """Store a version and point ``latest`` at it; returns the blob's size in bytes."""
+                metadata: Mapping[str, str] | None = None, *,
+                optimizer: Mapping[str, Any] | None = None,
+                also: Callable[[Pipeline], object] | None = None) -> int:
+        """Store a version and point ``latest`` at it; returns the blob's size in bytes.
+
+        ``optimizer`` (its state for this version) and whatever ``also`` queues on the pipeline
+        are committed in the same transaction: a parameter function that dies mid-publish
+        leaves either all of it or none.
+        """
         blob = encode_tensors(state, metadata={**(metadata or {}), "version": str(version)})
         with self._redis.pipeline() as pipe:
             pipe.set(params_key(self._job, version), blob)
             pipe.set(latest_key(self._job), version)
             if version - self._keep >= 0:
                 pipe.delete(params_key(self._job, version - self._keep))
+            if optimizer is not None:
+                state_key, version_key = optimizer_keys(self._job)
+                pipe.set(state_key, encode_optimizer(optimizer))
+                pipe.set(version_key, version)
+            if also is not None:
+                also(pipe)
             pipe.execute()
         return len(blob)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from redis import Redis
@@ -23,32 +23,51 @@ from faasrl.cache.keys import job_key
 
 GROUP = "learners"
 SCALARS = ("logprobs", "values", "advantages", "returns")
+SEQUENCE_SCALARS = ("rewards", "ends")
 
 
 @dataclass(frozen=True)
 class TrajectorySchema:
-    """What a job's batches must look like: per key, its dtype and the shape after the row axis."""
+    """What a job's batches must look like: per key, its dtype and the shape after the row axis.
+
+    ``env_fields`` have one row per env instead of one per step (``last_obs``): ``envs`` rows,
+    and the step rows must be a whole number of steps of that many envs.
+    """
 
     fields: Mapping[str, tuple[str, tuple[int, ...]]]
+    env_fields: Mapping[str, tuple[str, tuple[int, ...]]] = field(default_factory=dict)
+    envs: int = 0
 
     @classmethod
     def for_policy(cls, obs_shape: tuple[int, ...], obs_dtype: str,
-                   action_shape: tuple[int, ...], action_dtype: str) -> TrajectorySchema:
+                   action_shape: tuple[int, ...], action_dtype: str, *,
+                   sequences_of: int = 0) -> TrajectorySchema:
+        """``sequences_of``: batches also carry ``rewards`` and ``ends`` per step and the
+        ``last_obs`` of each of that many envs (what V-trace needs)."""
         fields = {"obs": (obs_dtype, tuple(obs_shape)),
                   "actions": (action_dtype, tuple(action_shape))}
         fields.update({k: ("float32", ()) for k in SCALARS})
-        return cls(fields)
+        if not sequences_of:
+            return cls(fields)
+        fields.update({k: ("float32", ()) for k in SEQUENCE_SCALARS})
+        return cls(fields, {"last_obs": (obs_dtype, tuple(obs_shape))}, sequences_of)
 
     def problem(self, arrays: Mapping[str, np.ndarray]) -> str | None:
         """Why these arrays cannot be trained on, or None when they match."""
-        missing = sorted(set(self.fields) - set(arrays))
-        extra = sorted(set(arrays) - set(self.fields))
+        expected = {**self.fields, **self.env_fields}
+        missing = sorted(set(expected) - set(arrays))
+        extra = sorted(set(arrays) - set(expected))
         if missing or extra:
             return f"keys: missing {missing}, unexpected {extra}"
-        rows = {a.shape[0] if a.ndim else -1 for a in arrays.values()}
+        rows = {arrays[k].shape[0] if arrays[k].ndim else -1 for k in self.fields}
         if len(rows) != 1 or rows == {-1} or rows == {0}:
             return f"row counts differ or are empty: {sorted(rows)}"
-        for key, (dtype, shape) in self.fields.items():
+        if self.env_fields:
+            envs = {arrays[k].shape[0] if arrays[k].ndim else -1 for k in self.env_fields}
+            if envs != {self.envs} or next(iter(rows)) % self.envs:
+                return f"env rows {sorted(envs)}: expected {self.envs} envs, whose steps " \
+                       f"make up the {next(iter(rows))} step rows"
+        for key, (dtype, shape) in expected.items():
             a = arrays[key]
             if str(a.dtype) != dtype:
                 return f"{key}: dtype {a.dtype}, expected {dtype}"
@@ -94,10 +113,47 @@ class TrajectoryStream:
     def put(self, round: int, slot: int, version: int, arrays: Mapping[str, np.ndarray], *,
             compress: bool = False) -> int:
         """Append one batch; returns its size in bytes."""
+        return self.append(round, slot, version, arrays, compress=compress)[1]
+
+    def append(self, round: int, slot: int, version: int, arrays: Mapping[str, np.ndarray], *,
+               compress: bool = False) -> tuple[str, int]:
+        """Append one batch; returns its entry id (the key a learner is given) and size."""
         blob = encode_arrays(arrays, compress=compress)
-        self._redis.xadd(self._stream, {"round": round, "slot": slot, "version": version,
-                                        "data": blob})
-        return len(blob)
+        entry = self._redis.xadd(self._stream, {"round": round, "slot": slot,
+                                                "version": version, "data": blob})
+        return entry.decode(), len(blob)
+
+    def read_entries(self, entry_ids: Collection[str], schema: TrajectorySchema
+                     ) -> tuple[list[Batch], list[Rejection]]:
+        """The batches with these entry ids, for a learner handed them by the driver (the
+        asynchronous mode: no rounds, no consumer group). An id that is gone, or a batch that
+        does not match the schema, is rejected with the reason."""
+        batches: list[Batch] = []
+        rejected: list[Rejection] = []
+        with self._redis.pipeline(transaction=False) as pipe:
+            for eid in entry_ids:
+                pipe.xrange(self._stream, eid, eid)
+            replies = pipe.execute()
+        for eid, reply in zip(entry_ids, replies, strict=True):
+            if not reply:
+                rejected.append(Rejection(eid, -1, -1, "entry not in the stream"))
+                continue
+            entry_id, fields = reply[0]
+            batch, why = self._parse(entry_id, fields, schema)
+            if why is None:
+                batches.append(batch)
+            else:
+                rejected.append(self._reject(entry_id, fields, why))
+        return batches, rejected
+
+    def delete(self, entry_ids: Collection[str]) -> None:
+        """Remove entries that were trained on (or will never be)."""
+        if entry_ids:
+            self._redis.xdel(self._stream, *entry_ids)
+
+    def clear(self) -> None:
+        """Drop every batch (an asynchronous job resuming mid-round starts the round afresh)."""
+        self._redis.delete(self._stream)
 
     def read_round(self, round: int, slots: Collection[int], schema: TrajectorySchema, *,
                    consumer: str = "learner", timeout_s: float = 30.0

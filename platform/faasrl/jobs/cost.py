@@ -35,5 +35,12 @@ def learner_cost(records: Iterable[InvocationRecord], pricing: Pricing) -> float
     return sum(r.billed_ms / 1000 * per_second for r in records)
 
 
+def parameter_cost(records: Iterable[InvocationRecord], pricing: Pricing) -> float:
+    """The parameter function runs beside the learners on the GPU VM and takes one of its
+    function slots, so it is billed like a learner: the VM's price per second over the
+    functions the VM holds, times its billed time (the Stellaris cost model)."""
+    return learner_cost(records, pricing)
+
+
 def serverful_cost(wall_s: float, pricing: Pricing) -> float:
     return wall_s * pricing.serverful_vm_hour / 3600

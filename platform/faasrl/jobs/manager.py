@@ -13,6 +13,7 @@ from redis.asyncio import Redis
 from faasrl.controllers.schedulers import SchedulerNotFound, load_scheduler
 from faasrl.invoker import Invoker
 from faasrl.invoker.errors import FunctionNotFound
+from faasrl.jobs.async_driver import AsyncJobDriver
 from faasrl.jobs.driver import JobDriver
 from faasrl.jobs.spec import JobSpec
 from faasrl.jobs.store import ACTIVE, JobRecord, JobStore
@@ -64,8 +65,11 @@ class JobManager:
         await asyncio.gather(*(t for _, t in self._running.values()), return_exceptions=True)
 
     async def submit(self, spec: JobSpec) -> JobRecord:
-        for field, name in (("actor_function", spec.actor_function),
-                            ("learner_function", spec.learner_function)):
+        needed = [("actor_function", spec.actor_function),
+                  ("learner_function", spec.learner_function)]
+        if spec.execution == "async":
+            needed.append(("parameter_function", spec.parameter_function))
+        for field, name in needed:
             try:
                 self._invoker.pool.spec(name)
             except FunctionNotFound:
@@ -142,8 +146,9 @@ class JobManager:
         await asyncio.to_thread(shutil.rmtree, self._checkpoints / job_id, True)
 
     def _launch(self, rec: JobRecord) -> None:
-        driver = JobDriver(rec, store=self.store, invoker=self._invoker, redis=self._redis,
-                           checkpoints=self._checkpoints, schedulers=self._schedulers)
+        kind = AsyncJobDriver if rec.spec.execution == "async" else JobDriver
+        driver = kind(rec, store=self.store, invoker=self._invoker, redis=self._redis,
+                      checkpoints=self._checkpoints, schedulers=self._schedulers)
         task = asyncio.create_task(driver.run(), name=f"job-{rec.id}")
         self._running[rec.id] = (driver, task)
         task.add_done_callback(lambda _: self._running.pop(rec.id, None))

@@ -6,9 +6,16 @@ MuJoCo, Atari), so ``{"env_id": "CartPole-v1"}`` alone is a complete job.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from faasrl.controllers.spec import ControllerSpec, FixedController
 from faasrl.jobs.cost import Pricing
@@ -52,6 +59,81 @@ FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
 FAMILY_DEFAULTS["other"] = FAMILY_DEFAULTS["classic"]
 
 
+class StellarisAggregation(BaseModel):
+    """Stellaris: threshold β_k = δ_max·decay^k on the queue's mean staleness, step sizes
+    α_0/δ^(1/root); δ_max from round 0 (no threshold) as its ``max`` (the paper) or
+    ``int(mean) + 1`` (``mean``, the authors' code)."""
+
+    model_config = _STRICT
+    rule: Literal["stellaris"] = "stellaris"
+    decay: float = Field(0.96, gt=0, le=1, description="d; 1 = fully asynchronous")
+    root: float = Field(3.0, gt=0, description="v in α_0/δ^(1/v)")
+    delta_max: Literal["max", "mean"] = "max"
+
+
+class AsyncAggregation(BaseModel):
+    """Every gradient applied as it arrives (pure asynchronous, no staleness control)."""
+
+    model_config = _STRICT
+    rule: Literal["async"] = "async"
+
+
+class SoftSyncAggregation(BaseModel):
+    """Aggregate every ``k`` gradients (default: the number of learners)."""
+
+    model_config = _STRICT
+    rule: Literal["softsync"] = "softsync"
+    k: int | None = Field(None, ge=1, le=1024)
+
+
+class SSPAggregation(BaseModel):
+    """Stale synchronous parallel: no gradient staler than ``s`` is applied."""
+
+    model_config = _STRICT
+    rule: Literal["ssp"] = "ssp"
+    s: int = Field(2, ge=0, le=1000)
+
+
+AggregationSpec = Annotated[StellarisAggregation | AsyncAggregation | SoftSyncAggregation
+                            | SSPAggregation, Field(discriminator="rule")]
+
+
+class ImpactSettings(BaseModel):
+    """IMPACT's V-trace and target network (its other coefficients are in hyperparameters)."""
+
+    model_config = _STRICT
+    rho_bar: float = Field(1.0, gt=0, description="V-trace ρ̄")
+    c_bar: float = Field(1.0, gt=0, description="V-trace c̄")
+    is_ratio_clip: float = Field(2.0, gt=0, description="clip of π_target/μ in the surrogate")
+    target_update_frequency: int = Field(
+        1, ge=1, le=64, description="the target network trails the policy by this many versions")
+
+
+class AsyncSettings(BaseModel):
+    """Asynchronous execution (``execution: async``): actors sample continuously, learners
+    compute gradients whenever batches wait, the parameter function aggregates them."""
+
+    model_config = _STRICT
+    max_learners: int = Field(4, ge=1, le=256, description="concurrent learner functions "
+                                                           "(the paper: 4 per GPU)")
+    aggregation: AggregationSpec = Field(default_factory=StellarisAggregation)
+    optimizer_step: Literal["weighted_mean", "per_gradient"] = Field(
+        "weighted_mean", description="one Adam step on the weighted mean (a uniform scale "
+                                     "cancels in Adam), or one Adam step per gradient")
+    truncation: Literal["paper", "artifact", "off"] = Field(
+        "paper", description="PPO's cross-learner importance-ratio cap: min(r, R') (paper), "
+                             "min(r, max(min_i r_i, ρ)) (authors' code) or none")
+    rho: float = Field(1.0, gt=0, description="the truncation threshold ρ")
+    backlog: int | None = Field(None, ge=1, le=4096, description="waiting batches at which "
+                                "actors pause (default: max_learners)")
+    impact: ImpactSettings = Field(default_factory=ImpactSettings)
+
+
+# IMPACT's coefficients from the Stellaris paper's table (RLlib's tuned examples).
+IMPACT_DEFAULTS: dict[str, Any] = {"learning_rate": 5e-4, "clip_coef": 0.4, "kl_coef": 1.0,
+                                   "ent_coef": 0.01, "vf_coef": 1.0}
+
+
 class StopConditions(BaseModel):
     """A job stops at the first condition met; at least one must bound it."""
 
@@ -88,9 +170,14 @@ class JobSpec(BaseModel):
     model_config = _STRICT
 
     name: str | None = Field(None, max_length=200)
-    algorithm: Literal["ppo"] = "ppo"
+    algorithm: Literal["ppo", "impact"] = Field(
+        "ppo", description="impact (V-trace + target network) runs asynchronously")
+    execution: Literal["sync", "async"] = Field(
+        "sync", description="sync: rounds of actors then one learner; async: Stellaris-style "
+                          "asynchronous learners (default: async for impact, else sync)")
     env_id: str = Field(description="a gymnasium id: CartPole-v1, Hopper-v5, ALE/Pong-v5, ...")
     controller: ControllerSpec = Field(default_factory=FixedController)
+    asynchronous: AsyncSettings = Field(default_factory=AsyncSettings)
     hyperparameters: PPOHyperparameters
     envs_per_actor: int = Field(ge=1, le=256, description="vector envs inside one actor")
     steps_per_actor: int = Field(ge=1, le=100_000, description="steps per env per round")
@@ -103,6 +190,7 @@ class JobSpec(BaseModel):
     placement: Placement = Field(default_factory=Placement)
     actor_function: str = "actor"
     learner_function: str = "learner"
+    parameter_function: str = Field("parameter", description="aggregates gradients (async)")
 
     @model_validator(mode="before")
     @classmethod
@@ -111,12 +199,23 @@ class JobSpec(BaseModel):
             return data
         defaults = FAMILY_DEFAULTS[env_family(data["env_id"])]
         data = {**data}
+        impact = data.get("algorithm") == "impact"
         hp = data.get("hyperparameters") or {}
         if isinstance(hp, dict):
-            data["hyperparameters"] = {**defaults["hyperparameters"], **hp}
+            data["hyperparameters"] = {**defaults["hyperparameters"],
+                                       **(IMPACT_DEFAULTS if impact else {}), **hp}
+        if data.get("execution") is None:
+            data["execution"] = "async" if impact else "sync"
         for key in ("envs_per_actor", "steps_per_actor"):
             data.setdefault(key, defaults[key])
         return data
+
+    @field_validator("execution")
+    @classmethod
+    def _impact_is_async(cls, execution: str, info: ValidationInfo) -> str:
+        if info.data.get("algorithm") == "impact" and execution != "async":
+            raise ValueError("algorithm impact runs only with execution async")
+        return execution
 
     @field_validator("env_id")
     @classmethod

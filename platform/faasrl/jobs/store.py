@@ -45,6 +45,9 @@ class JobRecord(BaseModel):
     recent_returns: list[float] = Field(default_factory=list)
     kl_coef: float = 0.0
     controller_state: dict[str, Any] = Field(default_factory=dict)
+    parameter_state: dict[str, Any] = Field(
+        default_factory=dict, description="async: the parameter function's aggregation-rule "
+                                          "state at the last round end")
     last_row: dict[str, Any] | None = None
     evaluation: Evaluation | None = None
 

@@ -98,6 +98,17 @@ def policy_spec_for(env_id: str) -> PolicySpec:
     )
 
 
+@torch.no_grad()
+def obs_batch_stats(obs: torch.Tensor | np.ndarray, obs_shape: tuple[int, ...]
+                    ) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """(mean, variance, count) of a batch of raw observations, in float64."""
+    x = torch.as_tensor(obs).to(torch.float64).reshape(-1, *obs_shape)
+    if x.shape[0] == 0:
+        return torch.zeros(obs_shape, dtype=torch.float64), \
+            torch.ones(obs_shape, dtype=torch.float64), 0
+    return x.mean(0), x.var(0, correction=0), x.shape[0]
+
+
 def _init(layer: nn.Linear | nn.Conv2d, std: float = math.sqrt(2)) -> nn.Module:
     """CleanRL's init: orthogonal weights, zero bias."""
     nn.init.orthogonal_(layer.weight, std)
@@ -185,12 +196,18 @@ class ActorCritic(nn.Module):
         """
         if not self.spec.normalize_obs:
             return
-        x = torch.as_tensor(obs, device=self.obs_mean.device).to(torch.float64)
-        x = x.reshape(-1, *self.spec.obs_shape)
-        n = x.shape[0]
-        if n == 0:
+        self.merge_obs_stats(*obs_batch_stats(obs, self.spec.obs_shape))
+
+    @torch.no_grad()
+    def merge_obs_stats(self, batch_mean: torch.Tensor, batch_var: torch.Tensor,
+                        n: float | torch.Tensor) -> None:
+        """Merge another batch's observation mean, variance and count (from
+        :func:`obs_batch_stats`): how a parameter function folds in what its learners saw."""
+        n = float(n)
+        if not self.spec.normalize_obs or n == 0:
             return
-        batch_mean, batch_var = x.mean(0), x.var(0, correction=0)
+        batch_mean = batch_mean.to(self.obs_mean.device, torch.float64)
+        batch_var = batch_var.to(self.obs_var.device, torch.float64)
         total = self.obs_count + n
         delta = batch_mean - self.obs_mean
         m2 = self.obs_var * self.obs_count + batch_var * n + delta**2 * self.obs_count * n / total
@@ -208,15 +225,15 @@ class ActorCritic(nn.Module):
             x = obs.to(torch.float32)
         return self.trunk(x)
 
+    def distribution(self, obs: torch.Tensor) -> Categorical | Normal:
+        """The action distribution (a Normal per action dimension for continuous actions)."""
+        return self._dist(self._features(obs))
+
     def _dist(self, features: torch.Tensor) -> Categorical | Normal:
         out = self.actor(features)
         if self.spec.action_kind == "discrete":
             return Categorical(logits=out, validate_args=False)
         return Normal(out, self.log_std.exp().expand_as(out), validate_args=False)
-
-    def distribution(self, obs: torch.Tensor) -> Categorical | Normal:
-        """The action distribution at raw observations (a Normal is per action dimension)."""
-        return self._dist(self._features(obs))
 
     def get_value(self, obs: torch.Tensor) -> torch.Tensor:
         """State values, shape (B,)."""

@@ -6,6 +6,7 @@ machines; this file is the learner's side: advantage estimation, the loss terms 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,6 +15,7 @@ import torch
 from torch import nn
 
 from faasrl.rl.policy import ActorCritic
+from faasrl.rl.truncation import Truncation, truncated_ratio
 
 
 @dataclass
@@ -80,6 +82,14 @@ def compute_gae(
     return advantages.astype(np.float32), (advantages + values).astype(np.float32)
 
 
+def surrogate_loss(ratio: torch.Tensor, advantages: torch.Tensor, clip_coef: float
+                   ) -> torch.Tensor:
+    """PPO's pessimistic clipped objective, negated (a loss), for any ratio."""
+    return torch.max(
+        -advantages * ratio, -advantages * ratio.clamp(1 - clip_coef, 1 + clip_coef)
+    ).mean()
+
+
 def clipped_surrogate(
     new_logprob: torch.Tensor,
     old_logprob: torch.Tensor,
@@ -94,9 +104,7 @@ def clipped_surrogate(
     """
     logratio = new_logprob - old_logprob
     ratio = logratio.exp()
-    loss = torch.max(
-        -advantages * ratio, -advantages * ratio.clamp(1 - clip_coef, 1 + clip_coef)
-    ).mean()
+    loss = surrogate_loss(ratio, advantages, clip_coef)
     approx_kl = ((ratio - 1) - logratio).mean()
     clipfrac = ((ratio - 1.0).abs() > clip_coef).float().mean().detach()
     return loss, approx_kl, clipfrac
@@ -198,4 +206,54 @@ def ppo_update(
         "kl_coef": kl_coef,
         "epochs": float(epochs),
         "lr": float(optimizer.param_groups[0]["lr"]),
+    }
+
+
+def ppo_gradient(
+    model: ActorCritic,
+    batch: dict[str, torch.Tensor],
+    cfg: PPOConfig,
+    *,
+    peer_logprobs: Sequence[torch.Tensor] = (),
+    truncation: Truncation = "paper",
+    rho: float = 1.0,
+) -> tuple[dict[str, torch.Tensor], dict[str, float]]:
+    """One gradient of PPO's loss on a whole batch: an asynchronous learner's contribution.
+
+    The learner does not step: it hands the gradient (norm-clipped at ``cfg.max_grad_norm``) to
+    the parameter function, which owns the optimizer. The ratio is the learner's own π_θ/μ
+    against the batch's behaviour log-probs, capped with the peers' log-probs of the same
+    actions by ``truncation`` (see :mod:`faasrl.rl.truncation`), then clipped as in PPO. A fixed
+    ``cfg.kl_coef`` adds the approximate KL to μ as a penalty (no adaptation: learners share no
+    state). Returns the gradients by parameter name and scalar stats.
+    """
+    _, new_logprob, entropy, new_value = model.get_action_and_value(batch["obs"],
+                                                                    batch["actions"])
+    advantages = batch["advantages"]
+    if cfg.norm_adv:
+        advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+    behaviour = batch["logprobs"]
+    logratio = new_logprob - behaviour
+    ratio = truncated_ratio(logratio, [p - behaviour for p in peer_logprobs], truncation, rho)
+    pg_loss = surrogate_loss(ratio, advantages, cfg.clip_coef)
+    v_loss = value_loss(new_value, batch["values"], batch["returns"], cfg.clip_coef,
+                        cfg.clip_vloss)
+    ent = entropy_bonus(entropy)
+    approx_kl = ((logratio.exp() - 1) - logratio).mean()
+    loss = pg_loss - cfg.ent_coef * ent + cfg.vf_coef * v_loss
+    if cfg.kl_coef > 0:
+        loss = loss + cfg.kl_coef * approx_kl
+    model.zero_grad(set_to_none=True)
+    loss.backward()
+    grad_norm = nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
+    grads = {name: p.grad.detach().clone() for name, p in model.named_parameters()
+             if p.grad is not None}
+    own = logratio.detach().exp()
+    return grads, {
+        "loss": loss.item(), "pg_loss": pg_loss.item(), "v_loss": v_loss.item(),
+        "entropy": ent.item(), "approx_kl": approx_kl.item(),
+        "clipfrac": ((ratio.detach() - 1.0).abs() > cfg.clip_coef).float().mean().item(),
+        "truncated": (ratio.detach() < own).float().mean().item(),
+        "grad_norm": float(grad_norm),
+        "explained_variance": _explained_variance(batch["values"], batch["returns"]),
     }

@@ -29,6 +29,8 @@ class Rollout:
     The envs are reset once here without a seed, which continues the streams ``make_vec_env``
     seeded; after that, episodes simply carry on from one :meth:`collect` to the next, so an actor
     can keep its envs warm between rounds. ``seed`` seeds the action sampling. Runs on the CPU.
+    ``sequences`` adds what off-policy corrections (V-trace) need to redo the returns under
+    another policy: per-step ``rewards`` and ``ends``, and the ``last_obs`` after the batch.
     """
 
     def __init__(
@@ -40,8 +42,10 @@ class Rollout:
         gamma: float,
         gae_lambda: float,
         seed: int,
+        sequences: bool = False,
     ) -> None:
         self.envs = envs
+        self.sequences = sequences
         self.policy = policy
         self.num_steps = num_steps
         self.gamma = gamma
@@ -62,15 +66,17 @@ class Rollout:
         """``num_steps`` steps in every env: the flattened batch (time-major) and finished episodes.
 
         Batch keys: ``obs`` (raw, spec.obs_dtype), ``actions``, and float32 ``logprobs``,
-        ``values``, ``advantages``, ``returns``. Episodes are (raw return, length). An episode cut
-        by a time limit gets ``gamma * V(final_obs)`` added to its last reward, as if it went on.
+        ``values``, ``advantages``, ``returns``; with ``sequences`` also float32 ``rewards`` and
+        ``ends`` (1 where an episode ended with the step) and ``last_obs`` (one row per env).
+        Episodes are (raw return, length). An episode cut by a time limit gets
+        ``gamma * V(final_obs)`` added to its last reward, as if it went on.
         """
         spec = self.policy.spec
         steps, n = self.num_steps, self.envs.num_envs
         obs = np.empty((steps, n, *spec.obs_shape), dtype=spec.obs_dtype)
         actions = np.empty((steps, n, *spec.action_shape), dtype=spec.action_dtype)
         logprobs, values, rewards = (np.empty((steps, n), dtype=np.float32) for _ in range(3))
-        dones = np.empty((steps, n), dtype=bool)
+        dones, ends = np.empty((steps, n), dtype=bool), np.empty((steps, n), dtype=bool)
         episodes: list[tuple[float, int]] = []
         for t in range(steps):
             obs[t], dones[t] = self._obs, self._done
@@ -86,11 +92,17 @@ class Rollout:
                 rewards[t, truncated_only] += self.gamma * self._value(final_obs)
             episodes += _finished_episodes(infos)
             self._obs, self._done = self._cast(next_obs), terminated | truncated
+            ends[t] = self._done
         advantages, returns = compute_gae(rewards, values, dones, self._value(self._obs),
                                           self._done, self.gamma, self.gae_lambda)
         batch = {"obs": obs, "actions": actions, "logprobs": logprobs, "values": values,
                  "advantages": advantages, "returns": returns}
-        return {k: v.reshape(steps * n, *v.shape[2:]) for k, v in batch.items()}, episodes
+        if self.sequences:
+            batch.update(rewards=rewards, ends=ends.astype(np.float32))
+        flat = {k: v.reshape(steps * n, *v.shape[2:]) for k, v in batch.items()}
+        if self.sequences:
+            flat["last_obs"] = self._obs.copy()
+        return flat, episodes
 
 
 @torch.no_grad()

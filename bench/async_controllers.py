@@ -1,0 +1,168 @@
+"""Stellaris against synchronous PPO, pure asynchronous PPO and IMPACT, under the same budget.
+
+Every variant runs the same rounds on the same actors (``--actors`` actor functions, each
+rolling out ``envs x steps`` per round), so every run samples the same env steps; what differs
+is how learning happens:
+
+- ``ppo-sync``: the synchronous driver, one PPO learner per round (epochs x minibatches);
+- ``stellaris``: asynchronous PPO learners (``--learners`` at most), one gradient per batch,
+  Stellaris' staleness-aware aggregation (d 0.96, v 3) and importance-sampling truncation
+  (the paper's form, ρ 1.0);
+- ``async``: the same learners, every gradient applied as it arrives, no truncation;
+- ``impact``: asynchronous IMPACT learners (V-trace, target network), every gradient applied
+  as it arrives.
+
+Reported per env and variant, over the seeds: the final evaluation's mean return
+(deterministic policy), the cost (actors as Lambda, learner and parameter functions as shares
+of a p3.2xlarge), the mean staleness of the aggregated gradients, and the ratios against
+``ppo-sync`` measured in the same run (the paper's headline figures are such ratios).
+
+    python bench/async_controllers.py                 # CartPole-v1 and Hopper-v5, seeds 1-3
+    python bench/async_controllers.py --quick         # a tiny configuration: does it all run?
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+from jobrun import run_job, write_results
+from rich.console import Console
+from rich.table import Table
+
+RESULTS = Path(__file__).resolve().parent / "results" / "async_controllers.json"
+VARIANTS: dict[str, dict[str, Any]] = {
+    "ppo-sync": {"algorithm": "ppo", "execution": "sync"},
+    "stellaris": {"algorithm": "ppo", "execution": "async",
+                  "asynchronous": {"aggregation": {"rule": "stellaris", "decay": 0.96,
+                                                   "root": 3.0},
+                                   "truncation": "paper", "rho": 1.0}},
+    "async": {"algorithm": "ppo", "execution": "async",
+              "asynchronous": {"aggregation": {"rule": "async"}, "truncation": "off"}},
+    "impact": {"algorithm": "impact", "execution": "async",
+               "asynchronous": {"aggregation": {"rule": "async"}}},
+}
+# Per env: envs x steps per actor and rounds (Hopper: 1,024 steps per actor as in the paper,
+# and 50 rounds).
+ENVS: dict[str, dict[str, int]] = {
+    "CartPole-v1": {"envs_per_actor": 4, "steps_per_actor": 128, "rounds": 60},
+    "Hopper-v5": {"envs_per_actor": 1, "steps_per_actor": 1024, "rounds": 50},
+}
+QUICK: dict[str, dict[str, int]] = {
+    "CartPole-v1": {"envs_per_actor": 2, "steps_per_actor": 16, "rounds": 3},
+    "Hopper-v5": {"envs_per_actor": 1, "steps_per_actor": 32, "rounds": 2},
+}
+
+
+def job_spec(env_id: str, variant: str, seed: int, sizes: dict[str, int], *, actors: int,
+             learners: int, eval_episodes: int) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "name": f"{variant}-{env_id}-{seed}", "env_id": env_id, "seed": seed,
+        "controller": {"name": "fixed", "actors": actors},
+        "envs_per_actor": sizes["envs_per_actor"], "steps_per_actor": sizes["steps_per_actor"],
+        "stop": {"max_rounds": sizes["rounds"]}, "evaluation_episodes": eval_episodes,
+        **VARIANTS[variant]}
+    if spec["execution"] == "async":
+        spec["asynchronous"] = {**spec.get("asynchronous", {}), "max_learners": learners}
+    return spec
+
+
+def one_run(spec: dict[str, Any], label: str) -> dict[str, Any]:
+    t0 = time.perf_counter()
+    job, rows = run_job(spec, label=label, timeout_s=3 * 3600)
+    weights = [(r["staleness_mean"], r["gradients_aggregated"]) for r in rows
+               if r.get("staleness_mean") is not None]
+    aggregated = sum(n for _, n in weights)
+    return {
+        "final_return": job["evaluation"]["mean"] if job["evaluation"] else None,
+        "training_return": job["last_row"]["recent_mean_return"],
+        "cost_usd": job["cost_usd"], "serverful_cost_usd": job["serverful_cost_usd"],
+        "staleness_mean": sum(s * n for s, n in weights) / aggregated if aggregated else None,
+        "staleness_max": max((r["staleness_max"] for r in rows
+                              if r.get("staleness_max") is not None), default=None),
+        "versions": job["version"], "env_steps": job["env_steps"], "rounds": job["round"],
+        "wall_s": job["wall_s"], "run_s": time.perf_counter() - t0,
+    }
+
+
+def _stats(values: list[float | None]) -> dict[str, float | None]:
+    xs = [v for v in values if v is not None]
+    if not xs:
+        return {"mean": None, "std": None}
+    return {"mean": statistics.fmean(xs), "std": statistics.pstdev(xs) if len(xs) > 1 else 0.0}
+
+
+def summarize(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    rows = []
+    for env_id in dict.fromkeys(r["env_id"] for r in runs):
+        base = [r for r in runs if r["env_id"] == env_id and r["variant"] == "ppo-sync"]
+        base_return = _stats([r["final_return"] for r in base])["mean"]
+        base_cost = _stats([r["cost_usd"] for r in base])["mean"]
+        for variant in dict.fromkeys(r["variant"] for r in runs if r["env_id"] == env_id):
+            mine = [r for r in runs if r["env_id"] == env_id and r["variant"] == variant]
+            ret, cost = _stats([r["final_return"] for r in mine]), _stats(
+                [r["cost_usd"] for r in mine])
+            rows.append({
+                "env_id": env_id, "variant": variant, "seeds": len(mine),
+                "final_return": ret, "cost_usd": cost,
+                "staleness_mean": _stats([r["staleness_mean"] for r in mine])["mean"],
+                "wall_s": _stats([r["wall_s"] for r in mine])["mean"],
+                "return_vs_ppo_sync": (ret["mean"] / base_return
+                                       if base_return and ret["mean"] is not None else None),
+                "cost_vs_ppo_sync": (cost["mean"] / base_cost
+                                     if base_cost and cost["mean"] is not None else None),
+            })
+    return rows
+
+
+def _fmt(x: float | None, digits: int = 1) -> str:
+    return "-" if x is None else f"{x:,.{digits}f}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--envs", nargs="+", default=list(ENVS), choices=list(ENVS))
+    parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
+    parser.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3])
+    parser.add_argument("--actors", type=int, default=4)
+    parser.add_argument("--learners", type=int, default=4, help="max concurrent learners")
+    parser.add_argument("--eval-episodes", type=int, default=10)
+    parser.add_argument("--quick", action="store_true",
+                        help="tiny rollouts, 2-3 rounds, one seed: checks that everything runs")
+    args = parser.parse_args()
+    sizes = QUICK if args.quick else ENVS
+    seeds = args.seeds[:1] if args.quick else args.seeds
+    eval_episodes = 2 if args.quick else args.eval_episodes
+
+    runs = []
+    for env_id in args.envs:
+        for seed in seeds:  # seeds outermost per env: drift on the machine hits every variant
+            for variant in args.variants:
+                spec = job_spec(env_id, variant, seed, sizes[env_id], actors=args.actors,
+                                learners=args.learners, eval_episodes=eval_episodes)
+                result = one_run(spec, f"{env_id} {variant} seed {seed}")
+                runs.append({"env_id": env_id, "variant": variant, "seed": seed, **result})
+    summary = summarize(runs)
+
+    table = Table("env", "variant", "final return", "cost $", "vs PPO: return", "cost",
+                  "staleness", "wall s", title="Stellaris vs PPO, async PPO, IMPACT")
+    for row in summary:
+        ret, cost = row["final_return"], row["cost_usd"]
+        table.add_row(row["env_id"], row["variant"],
+                      f"{_fmt(ret['mean'])} ± {_fmt(ret['std'])}", _fmt(cost["mean"], 4),
+                      _fmt(row["return_vs_ppo_sync"], 2) + "x",
+                      _fmt(row["cost_vs_ppo_sync"], 2) + "x",
+                      _fmt(row["staleness_mean"], 2), _fmt(row["wall_s"]))
+    Console().print(table)
+    write_results(RESULTS, {"benchmark": "async_controllers", "quick": args.quick,
+                            "actors": args.actors, "learners": args.learners,
+                            "sizes": {e: sizes[e] for e in args.envs}, "runs": runs,
+                            "summary": summary})
+    print(f"wrote {RESULTS}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,85 @@
+"""The cache pieces of asynchronous training against a real Redis: trajectory entries handed
+out by key, sequence batches (V-trace), the gradient stream and the learner registry."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import redis
+import torch
+
+from faasrl.cache.gradients import GradientStream, LearnerRegistry
+from faasrl.cache.trajectories import TrajectorySchema, TrajectoryStream
+from faasrl.rl.envs import make_vec_env
+from faasrl.rl.policy import ActorCritic, policy_spec_for
+from faasrl.rl.rollout import Rollout
+
+JOB = "async-cache"
+
+
+@pytest.fixture
+def r(redis_url):
+    with redis.Redis.from_url(redis_url) as client:
+        yield client
+
+
+@pytest.fixture(scope="module")
+def sequence_batch():
+    spec = policy_spec_for("CartPole-v1")
+    policy = ActorCritic(spec)
+    rollout = Rollout(make_vec_env("CartPole-v1", 3, seed=0), policy, num_steps=40, gamma=0.99,
+                      gae_lambda=0.95, seed=0, sequences=True)
+    batch, _ = rollout.collect()
+    schema = TrajectorySchema.for_policy(spec.obs_shape, spec.obs_dtype, spec.action_shape,
+                                         spec.action_dtype, sequences_of=3)
+    return batch, schema
+
+
+def test_sequence_batches_carry_rewards_ends_and_the_last_observation(sequence_batch):
+    batch, schema = sequence_batch
+    assert batch["rewards"].shape == batch["ends"].shape == (120,)
+    assert batch["last_obs"].shape == (3, 4)
+    assert set(np.unique(batch["ends"])) <= {0.0, 1.0} and batch["ends"].sum() >= 1
+    assert schema.problem(batch) is None
+    assert "env rows" in schema.problem({**batch, "last_obs": batch["last_obs"][:2]})
+    plain = TrajectorySchema.for_policy((4,), "float32", (), "int64")
+    assert "unexpected" in plain.problem(batch)
+
+
+def test_learners_read_the_entries_they_are_handed(r, sequence_batch):
+    batch, schema = sequence_batch
+    stream = TrajectoryStream(r, JOB)
+    first, size = stream.append(0, 0, 3, batch)
+    second, _ = stream.append(0, 1, 4, {**batch, "rewards": batch["rewards"][:5]})
+    assert size > 0
+    batches, rejected = stream.read_entries([first, second, "1-1"], schema)
+    assert [(b.entry_id, b.slot, b.version, b.rows) for b in batches] == [(first, 0, 3, 120)]
+    assert [x.reason for x in rejected][1] == "entry not in the stream"
+    assert "row counts differ" in rejected[0].reason
+    assert stream.rejected()[0]["entry"] == second  # dead-lettered with the reason
+    stream.delete([first])
+    assert stream.read_entries([first], schema)[0] == []
+
+
+def test_gradient_push_unregisters_its_learner_atomically(r):
+    registry, grads = LearnerRegistry(r, JOB), GradientStream(r, JOB)
+    weights = {"w": torch.ones(3)}
+    registry.register(0, 5, weights)
+    registry.register(1, 5, {"w": torch.zeros(3)})
+    registry.register(2, 4, {"w": torch.full((3,), 2.0)})
+    assert registry.clocks() == {0: 5, 1: 5, 2: 4}
+    # Peers on the caller's own clock have the same ratios: left out, not fetched.
+    peers = registry.peers(0, skip_clock=5)
+    assert [(p.slot, p.clock) for p in peers] == [(2, 4)]
+    assert torch.equal(peers[0].weights["w"], torch.full((3,), 2.0))
+    entry, _ = grads.push(0, 5, {"w": torch.tensor([0.5, -1.0, 2.0])}, {"loss": 1.5})
+    assert registry.clocks() == {1: 5, 2: 4}
+    (gradient,) = grads.read()
+    assert (gradient.entry_id, gradient.learner, gradient.clock) == (entry, 0, 5)
+    assert gradient.stats == {"loss": 1.5}
+    assert torch.equal(gradient.tensors["w"], torch.tensor([0.5, -1.0, 2.0]))
+    assert grads.read(after=entry) == []
+    grads.delete([entry])
+    assert len(grads) == 0
+    registry.clear()
+    assert registry.clocks() == {} and r.keys(f"faasrl:job:{JOB}:learners*") == []
