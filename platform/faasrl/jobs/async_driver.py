@@ -101,7 +101,7 @@ class AsyncJobDriver(JobDriver):
         cfg = spec.asynchronous
         k, n = rec.round, self._actors_for_round(controller)
         backlog = cfg.backlog or cfg.max_learners
-        self.invoker.prewarm(spec.actor_function, n)
+        self.invoker.prewarm(spec.actor_function, n, placement=spec.placement.actors)
         t0 = time.monotonic()
         actors: list[InvocationRecord] = []
         learner_records: list[InvocationRecord] = []
