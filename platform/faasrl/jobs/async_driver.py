@@ -77,8 +77,8 @@ class AsyncJobDriver(JobDriver):
             await asyncio.gather(*self._actors.values(), return_exceptions=True)
             self._actors.clear()
 
-    async def _stop_reason(self) -> str | None:
-        reason = await super()._stop_reason()
+    async def _stop_reason(self, controller: Controller) -> str | None:
+        reason = await super()._stop_reason(controller)
         if reason is not None:
             await self._drain_actors()
         return reason
