@@ -63,7 +63,7 @@ def test_short_job_rows_cost_model_and_events(client: Client, platform):
 
 
 def test_cancel_then_resume_continues_from_the_last_round(client: Client, platform):
-    job = client.submit({**SHORT, "stop": {"max_rounds": 40}, "checkpoint_every": 1})
+    job = client.submit({**SHORT, "stop": {"max_rounds": 400}, "checkpoint_every": 1})
     wait_for(lambda: client.job(job["id"])["round"] >= 2, timeout_s=120, what="two rounds")
     cancelled = client.cancel_job(job["id"])
     assert cancelled["status"] == "cancelled"
