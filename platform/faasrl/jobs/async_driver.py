@@ -37,21 +37,15 @@ from faasrl.cache.keys import (
     latest_key,
     learner_weights_key,
     learners_key,
-    optimizer_keys,
     parameter_state_key,
-    params_key,
 )
 from faasrl.controllers import Controller
 from faasrl.invoker import InvocationRecord
-from faasrl.jobs.checkpoint import read_checkpoint
 from faasrl.jobs.cost import actor_cost, learner_cost, parameter_cost, serverful_cost
 from faasrl.jobs.driver import JobDriver, JobError, _describe
 from faasrl.jobs.store import JobRecord
 
 log = logging.getLogger(__name__)
-RESTORED = ("round", "version", "env_steps", "wall_s", "cost_usd", "serverful_cost_usd",
-            "recent_returns", "kl_coef", "controller_state", "parameter_state", "last_row",
-            "policy")
 STAT_KEYS = ("loss", "pg_loss", "v_loss", "entropy", "approx_kl", "kl", "clipfrac",
              "truncated", "rho_mean", "grad_norm", "policy_lag", "peers")
 
@@ -61,6 +55,8 @@ def _mean(values: list[float]) -> float | None:
 
 
 class AsyncJobDriver(JobDriver):
+    restored_fields = (*JobDriver.restored_fields, "parameter_state")
+
     def __init__(self, record: JobRecord, **kwargs: Any):
         super().__init__(record, **kwargs)
         self._actors: dict[int, asyncio.Task[InvocationRecord]] = {}
@@ -325,23 +321,7 @@ class AsyncJobDriver(JobDriver):
         rec = self.record
         latest = await self.redis.get(latest_key(rec.id))
         if latest is None:
-            saved = await asyncio.to_thread(read_checkpoint, self.folder)
-            if saved is None:
-                raise JobError(f"job {rec.id}: no weights in Redis and no checkpoint in "
-                               f"{self.folder}")
-            record_json, weights, optimizer = saved
-            disk = JobRecord.model_validate_json(record_json)
-            for field in RESTORED:
-                setattr(rec, field, getattr(disk, field))
-            async with self.redis.pipeline(transaction=True) as pipe:
-                pipe.set(params_key(rec.id, rec.version), weights)
-                pipe.set(latest_key(rec.id), rec.version)
-                if optimizer is not None:
-                    state_key, version_key = optimizer_keys(rec.id)
-                    pipe.set(state_key, optimizer)
-                    pipe.set(version_key, rec.version)
-                await pipe.execute()
-            self._wall_before = rec.wall_s
+            await self._restore_from_disk()
         elif int(latest) != rec.version:
             log.info("job %s: continuing from version %s, published mid-round", rec.id,
                      int(latest))

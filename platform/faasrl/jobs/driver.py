@@ -61,6 +61,10 @@ def _describe(rec: InvocationRecord) -> str:
 
 
 class JobDriver:
+    restored_fields: tuple[str, ...] = (
+        "round", "version", "env_steps", "wall_s", "cost_usd", "serverful_cost_usd",
+        "recent_returns", "kl_coef", "controller_state", "last_row", "policy")
+
     def __init__(self, record: JobRecord, *, store: JobStore, invoker: Invoker, redis: Redis,
                  checkpoints: Path, schedulers: Path | None = None):
         self.record = record
@@ -275,30 +279,34 @@ class JobDriver:
         rec.kl_coef = rec.spec.hyperparameters.kl_coef
         await self.store.save(rec)
 
+    async def _restore_from_disk(self) -> None:
+        """Redis lost the job's weights: put the disk checkpoint's record fields, weights and
+        optimizer back (the fields a resume needs are the class's ``restored_fields``)."""
+        rec = self.record
+        saved = await asyncio.to_thread(read_checkpoint, self.folder)
+        if saved is None:
+            raise JobError(f"job {rec.id}: no weights in Redis and no checkpoint in "
+                           f"{self.folder}")
+        record_json, weights, optimizer = saved
+        disk = JobRecord.model_validate_json(record_json)
+        for field in self.restored_fields:
+            setattr(rec, field, getattr(disk, field))
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.set(params_key(rec.id, rec.version), weights)
+            pipe.set(latest_key(rec.id), rec.version)
+            if optimizer is not None:
+                state_key, version_key = optimizer_keys(rec.id)
+                pipe.set(state_key, optimizer)
+                pipe.set(version_key, rec.version)
+            await pipe.execute()
+        self._wall_before = rec.wall_s
+
     async def _restore(self) -> None:
         """Continue from the last state: Redis first, the disk checkpoint when Redis lost it."""
         rec = self.record
         latest = await self.redis.get(latest_key(rec.id))
         if latest is None:
-            saved = await asyncio.to_thread(read_checkpoint, self.folder)
-            if saved is None:
-                raise JobError(f"job {rec.id}: no weights in Redis and no checkpoint in "
-                               f"{self.folder}")
-            record_json, weights, optimizer = saved
-            disk = JobRecord.model_validate_json(record_json)
-            for field in ("round", "version", "env_steps", "wall_s", "cost_usd",
-                          "serverful_cost_usd", "recent_returns", "kl_coef",
-                          "controller_state", "last_row", "policy"):
-                setattr(rec, field, getattr(disk, field))
-            async with self.redis.pipeline(transaction=True) as pipe:
-                pipe.set(params_key(rec.id, rec.version), weights)
-                pipe.set(latest_key(rec.id), rec.version)
-                if optimizer is not None:
-                    state_key, version_key = optimizer_keys(rec.id)
-                    pipe.set(state_key, optimizer)
-                    pipe.set(version_key, rec.version)
-                await pipe.execute()
-            self._wall_before = rec.wall_s
+            await self._restore_from_disk()
         elif int(latest) > (rec.version or 0):
             # The learner published a version whose round the driver never recorded (the
             # gateway stopped in between): continue from it; that round's row is lost.
