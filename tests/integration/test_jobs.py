@@ -7,9 +7,11 @@ import time
 
 import httpx
 import pytest
+import redis
 import safetensors.numpy
 from helpers import REPO, fn, wait_for
 
+from faasrl.cache.keys import job_prefix
 from faasrl.client import Client, GatewayError
 
 SHORT = {"env_id": "CartPole-v1", "envs_per_actor": 2, "steps_per_actor": 32,
@@ -100,6 +102,29 @@ def test_job_survives_a_gateway_restart(make_platform):
         rows = client.job_metrics(job["id"])
     assert len({r["round"] for r in rows}) == len(rows)
     assert rows[-1]["round"] == 5
+
+
+def test_job_resumes_from_its_disk_checkpoint_when_redis_lost_the_weights(make_platform,
+                                                                           redis_url):
+    first = make_platform(register_builtins=True)
+    with first.client() as client:
+        job = client.submit({**SHORT, "stop": {"max_rounds": 6}})
+        wait_for(lambda: client.job(job["id"])["round"] >= 2, timeout_s=120, what="two rounds")
+    first.stop()  # an interrupted job writes its checkpoint
+    saved = json.loads((first.settings.state_dir / "jobs" / job["id"] / "record.json")
+                       .read_text())
+    with redis.Redis.from_url(redis_url) as r:  # weights and optimizer gone, the record stays
+        doomed = [k for k in r.scan_iter(f"{job_prefix(job['id'])}*")
+                  if b":params" in k or b":optimizer" in k]
+        assert doomed
+        r.delete(*doomed)
+    second = make_platform(register_builtins=True)
+    with second.client() as client:
+        done = finished(client, job["id"])
+        rows = client.job_metrics(job["id"])
+    assert done["status"] == "succeeded" and done["round"] == 6
+    assert [r["version"] for r in rows if r["round"] >= saved["round"]] == \
+        list(range(saved["version"] + 1, 7))
 
 
 def test_malformed_trajectory_blob_is_rejected_not_trained_on(client: Client):
