@@ -77,7 +77,7 @@ def test_container_is_limited_and_isolated(backend, docker_client):
     assert config["Labels"]["faasrl.function"] == "echo"
     assert "NVIDIA_VISIBLE_DEVICES=void" in config["Env"]
     top = docker_client.containers.get(handle.native_id).exec_run(
-        ["python", "-c", "import os; open('/tmp/x', 'w'); print(os.getuid());"
+        ["python", "-u", "-c", "import os; open('/tmp/x', 'w'); print(os.getuid());"
                          "open('/opt/faasrl/x', 'w')"])
     assert top.exit_code == 1 and top.output.decode().startswith("10001")
     assert "Read-only file system" in top.output.decode()
