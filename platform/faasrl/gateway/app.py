@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import io
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
@@ -26,6 +27,7 @@ from faasrl.jobs import JobManager, JobStore
 from faasrl.manifest import MANIFEST_NAMES, ManifestError, load_manifest
 
 log = logging.getLogger(__name__)
+SHUTDOWN_STEP_S = 30.0  # the most one shutdown step may take
 
 
 def create_app(settings: Settings, redis_url: str, function_redis_url: str | None = None
@@ -83,10 +85,11 @@ def create_app(settings: Settings, redis_url: str, function_redis_url: str | Non
         finally:
             for task in list(svc.background):
                 task.cancel()
-            await asyncio.gather(*svc.background, return_exceptions=True)
-            await manager.close()
-            await invoker.close()
-            await records.close()
+            await _step("background tasks",
+                        asyncio.gather(*svc.background, return_exceptions=True))
+            await _step("job drivers", manager.close())
+            await _step("containers", invoker.close())
+            await _step("invocation records", records.close())
             await redis.aclose()
 
     app = FastAPI(title="faasrl", version=faasrl.__version__, lifespan=lifespan,
@@ -99,6 +102,26 @@ def create_app(settings: Settings, redis_url: str, function_redis_url: str | Non
     for module in (system, functions, code, invocations, cluster, jobs, lambda_api):
         app.include_router(module.router)
     return app
+
+
+async def _step(what: str, work: Awaitable[object]) -> None:
+    """One shutdown step, bounded: a gateway that never stops is worse than one that stops
+    leaving a step unfinished. A step that overruns is logged with every task's stack (what
+    it waits on), then cancelled, and shutdown goes on."""
+    task = asyncio.ensure_future(work)
+    done, _ = await asyncio.wait([task], timeout=SHUTDOWN_STEP_S)
+    if done:
+        task.result()  # a step that failed fails shutdown, as it would unbounded
+        return
+    stacks = []
+    for other in asyncio.all_tasks():
+        out = io.StringIO()
+        other.print_stack(limit=8, file=out)
+        stacks.append(out.getvalue())
+    log.error("shutdown: %s did not finish within %g s; going on. Tasks:\n%s", what,
+              SHUTDOWN_STEP_S, "\n".join(stacks))
+    task.cancel()
+    await asyncio.wait([task], timeout=1.0)
 
 
 def _lambda_backend(settings: Settings, redis_url: str) -> LambdaBackend:
