@@ -127,6 +127,17 @@ def test_job_resumes_from_its_disk_checkpoint_when_redis_lost_the_weights(make_p
         list(range(saved["version"] + 1, 7))
 
 
+def test_a_stop_request_ends_the_job_even_if_its_cancellation_was_lost(client: Client, platform):
+    """Python 3.11's asyncio.wait_for (inside redis-py) can drop a task's cancellation; the
+    driver's stop flag alone must still end the job, after the round it is in."""
+    job = client.submit({**SHORT, "stop": {"max_rounds": 400}})
+    wait_for(lambda: client.job(job["id"])["round"] >= 1, timeout_s=120, what="a round")
+    driver, _ = platform._app.state.services.jobs._running[job["id"]]
+    driver.stop_requested = "cancelled"  # what JobManager.cancel sets; no task.cancel()
+    done = finished(client, job["id"])
+    assert done["status"] == "cancelled" and done["round"] < 400, done
+
+
 def test_malformed_trajectory_blob_is_rejected_not_trained_on(client: Client):
     client.deploy(fn("half-bad-actor", handler="fns:half_bad_actor", cpu=1, memory_mb=2048))
     job = client.submit({**SHORT, "actor_function": "half-bad-actor", "stop": {"max_rounds": 2},

@@ -70,6 +70,7 @@ class RecordStore:
         self._backlog: list[tuple[str, str, bytes, bool]] = []
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._closing = False
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._writer(), name="record-writer")
@@ -98,6 +99,10 @@ class RecordStore:
 
     async def close(self) -> None:
         if self._task is not None:
+            # The flag ends the writer if the cancellation is lost inside redis-py (see
+            # JobDriver._stop_if_requested); the wake gets it out of its wait.
+            self._closing = True
+            self._wake.set()
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
         if self._backlog:
@@ -105,7 +110,7 @@ class RecordStore:
             self._backlog.clear()
 
     async def _writer(self) -> None:
-        while True:
+        while not self._closing:
             await self._wake.wait()
             # Gather what else finishes in a short window: one round trip for many records
             # keeps Redis off the per-invocation cost.

@@ -73,7 +73,7 @@ class JobDriver:
         self.invoker = invoker
         self.redis = redis
         self.folder = checkpoints / record.id
-        self.shutting_down = False
+        self.stop_requested: str | None = None  # the status to end with: see stop_if_requested
         self._history: list[dict[str, Any]] = []
         self._next_confirm = 0  # first round at which a reached target may be evaluated
         # (round, actors, the controller's explanation, seconds it took) of the round's decision
@@ -98,6 +98,7 @@ class JobDriver:
             else:
                 await self._restore()
             while (reason := await self._stop_reason(controller)) is None:
+                self._stop_if_requested()
                 await self._round(controller)
             rec.stop_reason = reason
             if spec.evaluation_episodes and (rec.evaluation is None
@@ -105,7 +106,7 @@ class JobDriver:
                 rec.evaluation = await self._evaluate()
             rec.status = "succeeded"
         except asyncio.CancelledError:
-            rec.status = "interrupted" if self.shutting_down else "cancelled"
+            rec.status = self.stop_requested or "cancelled"
             raise
         except Exception as exc:
             log.warning("job %s failed: %s", rec.id, exc)
@@ -117,6 +118,14 @@ class JobDriver:
             await self.store.save(rec)
             if rec.version is not None:
                 await self._checkpoint()
+
+    def _stop_if_requested(self) -> None:
+        """The manager cancels the driver's task and also sets ``stop_requested``, checked here
+        between rounds: a cancellation can be lost, since Python 3.11's ``asyncio.wait_for``
+        (which redis-py awaits on each command it sends) drops one that arrives as its inner
+        await finishes, and the job would then run on."""
+        if self.stop_requested is not None:
+            raise asyncio.CancelledError
 
     async def _stop_reason(self, controller: Controller) -> str | None:
         rec, stop = self.record, self.record.spec.stop

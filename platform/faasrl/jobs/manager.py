@@ -59,10 +59,8 @@ class JobManager:
 
     async def close(self) -> None:
         """Stop every driver; their jobs are marked interrupted and resume at the next start."""
-        for driver, task in list(self._running.values()):
-            driver.shutting_down = True
-            task.cancel()
-        await asyncio.gather(*(t for _, t in self._running.values()), return_exceptions=True)
+        tasks = [self._stop(job_id, "interrupted") for job_id in list(self._running)]
+        await asyncio.gather(*tasks, return_exceptions=True)
 
     async def submit(self, spec: JobSpec) -> JobRecord:
         needed = [("actor_function", spec.actor_function),
@@ -118,9 +116,7 @@ class JobManager:
     async def cancel(self, job_id: str) -> JobRecord:
         rec = await self.get(job_id)
         if job_id in self._running:
-            _, task = self._running[job_id]
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
+            await asyncio.gather(self._stop(job_id, "cancelled"), return_exceptions=True)
             return await self.get(job_id)
         if rec.status not in (*ACTIVE, "interrupted"):
             raise JobConflict(f"job {job_id} is {rec.status}; only an active job can be "
@@ -144,6 +140,13 @@ class JobManager:
             await self.cancel(job_id)
         await self.store.delete(job_id)
         await asyncio.to_thread(shutil.rmtree, self._checkpoints / job_id, True)
+
+    def _stop(self, job_id: str, status: str) -> asyncio.Task[None]:
+        """Stop a running driver, ending its job with ``status``; returns its task."""
+        driver, task = self._running[job_id]
+        driver.stop_requested = status
+        task.cancel()
+        return task
 
     def _launch(self, rec: JobRecord) -> None:
         kind = AsyncJobDriver if rec.spec.execution == "async" else JobDriver
