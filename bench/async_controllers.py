@@ -19,11 +19,15 @@ of a p3.2xlarge), the mean staleness of the aggregated gradients, and the ratios
 
     python bench/async_controllers.py                 # CartPole-v1 and Hopper-v5, seeds 1-3
     python bench/async_controllers.py --quick         # a tiny configuration: does it all run?
+
+Runs split over machines or cores (each part its own ``--out``) are put back together with
+``--merge part1.json part2.json ... --out all.json``.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import time
 from pathlib import Path
@@ -132,7 +136,20 @@ def main() -> None:
     parser.add_argument("--eval-episodes", type=int, default=10)
     parser.add_argument("--quick", action="store_true",
                         help="tiny rollouts, 2-3 rounds, one seed: checks that everything runs")
+    parser.add_argument("--merge", type=Path, nargs="+", metavar="JSON",
+                        help="run nothing: put these results together into --out")
+    parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
+    if args.merge:
+        parts = [json.loads(p.read_text()) for p in args.merge]
+        order = {v: i for i, v in enumerate(VARIANTS)}
+        runs = sorted((run for part in parts for run in part["runs"]),
+                      key=lambda r: (r["env_id"], order[r["variant"]], r["seed"]))
+        report({**parts[0], "quick": any(p["quick"] for p in parts),
+                "parts": [str(p) for p in args.merge],
+                "sizes": {k: v for p in parts for k, v in p["sizes"].items()}, "runs": runs},
+               args.out)
+        return
     sizes = QUICK if args.quick else ENVS
     seeds = args.seeds[:1] if args.quick else args.seeds
     eval_episodes = 2 if args.quick else args.eval_episodes
@@ -145,7 +162,14 @@ def main() -> None:
                                 learners=args.learners, eval_episodes=eval_episodes)
                 result = one_run(spec, f"{env_id} {variant} seed {seed}")
                 runs.append({"env_id": env_id, "variant": variant, "seed": seed, **result})
-    summary = summarize(runs)
+    report({"benchmark": "async_controllers", "quick": args.quick, "actors": args.actors,
+            "learners": args.learners, "sizes": {e: sizes[e] for e in args.envs}, "runs": runs},
+           args.out)
+
+
+def report(results: dict[str, Any], out: Path) -> None:
+    """The table and the JSON of a set of runs."""
+    summary = summarize(results["runs"])
 
     table = Table("env", "variant", "final return", "cost $", "vs PPO: return", "cost",
                   "staleness", "wall s", title="Stellaris vs PPO, async PPO, IMPACT")
@@ -157,11 +181,8 @@ def main() -> None:
                       _fmt(row["cost_vs_ppo_sync"], 2) + "x",
                       _fmt(row["staleness_mean"], 2), _fmt(row["wall_s"]))
     Console().print(table)
-    write_results(RESULTS, {"benchmark": "async_controllers", "quick": args.quick,
-                            "actors": args.actors, "learners": args.learners,
-                            "sizes": {e: sizes[e] for e in args.envs}, "runs": runs,
-                            "summary": summary})
-    print(f"wrote {RESULTS}")
+    write_results(out, {**results, "summary": summary})
+    print(f"wrote {out}")
 
 
 if __name__ == "__main__":

@@ -12,18 +12,21 @@ also as ratios to the fixed baseline of the same run. Writes JSON and a plot to 
 
     python bench/controllers.py                     # full: both envs, seeds 1 2 3
     python bench/controllers.py --quick             # tiny configuration, a minute or two
+
+Runs split over machines or cores (``--controllers``/``--seeds`` per part, each its own
+``--out``) are put back together with ``--merge part1.json part2.json ... --out all.json``.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-import matplotlib
 import torch
 from jobrun import run_job, write_results
 from rich.console import Console
@@ -39,9 +42,6 @@ from faasrl.controllers.minions_training import (
 from faasrl.controllers.schedulers import save_scheduler
 from faasrl.controllers.workload import SimulatedWorkload
 from faasrl.embedded import EmbeddedPlatform
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
 
 CONTROLLERS = ("fixed", "minions", "minions-adapt", "minions-max", "nitro", "kungfu", "hydrozoa")
 # Per env: the job (same for every controller but its controller section), I_max for a 2-core
@@ -88,6 +88,11 @@ def train_scheduler(env_id: str, env: dict[str, Any], job: dict[str, Any], folde
     with console.status(f"{env_id}: training the scheduler on the simulated workload"):
         trainer.train(simulated_episodes(SimulatedWorkload(), seed=0), sim_episodes)
     cost = 0.0
+    t0 = time.perf_counter()
+    if job_episodes_n == 0:  # the simulated workload only
+        save_scheduler(folder, name, trainer.weights(), trainer.meta(trained_on="simulated"))
+        return {"sim_episodes": sim_episodes, "job_episodes": 0,
+                "wall_s": time.perf_counter() - t0, "cost_usd": 0.0}
 
     def add_cost(i: int, ep: Any, ret: float) -> None:
         nonlocal cost
@@ -97,7 +102,6 @@ def train_scheduler(env_id: str, env: dict[str, Any], job: dict[str, Any], folde
 
     tune = {**job, "evaluation_episodes": 0,
             "stop": {**stop, "max_rounds": min(stop["max_rounds"], env["tune_rounds"])}}
-    t0 = time.perf_counter()
     with tempfile.TemporaryDirectory() as state, EmbeddedPlatform(
             Settings(state_dir=Path(state), port=0, schedulers_dir=folder)) as platform, \
             platform.client() as client:
@@ -173,6 +177,11 @@ def table(runs: list[dict[str, Any]], console: Console) -> dict[str, Any]:
 
 
 def plot(runs: list[dict[str, Any]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
     envs = list(dict.fromkeys(r["env"] for r in runs))
     fig, axes = plt.subplots(2, len(envs), figsize=(6 * len(envs), 8), squeeze=False)
     colors = {c: f"C{i}" for i, c in enumerate(CONTROLLERS)}
@@ -204,17 +213,29 @@ def main() -> None:
                         help="scheduler fine-tuning episodes on whole jobs of the env")
     parser.add_argument("--quick", action="store_true",
                         help="CartPole only, seed 1, 3 tiny rounds: checks the script works")
+    parser.add_argument("--max-wall-s", type=float,
+                        help="override every env's wall-time cap per job")
+    parser.add_argument("--merge", type=Path, nargs="+", metavar="JSON",
+                        help="run nothing: put these results together into --out")
+    parser.add_argument("--no-plot", action="store_true")
     parser.add_argument("--out", type=Path, default=Path("bench/results/controllers.json"))
     args = parser.parse_args()
     if args.quick:
         args.envs, args.seeds, args.sim_episodes, args.job_episodes = ["CartPole-v1"], [1], 20, 1
     console = Console()
+    if args.merge:
+        merge(args.merge, args.out, console, plot_too=not args.no_plot)
+        return
+    envs = {e: ENVS[e] for e in args.envs}
+    if args.max_wall_s:
+        envs = {e: {**env, "job": {**env["job"], "stop": {**env["job"]["stop"],
+                                                           "max_wall_s": args.max_wall_s}}}
+                for e, env in envs.items()}
     runs: list[dict[str, Any]] = []
     schedulers: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as folder_name:
         folder = Path(folder_name)
-        for env_id in args.envs:
-            env = ENVS[env_id]
+        for env_id, env in envs.items():
             job = {**env["job"], **QUICK} if args.quick else env["job"]
             name = f"bench-{env_id.lower()}"
             if "minions" in args.controllers:
@@ -233,16 +254,33 @@ def main() -> None:
                     console.print(f"{env_id} {ctl:>13} seed {seed}: return "
                                   f"{r['final_return']}, wall {r['wall_s']:.1f} s, cost "
                                   f"${r['cost_usd']:.5f}, {r['stop_reason']}")
-    summary = table(runs, console)
-    for env_id, s in schedulers.items():
+    report({"quick": args.quick, "envs": envs, "runs": runs, "schedulers": schedulers},
+           args.out, console, plot_too=not args.no_plot)
+
+
+def report(results: dict[str, Any], out: Path, console: Console, *, plot_too: bool) -> None:
+    """The table, the plot and the JSON of a set of runs."""
+    results["summary"] = table(results["runs"], console)
+    for env_id, s in results["schedulers"].items():
         console.print(f"MinionsRL scheduler for {env_id}: {s['sim_episodes']} simulated + "
                       f"{s['job_episodes']} job episodes, {s['wall_s']:.0f} s, "
                       f"${s['cost_usd']:.5f} (not in the runs' costs)")
-    png = args.out.with_suffix(".png")
-    plot(runs, png)
-    write_results(args.out, {"quick": args.quick, "envs": {e: ENVS[e] for e in args.envs},
-                             "runs": runs, "summary": summary, "schedulers": schedulers})
-    console.print(f"wrote {args.out} and {png}")
+    if plot_too:
+        plot(results["runs"], out.with_suffix(".png"))
+    write_results(out, results)
+    console.print(f"wrote {out}" + (f" and {out.with_suffix('.png')}" if plot_too else ""))
+
+
+def merge(parts: list[Path], out: Path, console: Console, *, plot_too: bool) -> None:
+    """Results of runs split over machines or cores, as if they were one run."""
+    loaded = [json.loads(p.read_text()) for p in parts]
+    results = {"quick": any(r["quick"] for r in loaded), "parts": [str(p) for p in parts],
+               "envs": {k: v for r in loaded for k, v in r["envs"].items()},
+               "runs": [run for r in loaded for run in r["runs"]],
+               "schedulers": {k: v for r in loaded for k, v in r["schedulers"].items()}}
+    order = {c: i for i, c in enumerate(CONTROLLERS)}
+    results["runs"].sort(key=lambda r: (r["env"], order[r["controller"]], r["seed"]))
+    report(results, out, console, plot_too=plot_too)
 
 
 if __name__ == "__main__":

@@ -76,11 +76,13 @@ def test_container_is_limited_and_isolated(backend, docker_client):
     assert config["Labels"]["faasrl.node"] == backend.config.node
     assert config["Labels"]["faasrl.function"] == "echo"
     assert "NVIDIA_VISIBLE_DEVICES=void" in config["Env"]
+    # demux: stdout and stderr come back apart, since their interleaving is not ordered.
     top = docker_client.containers.get(handle.native_id).exec_run(
-        ["python", "-u", "-c", "import os; open('/tmp/x', 'w'); print(os.getuid());"
-                         "open('/opt/faasrl/x', 'w')"])
-    assert top.exit_code == 1 and top.output.decode().startswith("10001")
-    assert "Read-only file system" in top.output.decode()
+        ["python", "-c", "import os; open('/tmp/x', 'w'); print(os.getuid(), flush=True);"
+                         "open('/opt/faasrl/x', 'w')"], demux=True)
+    stdout, stderr = top.output
+    assert top.exit_code == 1 and stdout.decode().strip() == "10001"
+    assert "Read-only file system" in stderr.decode()
 
 
 def test_exit_is_seen_and_stop_removes(backend, docker_client):
