@@ -134,6 +134,7 @@ def main() -> None:
     parser.add_argument("--actors", type=int, default=4)
     parser.add_argument("--learners", type=int, default=4, help="max concurrent learners")
     parser.add_argument("--eval-episodes", type=int, default=10)
+    parser.add_argument("--rounds", type=int, help="override every env's round count")
     parser.add_argument("--quick", action="store_true",
                         help="tiny rollouts, 2-3 rounds, one seed: checks that everything runs")
     parser.add_argument("--merge", type=Path, nargs="+", metavar="JSON",
@@ -151,6 +152,8 @@ def main() -> None:
                args.out)
         return
     sizes = QUICK if args.quick else ENVS
+    if args.rounds:
+        sizes = {e: {**s, "rounds": args.rounds} for e, s in sizes.items()}
     seeds = args.seeds[:1] if args.quick else args.seeds
     eval_episodes = 2 if args.quick else args.eval_episodes
 
