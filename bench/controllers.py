@@ -4,11 +4,12 @@ nitro, kungfu, hydrozoa, on CartPole-v1 and Hopper-v5, several seeds.
 Every run is a whole job on a fresh embedded platform with the same stop conditions per env (a
 target reward, a budget in USD, a round cap and a wall-time cap), so a controller that spends
 faster stops earlier. The MinionsRL scheduler is trained first — on the simulated workload, then
-fine-tuned on whole jobs of the env — and its training time and cost are reported beside the
-runs (the paper leaves them out). Reported per env and controller (mean ± std over seeds):
-final return (the job's closing evaluation), wall time, cost, actor-seconds (billed actor time),
-rounds, and Nitro's Hessian overhead as a share of round time (target < 5 %); wall time and cost
-also as ratios to the fixed baseline of the same run. Writes JSON and a plot to bench/results/.
+(CartPole) fine-tuned on whole jobs of the env — and its training time and cost are reported
+beside the runs (the paper leaves them out). Reported per env and controller (mean ± std over
+seeds): final return (the job's closing evaluation), wall time, cost, actor-seconds (billed actor
+time), rounds, and Nitro's Hessian overhead as a share of round time (target < 5 %); wall time
+and cost also as ratios to the fixed baseline of the same run. Writes JSON and a plot to
+bench/results/.
 
     python bench/controllers.py                     # full: both envs, seeds 1 2 3
     python bench/controllers.py --quick             # tiny configuration, a minute or two
@@ -45,7 +46,8 @@ from faasrl.embedded import EmbeddedPlatform
 
 CONTROLLERS = ("fixed", "minions", "minions-adapt", "minions-max", "nitro", "kungfu", "hydrozoa")
 # Per env: the job (same for every controller but its controller section), I_max for a 2-core
-# machine, the fixed baseline's count, Nitro's Hessian subset, the scheduler's fine-tuning jobs.
+# machine, the fixed baseline's count, Nitro's Hessian subset (samples, Lanczos steps), and the
+# scheduler's fine-tuning: episodes (whole jobs) and their round cap.
 ENVS: dict[str, dict[str, Any]] = {
     "CartPole-v1": {
         "job": {"env_id": "CartPole-v1", "envs_per_actor": 4, "steps_per_actor": 128,
@@ -54,13 +56,15 @@ ENVS: dict[str, dict[str, Any]] = {
                          "max_wall_s": 300}},
         # 10 Lanczos steps, as for Hopper: with 20, the Hessian took 14 % of CartPole's short
         # rounds (one actor, about 0.2 s), far over Nitro's 5 % bound.
-        "i_max": 8, "fixed": 2, "hessian": (512, 10), "tune_rounds": 60},
+        "i_max": 8, "fixed": 2, "hessian": (512, 10),
+        "job_episodes": 5, "tune_rounds": 60},
     "Hopper-v5": {
         "job": {"env_id": "Hopper-v5", "evaluation_episodes": 10,
                 "stop": {"target_reward": 1500, "budget_usd": 0.05, "max_rounds": 200,
                          "max_wall_s": 90}},
         # 10 Lanczos steps: 20 took 5.9 % of Hopper's round time, over Nitro's 5 % bound.
-        "i_max": 8, "fixed": 2, "hessian": (1024, 10), "tune_rounds": 20},
+        # No fine-tuning jobs: at 90 s each they would double the bench on 2 cores.
+        "i_max": 8, "fixed": 2, "hessian": (1024, 10), "job_episodes": 0, "tune_rounds": 20},
 }
 QUICK = {"envs_per_actor": 2, "steps_per_actor": 32, "evaluation_episodes": 2,
          "stop": {"target_reward": 475, "budget_usd": 0.003, "max_rounds": 3, "max_wall_s": 120}}
@@ -212,8 +216,9 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     parser.add_argument("--sim-episodes", type=int, default=200,
                         help="scheduler episodes on the simulated workload")
-    parser.add_argument("--job-episodes", type=int, default=10,
-                        help="scheduler fine-tuning episodes on whole jobs of the env")
+    parser.add_argument("--job-episodes", type=int,
+                        help="scheduler fine-tuning episodes on whole jobs of the env "
+                             "(default: the env's, 5 for CartPole, 0 for Hopper)")
     parser.add_argument("--quick", action="store_true",
                         help="CartPole only, seed 1, 3 tiny rounds: checks the script works")
     parser.add_argument("--max-wall-s", type=float,
@@ -242,9 +247,10 @@ def main() -> None:
             job = {**env["job"], **QUICK} if args.quick else env["job"]
             name = f"bench-{env_id.lower()}"
             if "minions" in args.controllers:
+                episodes = (env["job_episodes"] if args.job_episodes is None
+                            else args.job_episodes)
                 schedulers[env_id] = train_scheduler(env_id, env, job, folder, name,
-                                                     args.sim_episodes, args.job_episodes,
-                                                     console)
+                                                     args.sim_episodes, episodes, console)
             for seed in args.seeds:  # interleaved, so drift hits every controller alike
                 for ctl in args.controllers:
                     spec = {**job, "seed": seed,
