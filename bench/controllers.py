@@ -55,7 +55,7 @@ ENVS: dict[str, dict[str, Any]] = {
                 "stop": {"target_reward": 475, "budget_usd": 0.003, "max_rounds": 300,
                          "max_wall_s": 300}},
         # 10 Lanczos steps, as for Hopper: with 20, the Hessian took 14 % of CartPole's short
-        # rounds (one actor, about 0.2 s), far over Nitro's 5 % bound.
+        # rounds (one actor, about 0.17 s), far over Nitro's 5 % bound.
         "i_max": 8, "fixed": 2, "hessian": (512, 10),
         "job_episodes": 5, "tune_rounds": 60},
     "Hopper-v5": {
