@@ -22,6 +22,12 @@ class Settings(BaseSettings):
     port: int = Field(8080, ge=0, le=65535)
     token: SecretStr | None = Field(None, description="bearer token; None turns auth off")
     redis_url: str | None = Field(None, description="external Redis; None starts the embedded one")
+    redis_password_file: Path | None = Field(
+        None, description="a file holding the password of the Redis at redis_url (the compose "
+                          "cluster shares one between its Redis and the gateway)")
+    redis_outage_max_s: float = Field(
+        600.0, gt=0, description="how long a running job waits, paused, for an unreachable "
+                                 "Redis before it fails")
     state_dir: Path = Field(Path.home() / ".faasrl", description="pids, logs, embedded Redis data")
     functions_dir: Path = Field(_CHECKOUT_FUNCTIONS, description="where built-in functions live")
     register_builtins: bool = Field(True, description="register functions_dir's at start")
@@ -46,6 +52,13 @@ class Settings(BaseSettings):
     function_redis_url: str | None = Field(
         None, description="the Redis URL containers get; None: redis_url (the embedded Redis: "
         "its bridge address for Docker containers)")
+    function_user: str = Field(
+        "10001:10001", pattern=r"^(\d+(:\d+)?)?$",
+        description="uid[:gid] function processes run as when the gateway runs as root "
+                    "(process backend); empty: the gateway's own")
+    function_python: Path | None = Field(
+        None, description="the interpreter function processes run (process backend); None: "
+                          "the gateway's own")
     node_cpu: float | None = Field(None, gt=0, description="cores to hand out; None = all")
     node_memory_mb: int | None = Field(None, gt=0, description="memory to hand out; None = all")
     node_gpus: int | None = Field(None, ge=0, description="GPUs to hand out; None = NVML count")
