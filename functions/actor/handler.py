@@ -54,7 +54,8 @@ def _job(job: dict[str, Any]) -> _Job:
 
 
 def main(args: dict[str, Any], context: Any) -> dict[str, Any]:
-    job, r = args["job"], function_redis()
+    job = args["job"]
+    r = function_redis(job)
     store = ParameterStore(r, job["id"])
     state = _job(job)
     t0 = time.monotonic()

@@ -55,7 +55,7 @@ class _Server:
     """One job's parameter server, as a warm container holds it."""
 
     def __init__(self, job: dict[str, Any], args: dict[str, Any], store: ParameterStore):
-        r = function_redis()
+        r = self.redis = function_redis(job)
         self.job = job["id"]
         self.spec = PolicySpec.from_dict(job["policy"])
         self.model = ActorCritic(self.spec).to(DEVICE)
@@ -136,8 +136,7 @@ def _aggregate(server: _Server, store: ParameterStore, stream: GradientStream,
 
 def _drop(server: _Server, stream: GradientStream, entry_id: str) -> None:
     server.round_stats["dropped"] += 1
-    r = function_redis()
-    with r.pipeline() as pipe:
+    with server.redis.pipeline() as pipe:
         stream.delete([entry_id], pipe)
         pipe.set(parameter_state_key(server.job), server.state_json())
         pipe.execute()
@@ -170,7 +169,7 @@ def step(server: _Server, store: ParameterStore, stream: GradientStream,
             server.queue.append(entry)
             # What learners still computing would be at after one more aggregation (SSP).
             in_flight = [server.clock + 1 - c
-                         for c in LearnerRegistry(function_redis(), server.job).clocks().values()]
+                         for c in LearnerRegistry(server.redis, server.job).clocks().values()]
             reason = server.rule.ready([server.clock - g.clock for g in server.queue],
                                        learners=learners, in_flight=in_flight)
             if reason is not None:
@@ -179,11 +178,12 @@ def step(server: _Server, store: ParameterStore, stream: GradientStream,
 
 def main(args: dict[str, Any], context: Any) -> dict[str, Any]:
     t0 = time.monotonic()
-    r = function_redis()
     job = args["job"]
+    r = function_redis(job)
     store = ParameterStore(r, job["id"], keep=int(args.get("keep", 8)))
     stream = GradientStream(r, job["id"])
     server = _server(args, store)
+    server.redis = r  # the job's credentials of this invocation
     before = server.clock
     step(server, store, stream, args)
     out: dict[str, Any] = {"clock": server.clock, "aggregations": server.clock - before,

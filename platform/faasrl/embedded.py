@@ -19,6 +19,7 @@ from typing import IO
 import uvicorn
 from fastapi import FastAPI
 
+from faasrl.cache.connection import with_password, without_credentials
 from faasrl.cache.server import EmbeddedRedis
 from faasrl.client import Client, gateway_file
 from faasrl.config import Settings
@@ -33,7 +34,7 @@ class EmbeddedPlatform:
     def __init__(self, settings: Settings | None = None, *, access_log: bool = False):
         self.settings = settings or Settings()
         self.redis: EmbeddedRedis | None = None
-        self.redis_url = self.settings.redis_url
+        self.redis_url = self._external_redis_url()
         self.url = ""
         self._access_log = access_log
         self._server: uvicorn.Server | None = None
@@ -45,9 +46,17 @@ class EmbeddedPlatform:
     def token(self) -> str | None:
         return self.settings.token.get_secret_value() if self.settings.token else None
 
+    def _external_redis_url(self) -> str | None:
+        """``redis_url``, with the password from ``redis_password_file`` when one is given."""
+        url, secret = self.settings.redis_url, self.settings.redis_password_file
+        if url is None or secret is None:
+            return url
+        return with_password(url, secret.read_text().strip())
+
     def start(self, timeout_s: float = 60.0) -> EmbeddedPlatform:
         state = self.settings.state_dir
         state.mkdir(parents=True, exist_ok=True)
+        state.chmod(0o700)  # logs, pids, Redis data, the token: the gateway's alone
         self._take_lock(state)
         try:
             if self.redis_url is None:
@@ -64,14 +73,16 @@ class EmbeddedPlatform:
         return self
 
     def _embedded_redis(self, data_dir: Path) -> EmbeddedRedis:
-        """Loopback only, unless containers must reach it: then also the Docker bridge, where
-        ``host-gateway`` leads, with a password."""
-        if self.settings.backend != "docker":
-            return EmbeddedRedis(data_dir)
-        from faasrl.backends.docker import host_gateway_address
+        """Supervised, with a password (the gateway's alone: functions authenticate as their
+        job's ACL user), on loopback, and where containers must reach it also on the Docker
+        bridge, where ``host-gateway`` leads."""
+        also_bind: tuple[str, ...] = ()
+        if self.settings.backend == "docker":
+            from faasrl.backends.docker import host_gateway_address
 
-        return EmbeddedRedis(data_dir, also_bind=(host_gateway_address(),),
-                             password=secrets.token_urlsafe(24))
+            also_bind = (host_gateway_address(),)
+        return EmbeddedRedis(data_dir, also_bind=also_bind, password=secrets.token_urlsafe(24),
+                             supervise=True)
 
     def _take_lock(self, state: Path) -> None:
         lock = open(state / "platform.lock", "a+")  # noqa: SIM115 - held until stop()
@@ -85,11 +96,11 @@ class EmbeddedPlatform:
 
     def _serve(self, timeout_s: float) -> None:
         assert self.redis_url is not None
-        function_url = None
-        if self.redis is not None and self.redis.password:
+        function_url = without_credentials(self.redis_url)
+        if self.redis is not None and self.settings.backend == "docker":
             from faasrl.backends.docker import HOST_ALIAS
 
-            function_url = self.redis.url_for(HOST_ALIAS)
+            function_url = without_credentials(self.redis.url_for(HOST_ALIAS))
         app = create_app(self.settings, self.redis_url, function_url)
         config = uvicorn.Config(app, host=self.settings.host, port=self.settings.port,
                                 loop="uvloop", http="httptools", lifespan="on",
@@ -132,7 +143,7 @@ class EmbeddedPlatform:
         if self.redis is not None:
             self.redis.stop()
             self.redis = None
-            self.redis_url = self.settings.redis_url
+            self.redis_url = self._external_redis_url()
         if self._lock is not None:
             gateway_file(self.settings.state_dir).unlink(missing_ok=True)
             self._lock.close()

@@ -48,6 +48,14 @@ def context_info(args, context):
             "memory_mb": context.memory_limit_in_mb}
 
 
+def client_context(args, context):
+    cc = context.client_context
+    if cc is None:
+        return None
+    client = None if cc.client is None else {k: getattr(cc.client, k) for k in cc.client.FIELDS}
+    return {"client": client, "custom": cc.custom, "env": cc.env}
+
+
 def unserializable(args, context):
     return {1, 2}
 
@@ -63,12 +71,12 @@ def half_bad_actor(args, context):
     import importlib.util
 
     import numpy as np
-    import redis
 
+    from faasrl.cache.connection import function_redis
     from faasrl.cache.trajectories import TrajectoryStream
 
     if args.get("mode") == "rollout" and args["slot"] == 0:
-        r = redis.Redis.from_url(os.environ["FAASRL_REDIS_URL"])
+        r = function_redis(args["job"])
         TrajectoryStream(r, args["job"]["id"]).put(
             args["round"], 0, args["version"], {"obs": np.zeros((3, 7), np.float32)})
         return {"steps": 3, "episodes": [], "write_s": 0.0}

@@ -27,9 +27,7 @@ def handler(redis_url, monkeypatch):
     spec = importlib.util.spec_from_file_location("parameter_handler", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    module.function_redis.cache_clear()
-    yield module
-    module.function_redis.cache_clear()
+    return module
 
 
 @pytest.fixture

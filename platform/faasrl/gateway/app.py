@@ -11,10 +11,13 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 from prometheus_client import CollectorRegistry
 from redis.asyncio import Redis
+from redis.exceptions import RedisError
 
 import faasrl
 from faasrl.backends import create_backend
 from faasrl.backends.aws_lambda import LambdaBackend
+from faasrl.cache.connection import gateway_redis, without_credentials
+from faasrl.cache.health import RedisHealth
 from faasrl.config import Settings
 from faasrl.gateway.errors import BodyLimit, install_error_handlers
 from faasrl.gateway.routers import cluster, code, functions, invocations, jobs, lambda_api, system
@@ -35,22 +38,27 @@ def create_app(settings: Settings, redis_url: str, function_redis_url: str | Non
     """A gateway over the Redis at ``redis_url`` (the embedded one is started by the caller).
 
     ``function_redis_url``: the same Redis as function containers reach it, when that differs
-    (``settings.function_redis_url`` wins over it; both default to ``redis_url``).
+    (``settings.function_redis_url`` wins over it; both default to ``redis_url``). Functions
+    get it without credentials: they authenticate as their job's ACL user.
     """
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        redis = Redis.from_url(redis_url)
+        redis = gateway_redis(redis_url)
         await redis.ping()
+        await _warn_if_open(redis)
+        health = RedisHealth(redis)
+        await health.start()
         capacity, gpu_ids = node_capacity(settings.node_cpu, settings.node_memory_mb,
                                           settings.node_gpus)
         pool = Pool(capacity, gpu_ids, max_queue=settings.max_queue,
                     queue_timeout_s=settings.queue_timeout_s)
         registry = CollectorRegistry()
         registry.register(PoolCollector(lambda: pool))
-        records = RecordStore(redis, settings.record_ttl_s)
+        records = RecordStore(redis, settings.record_ttl_s,
+                              spool=settings.state_dir / "records.spool")
         code_store = CodeStore(redis)
-        records.start()
+        await records.start()
         invoker = Invoker(
             create_backend(settings), pool, records=records,
             metrics=InvokerMetrics(registry),
@@ -58,8 +66,8 @@ def create_app(settings: Settings, redis_url: str, function_redis_url: str | Non
                                  stop_grace_s=settings.stop_grace_s,
                                  timeout_grace_s=settings.timeout_grace_s,
                                  maintain_interval_s=settings.maintain_interval_s),
-            runtime_env={"FAASRL_REDIS_URL": settings.function_redis_url or function_redis_url
-                         or redis_url},
+            runtime_env={"FAASRL_REDIS_URL": without_credentials(
+                settings.function_redis_url or function_redis_url or redis_url)},
             code=code_store.get,
             services={"lambda": _lambda_backend(settings, redis_url)})
         await invoker.start()
@@ -72,7 +80,8 @@ def create_app(settings: Settings, redis_url: str, function_redis_url: str | Non
         if settings.register_builtins:
             await _register_builtins(settings, invoker, registrations)
         manager = JobManager(JobStore(redis), invoker, redis, settings.state_dir / "jobs",
-                             settings.scheduler_folder)
+                             settings.scheduler_folder, health=health,
+                             outage_max_s=settings.redis_outage_max_s)
         svc = Services(settings, redis, invoker, registrations, records, registry, manager,
                        code_store)
         app.state.services = svc
@@ -90,6 +99,7 @@ def create_app(settings: Settings, redis_url: str, function_redis_url: str | Non
             await _step("job drivers", manager.close())
             await _step("containers", invoker.close())
             await _step("invocation records", records.close())
+            await health.close()
             await redis.aclose()
 
     app = FastAPI(title="faasrl", version=faasrl.__version__, lifespan=lifespan,
@@ -124,11 +134,24 @@ async def _step(what: str, work: Awaitable[object]) -> None:
     await asyncio.wait([task], timeout=1.0)
 
 
+async def _warn_if_open(redis: Redis) -> None:
+    """Functions are confined to their job's keys only if they cannot log in as the default
+    user: say so when a Redis lets anyone in without a password."""
+    try:
+        flags = (await redis.acl_getuser("default") or {}).get("flags", [])
+    except RedisError:
+        return  # not ours to inspect
+    if "nopass" in flags and "off" not in flags:
+        log.warning("the gateway's Redis lets anyone in without a password: functions could "
+                    "use it to reach every job's and the platform's keys (give it one)")
+
+
 def _lambda_backend(settings: Settings, redis_url: str) -> LambdaBackend:
-    """Invokes functions placed on Lambda; they reach Redis at ``lambda_redis_url``."""
+    """Invokes functions placed on Lambda; they reach Redis at ``lambda_redis_url`` (without
+    credentials, like every function: they authenticate as their job's user)."""
     lambda_redis = settings.lambda_redis_url.get_secret_value() if settings.lambda_redis_url \
         else redis_url
-    return LambdaBackend(runtime_env={"FAASRL_REDIS_URL": lambda_redis},
+    return LambdaBackend(runtime_env={"FAASRL_REDIS_URL": without_credentials(lambda_redis)},
                          max_concurrency=settings.lambda_max_concurrency,
                          throttle_retries=settings.lambda_throttle_retries,
                          timeout_grace_s=settings.timeout_grace_s)

@@ -53,11 +53,7 @@ def _apply_client_env(context: Any) -> None:
                if k.startswith("FAASRL_") and os.environ.get(k) != str(v)}
     if not changed:
         return
-    os.environ.update(changed)
-    if "FAASRL_REDIS_URL" in changed:
-        from faasrl.cache.connection import function_redis
-
-        function_redis.cache_clear()  # the next call connects to the Redis now named
+    os.environ.update(changed)  # function_redis() reads FAASRL_REDIS_URL at every call
 
 
 def handler(event: Any, context: Any) -> Any:

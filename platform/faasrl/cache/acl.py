@@ -1,0 +1,54 @@
+"""Each job's own Redis ACL user: its functions reach the job's keys and nothing else.
+
+Functions never get the gateway's credentials. A job's driver grants a user named after the job,
+whose key pattern is the job's prefix (``faasrl:job:<id>:*``), with the data plane's commands and
+none of the dangerous, administrative, scripting or pub/sub ones, nor ``SCAN`` (its answer would
+name other jobs' keys). Function registrations, job records, invocation records and uploaded
+code live outside every job's prefix, so only the gateway can read or write them.
+
+Redis keeps ACL users in memory only: after a restart they are gone. The driver grants its user
+again before every round and whenever Redis comes back (``cache/health.py``); granting is
+idempotent. The password is random per driver run and travels in the job's invocation args.
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+
+from redis.asyncio import Redis
+
+from faasrl.cache.keys import job_prefix
+
+JOB_COMMANDS = ("+@all", "-@dangerous", "-@admin", "-@scripting", "-@pubsub", "-scan",
+                "-randomkey")
+
+
+@dataclass(frozen=True)
+class JobCredentials:
+    username: str
+    password: str
+
+    @classmethod
+    def new(cls, job_id: str) -> JobCredentials:
+        return cls(job_user(job_id), secrets.token_urlsafe(24))
+
+    def to_args(self) -> dict[str, str]:
+        """As functions receive them (``job.redis`` in their args)."""
+        return {"username": self.username, "password": self.password}
+
+
+def job_user(job_id: str) -> str:
+    job_prefix(job_id)  # the id's check
+    return f"faasrl-job-{job_id}"
+
+
+async def grant(redis: Redis, job_id: str, creds: JobCredentials) -> None:
+    """Create or reset the job's user: on, this password only, the job's keys only."""
+    await redis.execute_command("ACL", "SETUSER", creds.username, "reset", "on",
+                                f">{creds.password}", f"~{job_prefix(job_id)}*", *JOB_COMMANDS)
+
+
+async def revoke(redis: Redis, job_id: str) -> None:
+    """Delete the job's user (Redis disconnects its clients)."""
+    await redis.execute_command("ACL", "DELUSER", job_user(job_id))
