@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import math
+import os
 from dataclasses import dataclass, fields
+from pathlib import Path
 from typing import Any
 
 from redis.asyncio import Redis
@@ -54,32 +57,86 @@ def _index(function: str) -> str:
     return f"faasrl:invocations:{function}"
 
 
-class RecordStore:
-    """Writes records behind the hot path, in pipelined batches; never drops one silently.
+Row = tuple[str, str, bytes, bool]  # (invocation id, function, record JSON, final?)
 
-    A record is readable at most ``flush_interval_s`` after ``put``; ``put_now`` writes at once.
+
+class RecordSpool:
+    """Records that could not be written to Redis, kept in an append-only file until they are.
+
+    An invocation that was answered must keep its record, even when Redis was down then and the
+    gateway stopped before it came back: each line is one record (JSON), appended and fsynced
+    as the write fails, replayed in order when Redis answers again or at the next start.
     """
 
-    def __init__(self, redis: Redis, ttl_s: int, *, flush_interval_s: float = 0.05,
-                 index_len: int = 1000, max_backlog: int = 100_000):
+    def __init__(self, path: Path):
+        self.path = path
+
+    def append(self, rows: list[Row]) -> None:
+        if not rows:
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        lines = b"".join(json.dumps({"id": i, "function": f, "record": p.decode(),
+                                     "final": final}).encode() + b"\n"
+                         for i, f, p, final in rows)
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            os.write(fd, lines)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def read(self) -> list[Row]:
+        try:
+            text = self.path.read_text()
+        except FileNotFoundError:
+            return []
+        rows = []
+        for line in text.splitlines():
+            try:
+                d = json.loads(line)
+                rows.append((d["id"], d["function"], d["record"].encode(), bool(d["final"])))
+            except (ValueError, KeyError, TypeError):
+                log.error("record spool %s: skipping a damaged line", self.path)
+        return rows
+
+    def clear(self) -> None:
+        self.path.unlink(missing_ok=True)
+
+
+class RecordStore:
+    """Writes records behind the hot path, in pipelined batches; never drops one.
+
+    A record is readable at most ``flush_interval_s`` after ``put``; ``put_now`` writes at once
+    (and raises while Redis is down: what it records must not be acknowledged then). Records
+    that cannot be written go to the spool (``RecordSpool``) and reach Redis when it is back.
+    """
+
+    def __init__(self, redis: Redis, ttl_s: int, *, spool: Path | None = None,
+                 flush_interval_s: float = 0.05, retry_s: float = 1.0, index_len: int = 1000):
         self._redis = redis
         self._ttl = ttl_s
+        self._spool = RecordSpool(spool) if spool is not None else None
         self._flush_interval = flush_interval_s
+        self._retry_s = retry_s
         self._index_len = index_len
-        self._max_backlog = max_backlog
-        self._backlog: list[tuple[str, str, bytes, bool]] = []
+        self._backlog: list[Row] = []
+        self._spooled = False  # rows wait in the spool file
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._closing = False
 
-    def start(self) -> None:
+    async def start(self) -> None:
+        """Replay what an earlier gateway left in the spool, then start the writer."""
+        if self._spool is not None and self._spool.path.exists():
+            self._spooled = True
+            with contextlib.suppress(RedisError):
+                await self._drain_spool()
         self._task = asyncio.create_task(self._writer(), name="record-writer")
+        if self._spooled:
+            self._wake.set()
 
     def put(self, rec: InvocationRecord) -> None:
         """Queue a snapshot of the record for writing."""
-        if len(self._backlog) >= self._max_backlog:
-            dropped = self._backlog.pop(0)
-            log.error("record backlog full (Redis down?): dropped record %s", dropped[0])
         self._backlog.append((rec.id, rec.function, rec.to_json(), rec.status in FINAL))
         self._wake.set()
 
@@ -91,13 +148,14 @@ class RecordStore:
         return json.loads(raw) if raw else None
 
     async def recent(self, function: str, limit: int = 50) -> list[dict[str, Any]]:
-        ids = await self._redis.lrange(_index(function), 0, limit - 1)
+        ids = list(dict.fromkeys(await self._redis.lrange(_index(function), 0, limit - 1)))
         if not ids:
             return []
         raws = await self._redis.mget([_key(i.decode()) for i in ids])
         return [json.loads(r) for r in raws if r]
 
     async def close(self) -> None:
+        """Write what is left; what cannot be written now waits in the spool."""
         if self._task is not None:
             # The flag ends the writer if the cancellation is lost inside redis-py (see
             # JobDriver._stop_if_requested); the wake gets it out of its wait.
@@ -105,9 +163,13 @@ class RecordStore:
             self._wake.set()
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
-        if self._backlog:
-            await self._write(self._backlog)
-            self._backlog.clear()
+        batch, self._backlog = self._backlog, []
+        try:
+            if self._spooled:
+                await self._drain_spool()
+            await self._write(batch)
+        except RedisError as exc:
+            self._keep(batch, exc)
 
     async def _writer(self) -> None:
         while not self._closing:
@@ -118,18 +180,43 @@ class RecordStore:
             self._wake.clear()
             batch, self._backlog = self._backlog, []
             try:
+                if self._spooled:
+                    await self._drain_spool()
                 await self._write(batch)
             except RedisError as exc:
-                log.warning("writing %d invocation records failed, will retry: %s",
-                            len(batch), exc)
-                self._backlog = batch + self._backlog
-                await asyncio.sleep(1.0)
+                self._keep(batch, exc)
+                await asyncio.sleep(self._retry_s)
                 self._wake.set()
 
-    async def _write(self, batch: list[tuple[str, str, bytes, bool]]) -> None:
+    def _keep(self, batch: list[Row], exc: Exception) -> None:
+        """Redis refused ``batch``: spool it (or, with no spool, hold it for the next try)."""
         if not batch:
             return
-        async with self._redis.pipeline(transaction=False) as pipe:
+        if self._spool is None:
+            self._backlog = batch + self._backlog
+            log.warning("writing %d invocation records failed, will retry: %s", len(batch), exc)
+            return
+        self._spool.append(batch)
+        if not self._spooled:
+            log.warning("Redis refused invocation records (%s): keeping them in %s until it "
+                        "answers", exc, self._spool.path)
+        self._spooled = True
+
+    async def _drain_spool(self) -> None:
+        assert self._spool is not None
+        rows = self._spool.read()
+        await self._write(rows)
+        self._spool.clear()
+        self._spooled = False
+        if rows:
+            log.warning("wrote %d spooled invocation records to Redis", len(rows))
+
+    async def _write(self, batch: list[Row]) -> None:
+        if not batch:
+            return
+        # One transaction: a batch is written whole or not at all, so replaying it after a
+        # failure adds no second copy of an id to the function's index.
+        async with self._redis.pipeline(transaction=True) as pipe:
             for invocation_id, function, payload, final in batch:
                 pipe.set(_key(invocation_id), payload, ex=self._ttl)
                 if final:
