@@ -58,7 +58,9 @@ def through_cache(r: redis.Redis, batch: dict[str, np.ndarray], schema: Trajecto
     for slot in range(actors):
         stream.put(round_, slot, 0, batch, compress=compress)
     batches, rejected = stream.read_round(round_, range(actors), schema, timeout_s=10)
-    stream.ack(batches)
+    with r.pipeline() as pipe:
+        stream.ack(batches, pipe)
+        pipe.execute()
     elapsed = time.perf_counter() - t0
     assert len(batches) == actors and not rejected, rejected
     return elapsed

@@ -35,6 +35,7 @@ import torch
 
 from faasrl.cache.connection import function_redis
 from faasrl.cache.gradients import GradientStream, LearnerRegistry
+from faasrl.cache.keys import update_key
 from faasrl.cache.params import MissingVersion, ParameterStore
 from faasrl.cache.trajectories import TrajectorySchema, TrajectoryStream
 from faasrl.rl.aggregation import combine
@@ -115,7 +116,8 @@ def _logprobs(model: ActorCritic, weights: dict[str, torch.Tensor],
 
 
 def gradient(args: dict[str, Any], store: ParameterStore) -> dict[str, Any]:
-    job, slot, r = args["job"], int(args["slot"]), function_redis()
+    job, slot = args["job"], int(args["slot"])
+    r = function_redis(job)
     learner = _gradient_learners.get(job["id"])
     if learner is None:
         learner = _gradient_learners[job["id"]] = _GradientLearner(
@@ -190,7 +192,8 @@ def gradient(args: dict[str, Any], store: ParameterStore) -> dict[str, Any]:
 
 
 def main(args: dict[str, Any], context: Any) -> dict[str, Any]:
-    job, r = args["job"], function_redis()
+    job = args["job"]
+    r = function_redis(job)
     store = ParameterStore(r, job["id"])
     if args["mode"] == "init":
         return init(job, store)
@@ -198,6 +201,8 @@ def main(args: dict[str, Any], context: Any) -> dict[str, Any]:
         return gradient(args, store)
 
     round_, version = int(args["round"]), int(args["version"])
+    if (done := _published(r, job, store, version)) is not None:
+        return done
     cfg = PPOConfig(**args["hyperparameters"])
     cfg.kl_coef = float(args.get("kl_coef", cfg.kl_coef))
     learner = _warm(job, cfg, store, version)
@@ -234,11 +239,29 @@ def main(args: dict[str, Any], context: Any) -> dict[str, Any]:
             generator=torch.Generator().manual_seed(job["seed"] * 7919 + round_))
     t2 = time.monotonic()
 
-    store.save_optimizer(learner.optimizer.state_dict(), version + 1)
-    store.publish(version + 1, learner.model.state_dict(), _metadata(job, spec))
+    out = {"version": version + 1, **stats, **extra, "samples": len(data["obs"]),
+           "rejected": [x.to_dict() for x in rejected], "read_s": t1 - t0,
+           "update_s": t2 - t1, "device": str(DEVICE)}
+    # One transaction: the weights, the optimizer, this result and the acknowledgement of the
+    # batches, so that a learner invoked again finds either all of them or none.
+    store.publish(version + 1, learner.model.state_dict(), _metadata(job, spec),
+                  optimizer=learner.optimizer.state_dict(),
+                  also=lambda pipe: (pipe.set(update_key(job["id"]), json.dumps(out)),
+                                     stream.ack(batches, pipe)))
     learner.version = version + 1
-    stream.ack(batches)
-    t3 = time.monotonic()
-    return {"version": version + 1, **stats, **extra, "samples": len(data["obs"]),
-            "rejected": [x.to_dict() for x in rejected], "read_s": t1 - t0,
-            "update_s": t2 - t1, "publish_s": t3 - t2, "device": str(DEVICE)}
+    return {**out, "publish_s": time.monotonic() - t2}
+
+
+def _published(r: Any, job: dict[str, Any], store: ParameterStore, version: int
+               ) -> dict[str, Any] | None:
+    """The result of this update when a learner already published it (an invocation retried
+    after its answer was lost); None when it is still to be done."""
+    latest = store.latest()
+    if latest is None or latest <= version:
+        return None
+    raw = r.get(update_key(job["id"]))
+    done = json.loads(raw) if raw else None
+    if done is None or int(done["version"]) != version + 1:
+        raise RuntimeError(f"update of version {version}: version {latest} is already "
+                           "published, by another run of this job")
+    return {**done, "replayed": True}

@@ -97,7 +97,7 @@ def test_optimizer_state_is_stored_with_its_version(r):
     assert store.load_optimizer() is None
     model = torch.nn.Linear(2, 1)
     opt = torch.optim.Adam(model.parameters())
-    store.save_optimizer(opt.state_dict(), version=7)
+    store.publish(7, model.state_dict(), optimizer=opt.state_dict())
     state, version = store.load_optimizer()
     assert version == 7 and state["param_groups"][0]["lr"] == opt.param_groups[0]["lr"]
 
@@ -111,7 +111,9 @@ def test_round_is_read_and_acked(r):
     assert [b.slot for b in batches] == [0, 1] and rejected == []
     assert np.array_equal(batches[1].arrays["obs"], batch(seed=1)["obs"])
     assert stream.pending() == 2
-    stream.ack(batches)
+    with r.pipeline() as pipe:
+        stream.ack(batches, pipe)
+        pipe.execute()
     assert stream.pending() == 0
     assert r.xlen(job_key("job1", "trajectories")) == 0
 

@@ -27,6 +27,12 @@ def latest_key(job_id: str) -> str:
     return job_key(job_id, "params", "latest")
 
 
+def update_key(job_id: str) -> str:
+    """The learner's result for the newest version it published (JSON): a learner invoked
+    again for an update it already published answers with it instead of training twice."""
+    return job_key(job_id, "update")
+
+
 def optimizer_keys(job_id: str) -> tuple[str, str]:
     """(the optimizer state, the weights version it goes with)."""
     return job_key(job_id, "optimizer"), job_key(job_id, "optimizer", "version")

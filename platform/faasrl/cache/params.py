@@ -64,15 +64,6 @@ class ParameterStore:
                                  f"(latest is {self.latest()}, {self._keep} are kept)")
         return decode_tensors(blob)
 
-    def save_optimizer(self, state: Mapping[str, Any], version: int) -> None:
-        """The optimizer state that goes with weights ``version`` (the learner's warm state);
-        state and version are written together, so they never disagree."""
-        state_key, version_key = optimizer_keys(self._job)
-        with self._redis.pipeline() as pipe:
-            pipe.set(state_key, encode_optimizer(state))
-            pipe.set(version_key, version)
-            pipe.execute()
-
     def load_optimizer(self) -> tuple[dict[str, Any], int] | None:
         blob, version = self._redis.mget(optimizer_keys(self._job))
         if blob is None or version is None:

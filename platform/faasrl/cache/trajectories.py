@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from redis import Redis
+from redis.client import Pipeline
 from redis.exceptions import ResponseError
 
 from faasrl.cache.codec import CodecError, decode_arrays, encode_arrays
@@ -199,13 +200,13 @@ class TrajectoryStream:
             if wanted <= set(found) | answered or (cursor == ">" and time.monotonic() >= deadline):
                 return [found[s] for s in sorted(found)], rejected
 
-    def ack(self, batches: Collection[Batch]) -> None:
+    def ack(self, batches: Collection[Batch], pipe: Pipeline) -> None:
+        """Acknowledge and delete trained-on batches, in the caller's transaction (the one
+        that publishes what was trained on them)."""
         ids = [b.entry_id for b in batches]
         if ids:
-            with self._redis.pipeline() as pipe:
-                pipe.xack(self._stream, GROUP, *ids)
-                pipe.xdel(self._stream, *ids)
-                pipe.execute()
+            pipe.xack(self._stream, GROUP, *ids)
+            pipe.xdel(self._stream, *ids)
 
     def rejected(self, limit: int = 100) -> list[dict[str, object]]:
         return [json.loads(r) for r in self._redis.lrange(self._dead, 0, limit - 1)]

@@ -42,7 +42,7 @@ from faasrl.cache.keys import (
 from faasrl.controllers import Controller
 from faasrl.invoker import InvocationRecord
 from faasrl.jobs.cost import actor_cost, learner_cost, parameter_cost, serverful_cost
-from faasrl.jobs.driver import JobDriver, JobError, _describe
+from faasrl.jobs.driver import JobDriver, JobError, RedisDown, _describe, _unreachable
 from faasrl.jobs.store import JobRecord
 
 log = logging.getLogger(__name__)
@@ -89,7 +89,19 @@ class AsyncJobDriver(JobDriver):
         self._waiting.clear()
         rec.cost_usd += actor_cost(done, rec.spec.pricing)
         if entries:
-            await self.redis.xdel(job_key(rec.id, "trajectories"), *entries)
+            await self._with_redis(lambda: self.redis.xdel(job_key(rec.id, "trajectories"),
+                                                           *entries))
+
+    async def _round_interrupted(self, exc: Exception) -> None:
+        """Redis went away mid-round: let the rollouts in flight end (they ride out the outage
+        or fail), wait for Redis, and start the round afresh as a resume does (its batches,
+        gradients and registrations dropped; the newest published policy kept). Nothing of
+        the cut-off round was recorded, so it is neither lost nor counted twice."""
+        await asyncio.gather(*self._actors.values(), return_exceptions=True)
+        self._actors.clear()
+        self._waiting.clear()
+        await self._pause(str(exc))
+        await self._with_redis(self._restore)
 
     # ------------------------------------------------------------------ a round
     async def _round(self, controller: Controller) -> None:
@@ -132,6 +144,8 @@ class AsyncJobDriver(JobDriver):
                         slot, entry = learners.pop(task)
                         r = task.result()
                         learner_records.append(r)
+                        if _unreachable(r):
+                            raise RedisDown(f"round {k}: {_describe(r)}")
                         if r.status != "success":
                             learner_failures += 1
                             failing_learners += 1
@@ -156,6 +170,8 @@ class AsyncJobDriver(JobDriver):
                         if r.status == "success":
                             failing_actors = 0
                             self._waiting.append(r.result["entry"])
+                        elif _unreachable(r):
+                            raise RedisDown(f"round {k}: {_describe(r)}")
                         else:
                             actor_failures += 1
                             failing_actors += 1
@@ -174,17 +190,16 @@ class AsyncJobDriver(JobDriver):
         flush_record = self._parameter_done(await self._invoke_parameter("flush", k))
         parameter_records.append(flush_record)
         flush = flush_record.result
-        self._record_round(k, n, t0, actors, learner_records, parameter_records, outputs, flush,
-                           actor_failures, learner_failures, peak, errors)
-        await self.store.save_round(rec, rec.last_row)
-        if rec.round % spec.checkpoint_every == 0:
-            await self._checkpoint()
+        await self._append_row(self._record_round(
+            k, n, t0, actors, learner_records, parameter_records, outputs, flush,
+            actor_failures, learner_failures, peak, errors))
 
     def _record_round(self, k: int, n: int, t0: float, actors: list[InvocationRecord],
                       learner_records: list[InvocationRecord],
                       parameter_records: list[InvocationRecord], outputs: list[dict[str, Any]],
                       flush: dict[str, Any], actor_failures: int, learner_failures: int,
-                      peak: int, errors: list[str]) -> None:
+                      peak: int, errors: list[str]) -> dict[str, Any]:
+        """Account the round on the record; returns its metrics row."""
         rec, spec = self.record, self.record.spec
         ok = [r.result for r in actors if r.status == "success"]
         returns = [float(ret) for s in ok for ret, _ in s["episodes"]]
@@ -228,14 +243,13 @@ class AsyncJobDriver(JobDriver):
             "cost_parameter": cost_parameter,
             "cost_round": cost_actors + cost_learners + cost_parameter,
             "cost_total": rec.cost_usd, "serverful_cost_total": rec.serverful_cost_usd,
-            "wall_s": rec.wall_s,
+            "wall_s": rec.wall_s, "paused_s": self.paused_s,
         }
         row.update({key: _mean([float(o[key]) for o in pushed if o.get(key) is not None])
                     for key in STAT_KEYS})
         if errors:
             row["error"] = errors[0]
-        rec.last_row = row
-        self._history.append(row)
+        return row
 
     # ---------------------------------------------------------------- functions
     def _top_up_actors(self, n: int, backlog: int, k: int) -> None:
@@ -290,6 +304,8 @@ class AsyncJobDriver(JobDriver):
         }, affinity=f"{rec.id}:parameter")
 
     def _parameter_done(self, r: InvocationRecord) -> InvocationRecord:
+        if _unreachable(r):
+            raise RedisDown(f"round {self.record.round}: {_describe(r)}")
         if r.status != "success":
             raise JobError(f"round {self.record.round}: {_describe(r)}")
         self.record.version = int(r.result["clock"])  # what a checkpoint now saves

@@ -13,6 +13,13 @@ A round k (the MinionsRL/Nitro loop):
   4. a metrics row (returns, times, cold starts, cost) is appended and the record saved.
 Bulk data goes through Redis only; what passes through the invoker is small JSON. The driver
 itself does no tensor work, so the gateway needs no torch.
+
+Faults: an actor slot that fails is invoked again (``ACTOR_ATTEMPTS`` in all), so a round never
+trains on part of its batch; only a slot that keeps failing ends the job. While Redis is
+unreachable the job pauses (up to ``outage_max_s``): its own Redis writes and the invocations
+that failed for want of Redis are retried once it is back, each of them idempotent (a retried
+actor's second blob replaces its first, a retried learner returns the update it already
+published, a round's row is appended once).
 """
 
 from __future__ import annotations
@@ -21,11 +28,15 @@ import asyncio
 import logging
 import statistics
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from redis.asyncio import Redis
 
+from faasrl.cache import acl
+from faasrl.cache.connection import UNREACHABLE, UNREACHABLE_NAMES
+from faasrl.cache.health import RedisHealth
 from faasrl.cache.keys import latest_key, optimizer_keys, params_key
 from faasrl.controllers import Controller, RoundContext, build_controller
 from faasrl.controllers.nitro import convexity_ratio
@@ -36,10 +47,22 @@ from faasrl.jobs.store import Evaluation, JobRecord, JobStore
 
 log = logging.getLogger(__name__)
 CONFIRM_GAP = 5  # rounds between evaluations that try to confirm a reached target
+ACTOR_ATTEMPTS = 3  # invocations of one actor slot in a round before the job fails
+REDIS_ATTEMPTS = 5  # invocations of a function that keeps finding Redis unreachable
+T = TypeVar("T")
 
 
 class JobError(RuntimeError):
     """A round could not complete; the message says which function failed and why."""
+
+
+class RedisDown(RuntimeError):
+    """A function could not reach Redis: the round waits for it (async: starts over)."""
+
+
+def _unreachable(rec: InvocationRecord) -> bool:
+    """Whether an invocation failed because Redis did not answer (its retries ran out)."""
+    return rec.status != "success" and (rec.error or {}).get("type") in UNREACHABLE_NAMES
 
 
 def _measurements(out: dict[str, Any]) -> dict[str, Any]:
@@ -66,8 +89,13 @@ class JobDriver:
         "recent_returns", "kl_coef", "controller_state", "last_row", "policy")
 
     def __init__(self, record: JobRecord, *, store: JobStore, invoker: Invoker, redis: Redis,
-                 checkpoints: Path, schedulers: Path | None = None):
+                 checkpoints: Path, schedulers: Path | None = None,
+                 health: RedisHealth | None = None, outage_max_s: float = 600.0):
         self.record = record
+        self.health = health
+        self.outage_max_s = outage_max_s
+        self.credentials = acl.JobCredentials.new(record.id)  # its functions' Redis user
+        self.paused_s = 0.0  # time spent waiting for Redis (reset per row)
         self.schedulers = schedulers
         self.store = store
         self.invoker = invoker
@@ -84,22 +112,27 @@ class JobDriver:
         rec, spec = self.record, self.record.spec
         rec.status, rec.error, rec.stop_reason = "running", None, None
         rec.started_at = rec.started_at or time.time()
-        await self.store.save(rec)
         self._clock, self._wall_before = time.monotonic(), rec.wall_s
         try:
+            await self._with_redis(lambda: self.store.save(rec))
+            await self._with_redis(self.grant)
             controller = build_controller(spec.controller, schedulers=self.schedulers)
             controller.load_state_dict(rec.controller_state)
-            self._history = await self.store.rows(rec.id)
+            self._history = await self._with_redis(lambda: self.store.rows(rec.id))
             # The actors start while the learner builds the initial policy, not after it.
             self.invoker.prewarm(spec.actor_function, self._actors_for_round(controller),
                                  placement=spec.placement.actors)
             if rec.version is None:
                 await self._initialize()
             else:
-                await self._restore()
+                await self._with_redis(self._restore)
             while (reason := await self._stop_reason(controller)) is None:
                 self._stop_if_requested()
-                await self._round(controller)
+                await self._with_redis(self.grant)  # a restarted Redis forgot the user
+                try:
+                    await self._round(controller)
+                except (RedisDown, *UNREACHABLE) as exc:
+                    await self._round_interrupted(exc)
             rec.stop_reason = reason
             if spec.evaluation_episodes and (rec.evaluation is None
                                              or rec.evaluation.version != rec.version):
@@ -115,9 +148,65 @@ class JobDriver:
             rec.wall_s = self._wall()
             if rec.status != "interrupted":
                 rec.finished_at = time.time()
+            await self._save_final()
+
+    async def _save_final(self) -> None:
+        """Save the job's end (and checkpoint it), and take its functions' Redis user away.
+        With Redis gone, the job keeps its last saved round (it is still 'running' there),
+        and the next gateway resumes it."""
+        rec = self.record
+        try:
             await self.store.save(rec)
             if rec.version is not None:
                 await self._checkpoint()
+            await acl.revoke(self.redis, rec.id)
+        except UNREACHABLE as exc:
+            log.error("job %s: could not save its end (%s): Redis is unreachable; it resumes "
+                      "from its last saved round", rec.id, exc)
+
+    async def grant(self) -> None:
+        """(Re)create the job's Redis user for its functions (idempotent)."""
+        await acl.grant(self.redis, self.record.id, self.credentials)
+
+    async def _with_redis(self, op: Callable[[], Awaitable[T]]) -> T:
+        """Run one of the driver's own (idempotent) Redis operations; while Redis is
+        unreachable the job pauses, and the operation runs again when it is back."""
+        while True:
+            try:
+                return await op()
+            except UNREACHABLE as exc:
+                await self._pause(f"Redis is unreachable ({exc})")
+
+    async def _pause(self, why: str) -> None:
+        """Wait (at most ``outage_max_s``) until Redis answers; then grant the job's user
+        again, since a restarted Redis has none."""
+        rec, t0 = self.record, time.monotonic()
+        log.warning("job %s paused: %s", rec.id, why)
+        while True:
+            if self.health is None:
+                await asyncio.sleep(0.5)
+                up = True
+            else:
+                up = await self.health.wait_up(max(0.0, self.outage_max_s - (time.monotonic()
+                                                                               - t0)))
+            if not up:
+                raise JobError(f"Redis stayed unreachable for {self.outage_max_s:g} s ({why})")
+            try:
+                await self.grant()
+                break
+            except UNREACHABLE:
+                if time.monotonic() - t0 > self.outage_max_s:
+                    raise JobError(f"Redis stayed unreachable for {self.outage_max_s:g} s "
+                                   f"({why})") from None
+                await asyncio.sleep(0.2)
+        self.paused_s += time.monotonic() - t0
+        log.warning("job %s continues after %.1f s without Redis", rec.id,
+                    time.monotonic() - t0)
+
+    async def _round_interrupted(self, exc: Exception) -> None:
+        """A round met an unreachable Redis where it cannot simply retry: wait for Redis; the
+        round then runs again."""
+        await self._pause(str(exc))
 
     def _stop_if_requested(self) -> None:
         """The manager cancels the driver's task and also sets ``stop_requested``, checked here
@@ -162,7 +251,7 @@ class JobDriver:
         if rec.round < self._next_confirm:
             return None
         rec.evaluation = await self._evaluate()
-        await self.store.save(rec)
+        await self._with_redis(lambda: self.store.save(rec))
         if rec.evaluation.mean >= target:
             return f"{reached}, evaluation mean {rec.evaluation.mean:.1f} over " \
                    f"{rec.evaluation.episodes}"
@@ -179,16 +268,11 @@ class JobDriver:
         self.invoker.prewarm(spec.learner_function, 1)
 
         t0 = time.monotonic()
-        actors = await asyncio.gather(*(
-            self._invoke(spec.actor_function, {"mode": "rollout", "job": self._job_args(),
-                                               "round": k, "slot": slot, "version": version},
-                         affinity=f"{rec.id}:actor:{slot}")
-            for slot in range(n)))
+        slots = await asyncio.gather(*(self._actor_slot(k, slot, version) for slot in range(n)))
         t1 = time.monotonic()
-        ok = [(slot, r) for slot, r in enumerate(actors) if r.status == "success"]
+        ok = [(slot, attempts[-1]) for slot, attempts in enumerate(slots)]
+        actors = [r for attempts in slots for r in attempts]  # every attempt is billed
         failed = [r for r in actors if r.status != "success"]
-        if not ok:
-            raise JobError(f"round {k}: every actor failed; {_describe(failed[0])}")
 
         summaries = [r.result for _, r in ok]
         returns = [float(ret) for s in summaries for ret, _ in s["episodes"]]
@@ -201,19 +285,20 @@ class JobDriver:
                    "actor_s_max": max(run_times), "cost_actors": cost_actors}
         forecast = max(0, controller.forecast(self._context(k + 1, partial)))
         self.invoker.prewarm(spec.actor_function, forecast, placement=spec.placement.actors)
-        learner = await self._invoke(spec.learner_function, {
+        learners = await self._invoke_until_done(spec.learner_function, {
             "mode": "update", "job": self._job_args(), "round": k, "version": version,
             "slots": [slot for slot, _ in ok], "kl_coef": rec.kl_coef,
             "hyperparameters": spec.hyperparameters.model_dump(),
             "total_rounds": spec.stop.max_rounds, **controller.learner_requests()},
             affinity=f"{rec.id}:learner")
+        learner = learners[-1]
         if learner.status != "success":
             raise JobError(f"round {k}: {_describe(learner)}")
         out = learner.result
         t2 = time.monotonic()
 
         steps = sum(int(s["steps"]) for s in summaries)
-        cost_learner = learner_cost([learner], spec.pricing)
+        cost_learner = learner_cost(learners, spec.pricing)
         rec.round, rec.version = k + 1, int(out["version"])
         rec.env_steps += steps
         rec.kl_coef = float(out.get("kl_coef", rec.kl_coef))
@@ -232,9 +317,10 @@ class JobDriver:
             "round_s": t2 - t0, "actor_phase_s": t1 - t0, "learner_phase_s": t2 - t1,
             "actor_s_max": max(run_times), "actor_s_mean": statistics.fmean(run_times),
             "learner_s": learner.run_s,
-            "cold_starts": sum(r.cold for r in [*actors, learner]),
+            "cold_starts": sum(r.cold for r in [*actors, *learners]),
             "actor_cold_starts": sum(r.cold for r in actors), "prewarm_forecast": forecast,
-            "queue_s_max": max(r.queue_s for r in [*actors, learner]),
+            "queue_s_max": max(r.queue_s for r in [*actors, *learners]),
+            "paused_s": self.paused_s,
             "loss": out.get("loss"), "pg_loss": out.get("pg_loss"), "v_loss": out.get("v_loss"),
             "entropy": out.get("entropy"), "approx_kl": out.get("approx_kl"),
             "clipfrac": out.get("clipfrac"), "explained_variance": out.get("explained_variance"),
@@ -251,11 +337,54 @@ class JobDriver:
             row["actor_error"] = _describe(failed[0])
         if out.get("rejected"):
             row["rejected_reasons"] = [r["reason"] for r in out["rejected"]][:5]
+        await self._append_row(row)
+
+    async def _append_row(self, row: dict[str, Any]) -> None:
+        """Record a finished round: its row and the record, once, whatever Redis does."""
+        rec = self.record
         rec.last_row = row
         self._history.append(row)
-        await self.store.save_round(rec, row)
-        if rec.round % spec.checkpoint_every == 0:
-            await self._checkpoint()
+        self.paused_s = 0.0
+        index = len(self._history) - 1
+        await self._with_redis(lambda: self.store.save_round(rec, row, index))
+        if rec.round % rec.spec.checkpoint_every == 0:
+            await self._with_redis(self._checkpoint)
+
+    async def _actor_slot(self, k: int, slot: int, version: int | None
+                          ) -> list[InvocationRecord]:
+        """One actor slot's rollout of round ``k``: every attempt, the last one successful.
+        A slot that fails is invoked again; one that fails ``ACTOR_ATTEMPTS`` times ends the
+        job, since training on a partial batch would change what a round means."""
+        rec, spec = self.record, self.record.spec
+        args = {"mode": "rollout", "job": self._job_args(), "round": k, "slot": slot,
+                "version": version}
+        attempts = await self._invoke_until_done(spec.actor_function, args,
+                                                 affinity=f"{rec.id}:actor:{slot}",
+                                                 retries=ACTOR_ATTEMPTS - 1)
+        if attempts[-1].status != "success":
+            raise JobError(f"round {k}: actor slot {slot} failed {len(attempts)} times; "
+                           f"{_describe(attempts[-1])}")
+        return attempts
+
+    async def _invoke_until_done(self, function: str, args: dict[str, Any], *,
+                                 affinity: str | None = None, retries: int = 0
+                                 ) -> list[InvocationRecord]:
+        """Invoke until it succeeds: ``retries`` more times after any failure, and after one
+        for want of Redis (up to ``REDIS_ATTEMPTS`` in all) once Redis answers again. Returns
+        every attempt's record (the caller bills them all and reads the last)."""
+        records: list[InvocationRecord] = []
+        while True:
+            r = await self._invoke(function, args, affinity=affinity)
+            records.append(r)
+            if r.status == "success":
+                return records
+            redis_down = _unreachable(r)
+            failures = sum(not _unreachable(x) for x in records)
+            if failures > retries or len(records) >= max(REDIS_ATTEMPTS, retries + 1):
+                return records
+            log.warning("job %s: %s; invoking it again", self.record.id, _describe(r))
+            if redis_down:
+                await self._pause(f"{function} could not reach Redis")
 
     def _actors_for_round(self, controller: Controller) -> int:
         """I_k for the current round, asked of the controller once per round (0: stop)."""
@@ -280,13 +409,13 @@ class JobDriver:
     async def _initialize(self) -> None:
         """The learner builds the seeded initial policy and publishes it as version 0."""
         rec = self.record
-        out = await self._invoke(rec.spec.learner_function,
-                                 {"mode": "init", "job": self._job_args()})
+        out = (await self._invoke_until_done(rec.spec.learner_function,
+                                             {"mode": "init", "job": self._job_args()}))[-1]
         if out.status != "success":
             raise JobError(f"initializing the policy: {_describe(out)}")
         rec.policy, rec.version = out.result["policy"], int(out.result["version"])
         rec.kl_coef = rec.spec.hyperparameters.kl_coef
-        await self.store.save(rec)
+        await self._with_redis(lambda: self.store.save(rec))
 
     async def _restore_from_disk(self) -> None:
         """Redis lost the job's weights: put the disk checkpoint's record fields, weights and
@@ -326,9 +455,9 @@ class JobDriver:
 
     async def _evaluate(self) -> Evaluation:
         rec = self.record
-        out = await self._invoke(rec.spec.actor_function, {
+        out = (await self._invoke_until_done(rec.spec.actor_function, {
             "mode": "evaluate", "job": self._job_args(), "version": rec.version,
-            "episodes": rec.spec.evaluation_episodes, "seed": rec.spec.seed + 1_000_003})
+            "episodes": rec.spec.evaluation_episodes, "seed": rec.spec.seed + 1_000_003}))[-1]
         if out.status != "success":
             raise JobError(f"evaluation: {_describe(out)}")
         returns = [float(x) for x in out.result["returns"]]
@@ -362,7 +491,8 @@ class JobDriver:
         hp = spec.hyperparameters
         return {"id": rec.id, "env_id": spec.env_id, "policy": rec.policy, "seed": spec.seed,
                 "envs": spec.envs_per_actor, "steps": spec.steps_per_actor, "gamma": hp.gamma,
-                "gae_lambda": hp.gae_lambda, "compress": spec.compress}
+                "gae_lambda": hp.gae_lambda, "compress": spec.compress,
+                "redis": self.credentials.to_args()}
 
     def _wall(self) -> float:
         return self._wall_before + (time.monotonic() - self._clock)

@@ -10,6 +10,8 @@ from pathlib import Path
 
 from redis.asyncio import Redis
 
+from faasrl.cache import acl
+from faasrl.cache.health import RedisHealth
 from faasrl.controllers.schedulers import SchedulerNotFound, load_scheduler
 from faasrl.invoker import Invoker
 from faasrl.invoker.errors import FunctionNotFound
@@ -43,13 +45,24 @@ class BadController(ValueError):
 
 class JobManager:
     def __init__(self, store: JobStore, invoker: Invoker, redis: Redis, checkpoints: Path,
-                 schedulers: Path | None = None):
+                 schedulers: Path | None = None, *, health: RedisHealth | None = None,
+                 outage_max_s: float = 600.0):
         self.store = store
         self._invoker = invoker
         self._redis = redis
         self._checkpoints = checkpoints
         self._schedulers = schedulers
+        self._health = health
+        self._outage_max_s = outage_max_s
         self._running: dict[str, tuple[JobDriver, asyncio.Task[None]]] = {}
+        if health is not None:
+            health.on_recovery(self._grant_all)
+
+    async def _grant_all(self) -> None:
+        """Redis came back, maybe restarted without the jobs' ACL users: grant them again, so
+        that functions riding out the outage can log in."""
+        for driver, _ in list(self._running.values()):
+            await driver.grant()
 
     async def start(self) -> None:
         """Resume the jobs a stopped (or crashed) gateway was running."""
@@ -139,19 +152,22 @@ class JobManager:
         if job_id in self._running:
             await self.cancel(job_id)
         await self.store.delete(job_id)
+        await acl.revoke(self._redis, job_id)
         await asyncio.to_thread(shutil.rmtree, self._checkpoints / job_id, True)
 
     def _stop(self, job_id: str, status: str) -> asyncio.Task[None]:
         """Stop a running driver, ending its job with ``status``; returns its task."""
         driver, task = self._running[job_id]
-        driver.stop_requested = status
-        task.cancel()
+        if driver.record.status in ACTIVE:  # else it is saving its end: let it finish
+            driver.stop_requested = status
+            task.cancel()
         return task
 
     def _launch(self, rec: JobRecord) -> None:
         kind = AsyncJobDriver if rec.spec.execution == "async" else JobDriver
         driver = kind(rec, store=self.store, invoker=self._invoker, redis=self._redis,
-                      checkpoints=self._checkpoints, schedulers=self._schedulers)
+                      checkpoints=self._checkpoints, schedulers=self._schedulers,
+                      health=self._health, outage_max_s=self._outage_max_s)
         task = asyncio.create_task(driver.run(), name=f"job-{rec.id}")
         self._running[rec.id] = (driver, task)
         task.add_done_callback(lambda _: self._running.pop(rec.id, None))

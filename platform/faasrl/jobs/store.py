@@ -7,6 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 from redis.asyncio import Redis
+from redis.exceptions import WatchError
 
 from faasrl.cache.keys import job_key, job_prefix
 from faasrl.jobs.spec import JobSpec
@@ -67,12 +68,24 @@ class JobStore:
             pipe.zadd(INDEX, {rec.id: rec.created_at})
             await pipe.execute()
 
-    async def save_round(self, rec: JobRecord, row: dict[str, Any]) -> None:
-        """Append a round's row and save the record that includes it, atomically."""
+    async def save_round(self, rec: JobRecord, row: dict[str, Any], index: int) -> None:
+        """Append a round's row as row ``index`` and save the record that includes it,
+        atomically. Idempotent: a retry after a lost reply finds the row there and does not
+        append it twice."""
+        rows = job_key(rec.id, "metrics")
         async with self._redis.pipeline(transaction=True) as pipe:
-            pipe.rpush(job_key(rec.id, "metrics"), json.dumps(row))
-            pipe.set(job_key(rec.id, "record"), rec.model_dump_json())
-            await pipe.execute()
+            while True:
+                try:
+                    await pipe.watch(rows)
+                    have = await pipe.llen(rows)
+                    pipe.multi()
+                    if have <= index:
+                        pipe.rpush(rows, json.dumps(row))
+                    pipe.set(job_key(rec.id, "record"), rec.model_dump_json())
+                    await pipe.execute()
+                    return
+                except WatchError:
+                    continue
 
     async def get(self, job_id: str) -> JobRecord | None:
         raw = await self._redis.get(job_key(job_id, "record"))
