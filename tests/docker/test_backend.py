@@ -40,7 +40,7 @@ def echo_spec(**kw) -> FunctionSpec:
 
 async def _start_and_init(backend: DockerBackend, spec: FunctionSpec, cid: str):
     handle = await backend.start(spec, cid)
-    client = RuntimeClient(handle.host, handle.port)
+    client = RuntimeClient(handle.host, handle.port, handle.secret)
     for _ in range(600):
         try:
             if (await client.request("GET", "/healthz"))[0] == 200:

@@ -19,7 +19,7 @@ SPEC = FunctionSpec(name="t", handler="fns:spawn_child", code_dir=str(TEST_FUNCT
 
 async def _start_and_init(backend: ProcessBackend, cid: str):
     handle = await backend.start(SPEC, cid)
-    client = RuntimeClient(handle.host, handle.port)
+    client = RuntimeClient(handle.host, handle.port, handle.secret)
     status, _ = await client.request("GET", "/healthz", timeout=10)
     assert status == 200
     status, _ = await client.request("POST", "/init", {"handler": SPEC.handler}, timeout=10)

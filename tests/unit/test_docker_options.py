@@ -16,7 +16,7 @@ def spec(**kw) -> FunctionSpec:
 
 
 def test_gpus_become_a_device_request_for_their_indices():
-    opts = container_options(spec(gpu=2), "c1", (1, 3), CONFIG, "42:7")
+    opts = container_options(spec(gpu=2), "c1", (1, 3), CONFIG, "42:7", "s3cret")
     assert opts["image"] == CONFIG.gpu_image
     [request] = opts["device_requests"]
     assert request["DeviceIDs"] == ["1", "3"] and request["Capabilities"] == [["gpu"]]
@@ -24,27 +24,28 @@ def test_gpus_become_a_device_request_for_their_indices():
 
 
 def test_no_gpus_no_device_request_and_every_gpu_hidden():
-    opts = container_options(spec(), "c1", (), CONFIG, "42:7")
+    opts = container_options(spec(), "c1", (), CONFIG, "42:7", "s3cret")
     assert opts["image"] == CONFIG.image
     assert "device_requests" not in opts
     assert opts["environment"]["NVIDIA_VISIBLE_DEVICES"] == "void"
 
 
 def test_limits_user_and_labels():
-    opts = container_options(spec(cpu=1.5, memory_mb=300), "c9", (), CONFIG, "42:7")
+    opts = container_options(spec(cpu=1.5, memory_mb=300), "c9", (), CONFIG, "42:7", "s3cret")
     assert opts["nano_cpus"] == 1_500_000_000
     assert opts["mem_limit"] == opts["memswap_limit"] == "300m"
     assert opts["read_only"] and opts["user"] == "10001:10001" and opts["cap_drop"] == ["ALL"]
     assert opts["labels"] == {"faasrl.function": "learner", "faasrl.container": "c9",
                               "faasrl.node": "n1", "faasrl.owner": "42:7"}
     assert opts["environment"]["OMP_NUM_THREADS"] == "1"
+    assert opts["environment"]["FAASRL_RUNTIME_SECRET"] == "s3cret"
     assert "volumes" not in opts and "mounts" not in opts
     assert opts["extra_hosts"] == {"host.docker.internal": "host-gateway"}
 
 
 def test_an_image_named_by_the_function_wins():
-    assert container_options(spec(image="me/fn:1"), "c1", (0,), CONFIG, "1:1")["image"] == \
-        "me/fn:1"
+    opts = container_options(spec(image="me/fn:1"), "c1", (0,), CONFIG, "1:1", "s3cret")
+    assert opts["image"] == "me/fn:1"
 
 
 def test_working_dir_maps_built_ins_into_the_image():

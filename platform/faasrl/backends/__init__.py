@@ -11,7 +11,8 @@ def create_backend(settings: Settings) -> Backend:
     if settings.backend == "process":
         from faasrl.backends.process import ProcessBackend
 
-        return ProcessBackend(settings.state_dir)
+        return ProcessBackend(settings.state_dir, user=settings.function_user,
+                              python=settings.function_python)
     if settings.backend == "docker":
         from faasrl.backends.docker import DockerBackend, DockerConfig
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from faasrl.manifest import FunctionSpec
 
@@ -19,6 +19,7 @@ class ContainerHandle:
     port: int
     pid: int | None = None  # process backend
     native_id: str | None = None  # the backend's own id (a Docker container id)
+    secret: str | None = field(default=None, repr=False)  # the runtime's bearer token
 
 
 @dataclass
@@ -42,7 +43,8 @@ class Backend(ABC):
     @abstractmethod
     async def start(self, spec: FunctionSpec, container_id: str,
                     gpus: tuple[int, ...] = ()) -> ContainerHandle:
-        """Start a container whose runtime will answer on the returned endpoint."""
+        """Start a container whose runtime will answer on the returned endpoint, to requests
+        that carry the handle's ``secret`` (made per container, never given to the handler)."""
 
     @abstractmethod
     async def stop(self, handle: ContainerHandle, grace_s: float = 2.0) -> None:

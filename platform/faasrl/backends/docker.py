@@ -20,6 +20,7 @@ import asyncio
 import ipaddress
 import logging
 import os
+import secrets
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -34,6 +35,7 @@ from docker.types import DeviceRequest
 from faasrl.backends.base import Backend, ContainerHandle, ContainerStats
 from faasrl.backends.process import is_alive, process_start_time
 from faasrl.manifest import FunctionSpec
+from faasrl.runtime.server import SECRET_ENV
 
 log = logging.getLogger(__name__)
 RUNTIME_PORT = 8080
@@ -91,8 +93,10 @@ def working_dir(spec: FunctionSpec, config: DockerConfig) -> str | None:
 
 
 def container_options(spec: FunctionSpec, container_id: str, gpus: tuple[int, ...],
-                      config: DockerConfig, owner: str) -> dict[str, Any]:
-    """The keyword arguments of ``containers.run`` for one function container."""
+                      config: DockerConfig, owner: str, secret: str) -> dict[str, Any]:
+    """The keyword arguments of ``containers.run`` for one function container. ``secret``:
+    the runtime's bearer token (it takes it out of its environment before the handler loads;
+    only this container's own processes could read it, and they are the function)."""
     threads = str(max(1, int(spec.cpu)))  # numeric libraries size their pools to this
     options: dict[str, Any] = {
         "image": image_of(spec, gpus, config),
@@ -103,6 +107,7 @@ def container_options(spec: FunctionSpec, container_id: str, gpus: tuple[int, ..
                    f"{LABEL}.node": config.node, f"{LABEL}.owner": owner},
         "environment": {
             "FAASRL_CONTAINER_ID": container_id, "PYTHONUNBUFFERED": "1",
+            SECRET_ENV: secret,
             "HOME": "/tmp", "TMPDIR": "/tmp", "MPLCONFIGDIR": "/tmp/matplotlib",
             "XDG_CACHE_HOME": "/tmp/.cache", "OMP_NUM_THREADS": threads,
             "MKL_NUM_THREADS": threads,
@@ -187,10 +192,11 @@ class DockerBackend(Backend):
     # --------------------------------------------------------------- lifecycle
     async def start(self, spec: FunctionSpec, container_id: str,
                     gpus: tuple[int, ...] = ()) -> ContainerHandle:
-        options = container_options(spec, container_id, gpus, self.config, self._owner)
+        secret = secrets.token_urlsafe(32)
+        options = container_options(spec, container_id, gpus, self.config, self._owner, secret)
         container = await self._call(self._run, options)
         handle = ContainerHandle(container_id, spec.name, self.name, self._address(container),
-                                 RUNTIME_PORT, native_id=container.id)
+                                 RUNTIME_PORT, native_id=container.id, secret=secret)
         self._handles[container_id] = handle
         return handle
 

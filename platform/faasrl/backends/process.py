@@ -6,6 +6,14 @@ socket bound here and inherited by the child (no race for a free port), a heap l
 Its pid and start time are recorded in the state dir; a platform that starts after a crash of
 another reaps what that one left, and never touches a process whose start time does not match
 (a recycled pid).
+
+What a function can see: an allow-listed environment (``PASSED_ENV`` and what the runtime needs;
+never the gateway's token, keys or credentials), a private temporary folder as ``HOME`` and
+``TMPDIR``, and its runtime's secret only on an inherited pipe. A gateway running as root runs
+functions as an unprivileged user (``function_user``, 10001 by default, as in the Docker
+backend), who cannot read the state dir (mode 0700: logs, the token, Redis's data) — provided
+that user can run the interpreter; where it cannot (a Python under /root), functions run as root
+and the gateway says so at start.
 """
 
 from __future__ import annotations
@@ -13,12 +21,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import os
+import secrets
 import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections import deque
 from pathlib import Path
@@ -27,8 +38,12 @@ import faasrl
 from faasrl.backends.base import Backend, ContainerHandle, ContainerStats
 from faasrl.manifest import FunctionSpec
 
+log = logging.getLogger(__name__)
 _CLK_TCK = os.sysconf("SC_CLK_TCK")
 _PLATFORM_DIR = str(Path(faasrl.__file__).resolve().parents[1])
+# What a function inherits of the gateway's environment; everything else it must be given
+# (its manifest's ``env``), so the gateway's secrets never reach it.
+PASSED_ENV = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "LD_LIBRARY_PATH", "PYTHONPATH")
 
 
 def process_start_time(pid: int) -> int | None:
@@ -57,55 +72,99 @@ def _exited(pid: int) -> int | None:
     return info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
 
 
+def _base_env() -> dict[str, str]:
+    passed = {k: os.environ[k] for k in PASSED_ENV if k in os.environ}
+    passed["PYTHONPATH"] = os.pathsep.join(p for p in (_PLATFORM_DIR, passed.get("PYTHONPATH"))
+                                           if p)
+    return {**passed, "PYTHONUNBUFFERED": "1"}
+
+
+def function_credentials(user: str, python: str) -> tuple[int, int] | None:
+    """(uid, gid) function processes run as; None: the gateway's own. Only a root gateway
+    changes user, and only to one that can start the runtime with ``python``."""
+    if not user or os.geteuid() != 0:
+        return None
+    uid_text, _, gid_text = user.partition(":")
+    uid, gid = int(uid_text), int(gid_text or uid_text)
+    try:
+        probe = subprocess.run([python, "-c", "import faasrl.runtime.server"], user=uid,
+                               group=gid, extra_groups=[], env=_base_env(), cwd="/",
+                               capture_output=True, timeout=60)
+        failed = probe.stderr.decode(errors="replace").strip().splitlines()[-1:] \
+            if probe.returncode else []
+    except (OSError, subprocess.SubprocessError) as exc:
+        failed = [str(exc)]
+    if failed:
+        log.warning("function processes run as root: uid %d cannot start the runtime with %s "
+                    "(%s); set FAASRL_FUNCTION_PYTHON to an interpreter it can run, or "
+                    "FAASRL_FUNCTION_USER='' to run them as root knowingly", uid, python,
+                    failed[0])
+        return None
+    return uid, gid
+
+
 class ProcessBackend(Backend):
     name = "process"
 
-    def __init__(self, state_dir: Path):
+    def __init__(self, state_dir: Path, *, user: str = "", python: Path | None = None):
         self._records = Path(state_dir) / "containers"
         self._logs = Path(state_dir) / "logs"
-        self._tmp = Path(state_dir) / "tmp"  # one TMPDIR per container, gone with it
-        self._records.mkdir(parents=True, exist_ok=True)
-        self._logs.mkdir(parents=True, exist_ok=True)
-        self._default_cwd = Path(state_dir)
+        for folder in (self._records, self._logs):  # the gateway's alone
+            folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self._python = str(python or sys.executable)
+        self.credentials = function_credentials(user, self._python)
         self._owner = {"owner_pid": os.getpid(), "owner_start": process_start_time(os.getpid())}
         self._procs: dict[str, subprocess.Popen[bytes]] = {}
         self._handles: dict[str, ContainerHandle] = {}
+        self._tmp: dict[str, Path] = {}  # one HOME/TMPDIR per container, gone with it
 
     def check(self, spec: FunctionSpec) -> dict[str, str]:
+        fields = {}
+        if spec.image:
+            fields["image"] = ("the process backend runs no images: leave it out here (the "
+                               "Docker backend runs them: FAASRL_BACKEND=docker)")
         if spec.code_dir and not Path(spec.code_dir).is_dir():
-            return {"code_dir": f"{spec.code_dir} is not a folder on the gateway's host"}
-        return {}
+            fields["code_dir"] = f"{spec.code_dir} is not a folder on the gateway's host"
+        return fields
 
     async def start(self, spec: FunctionSpec, container_id: str,
                     gpus: tuple[int, ...] = ()) -> ContainerHandle:
-        cwd = Path(spec.code_dir) if spec.code_dir else self._default_cwd
+        tmp = Path(tempfile.mkdtemp(prefix=f"faasrl-{container_id}-"))
+        if self.credentials is not None:
+            os.chown(tmp, *self.credentials)
+        self._tmp[container_id] = tmp
+        cwd = Path(spec.code_dir) if spec.code_dir else tmp
         if not cwd.is_dir():
             raise FileNotFoundError(f"code_dir {cwd} is not a folder on this host")
-        env = dict(os.environ)
         threads = str(max(1, int(spec.cpu)))  # numeric libraries size their pools to this
-        env.update(OMP_NUM_THREADS=threads, MKL_NUM_THREADS=threads)
-        env.update(
-            PYTHONUNBUFFERED="1",
-            PYTHONPATH=os.pathsep.join(p for p in (_PLATFORM_DIR, env.get("PYTHONPATH")) if p),
-            CUDA_VISIBLE_DEVICES=",".join(map(str, gpus)),
-            FAASRL_CONTAINER_ID=container_id,
-            TMPDIR=str(self._tmp / container_id),
-        )
-        (self._tmp / container_id).mkdir(parents=True, exist_ok=True)
-        cmd = [sys.executable, "-m", "faasrl.runtime", "--parent-pid", str(os.getpid()),
-               "--memory-mb", str(spec.memory_mb)]
-        with socket.create_server(("127.0.0.1", 0), backlog=128) as sock, \
-                open(self._logs / f"{container_id}.log", "ab") as log:
-            fd = sock.fileno()
-            proc = subprocess.Popen(
-                [*cmd, "--listen-fd", str(fd)], cwd=cwd, env=env, stdin=subprocess.DEVNULL,
-                stdout=log, stderr=subprocess.STDOUT, pass_fds=(fd,), start_new_session=True)
-            port = sock.getsockname()[1]
-        handle = ContainerHandle(container_id, spec.name, self.name, "127.0.0.1", port, proc.pid)
+        env = {**_base_env(), "OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads,
+               "CUDA_VISIBLE_DEVICES": ",".join(map(str, gpus)),
+               "FAASRL_CONTAINER_ID": container_id, "HOME": str(tmp), "TMPDIR": str(tmp)}
+        secret = secrets.token_urlsafe(32)
+        secret_r, secret_w = os.pipe()
+        os.write(secret_w, secret.encode())
+        os.close(secret_w)
+        cmd = [self._python, "-m", "faasrl.runtime", "--parent-pid", str(os.getpid()),
+               "--memory-mb", str(spec.memory_mb), "--secret-fd", str(secret_r)]
+        user = {} if self.credentials is None else {
+            "user": self.credentials[0], "group": self.credentials[1], "extra_groups": []}
+        try:
+            with socket.create_server(("127.0.0.1", 0), backlog=128) as sock, \
+                    open(self._logs / f"{container_id}.log", "ab") as out:
+                fd = sock.fileno()
+                proc = subprocess.Popen(
+                    [*cmd, "--listen-fd", str(fd)], cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+                    stdout=out, stderr=subprocess.STDOUT, pass_fds=(fd, secret_r),
+                    start_new_session=True, **user)
+                port = sock.getsockname()[1]
+        finally:
+            os.close(secret_r)
+        handle = ContainerHandle(container_id, spec.name, self.name, "127.0.0.1", port, proc.pid,
+                                 secret=secret)
         self._procs[container_id] = proc
         self._handles[container_id] = handle
         record = {"id": container_id, "function": spec.name, "pid": proc.pid, "port": port,
-                  "start_time": process_start_time(proc.pid), **self._owner}
+                  "start_time": process_start_time(proc.pid), "tmp": str(tmp), **self._owner}
         (self._records / f"{container_id}.json").write_text(json.dumps(record))
         return handle
 
@@ -129,7 +188,8 @@ class ProcessBackend(Backend):
         self._procs.pop(handle.id, None)
         self._handles.pop(handle.id, None)
         (self._records / f"{handle.id}.json").unlink(missing_ok=True)
-        shutil.rmtree(self._tmp / handle.id, ignore_errors=True)
+        if (tmp := self._tmp.pop(handle.id, None)) is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
 
     def exit_code(self, handle: ContainerHandle) -> int | None:
         proc = self._procs.get(handle.id)
@@ -154,7 +214,8 @@ class ProcessBackend(Backend):
                 _killpg(rec["pid"], signal.SIGKILL)
                 reaped += 1
             path.unlink(missing_ok=True)
-            shutil.rmtree(self._tmp / path.stem, ignore_errors=True)
+            if rec.get("tmp"):
+                shutil.rmtree(rec["tmp"], ignore_errors=True)
         return reaped
 
     def stats(self, handle: ContainerHandle) -> ContainerStats | None:

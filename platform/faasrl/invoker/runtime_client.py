@@ -22,8 +22,9 @@ class RuntimeGone(ConnectionError):
 class RuntimeClient:
     """Connections to one container's runtime; idle ones are kept for the next request."""
 
-    def __init__(self, host: str, port: int):
+    def __init__(self, host: str, port: int, secret: str | None = None):
         self.host, self.port = host, port
+        self._auth = f"Authorization: Bearer {secret}\r\n" if secret else ""
         self._idle: list[Connection] = []
         self._closed = False
 
@@ -31,7 +32,7 @@ class RuntimeClient:
                       timeout: float | None = None) -> tuple[int, Any]:
         """Send one request; returns (status, decoded JSON body)."""
         payload = b"" if body is None else json.dumps(body, separators=(",", ":")).encode()
-        head = (f"{method} {path} HTTP/1.1\r\nHost: runtime\r\n"
+        head = (f"{method} {path} HTTP/1.1\r\nHost: runtime\r\n{self._auth}"
                 f"Content-Type: application/json\r\nContent-Length: {len(payload)}\r\n\r\n")
         conn = None
         try:

@@ -8,7 +8,7 @@ import resource
 import signal
 import sys
 
-from faasrl.runtime.server import RuntimeServer
+from faasrl.runtime.server import SECRET_ENV, RuntimeServer
 
 
 def _limit_memory(memory_mb: int) -> None:
@@ -35,6 +35,26 @@ def _die_with_parent(parent_pid: int) -> None:
         os._exit(1)
 
 
+def _take_secret(secret_fd: int | None) -> str | None:
+    """The secret the invoker will send, from an inherited pipe (the process backend: never in
+    the environment, where other processes of the same user could read it) or from the
+    environment (a container of its own); either way gone before the handler loads."""
+    if secret_fd is not None:
+        with os.fdopen(secret_fd, "rb") as f:
+            return f.read().decode().strip() or None
+    return os.environ.pop(SECRET_ENV, None) or None
+
+
+def _no_peeking() -> None:
+    """Keep other processes of the same user out of this one (its memory, environment and
+    file descriptors hold the secret and the job's Redis credentials)."""
+    if sys.platform == "linux":
+        import ctypes
+
+        pr_set_dumpable = 4
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_dumpable, 0)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m faasrl.runtime", description=__doc__)
     parser.add_argument("--host", default="127.0.0.1")
@@ -42,13 +62,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--listen-fd", type=int, help="serve on an inherited listening socket")
     parser.add_argument("--memory-mb", type=int, help="heap limit (setrlimit RLIMIT_DATA)")
     parser.add_argument("--parent-pid", type=int, help="exit when this process dies")
+    parser.add_argument("--secret-fd", type=int,
+                        help=f"read the bearer secret from this fd (else ${SECRET_ENV})")
     args = parser.parse_args(argv)
 
     if args.parent_pid:
         _die_with_parent(args.parent_pid)
+    _no_peeking()
     if args.memory_mb:
         _limit_memory(args.memory_mb)
-    server = RuntimeServer((args.host, args.port), listen_fd=args.listen_fd)
+    server = RuntimeServer((args.host, args.port), listen_fd=args.listen_fd,
+                           secret=_take_secret(args.secret_fd))
     host, port = server.server_address[:2]
     print(f"faasrl runtime listening on {host}:{port} (pid {os.getpid()})", flush=True)
     server.serve_forever()

@@ -1,14 +1,19 @@
 """The HTTP server inside every function container.
 
 ``GET /healthz`` answers as soon as the server accepts; ``POST /init`` loads the handler once;
-``POST /run`` calls it per invocation. Only the standard library is imported here, so a cold start
-costs Python's own start-up and the handler's imports, nothing else. Module-level state of the
-handler survives between runs: that is what a warm container buys.
+``POST /run`` calls it per invocation. When the container was given a secret (every backend gives
+one, never to the handler), ``/init`` and ``/run`` require it as a bearer token: only the invoker
+that started the container can run it, not another function on the same network.
+
+Only the standard library is imported here, so a cold start costs Python's own start-up and the
+handler's imports, nothing else. Module-level state of the handler survives between runs: that is
+what a warm container buys.
 """
 
 from __future__ import annotations
 
 import base64
+import hmac
 import importlib
 import io
 import json
@@ -27,18 +32,43 @@ from typing import Any
 
 # Exit status of a runtime that stopped itself after a run outlived its deadline.
 TIMEOUT_EXIT = 75
-_REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 409: "Conflict", 500: "Error"}
+SECRET_ENV = "FAASRL_RUNTIME_SECRET"  # where a container's runtime finds its secret
+_REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found",
+            409: "Conflict", 500: "Error"}
+
+
+class Client:
+    """The calling app, as Lambda's ClientContext ``client`` describes it."""
+
+    FIELDS = ("installation_id", "app_title", "app_version_name", "app_version_code",
+              "app_package_name")
+
+    def __init__(self, data: dict[str, Any]):
+        for name in self.FIELDS:
+            setattr(self, name, data.get(name))
+
+
+class ClientContext:
+    """What the caller of Lambda's Invoke API passed as ClientContext, in Lambda's shape."""
+
+    def __init__(self, data: dict[str, Any]):
+        client = data.get("client")
+        self.client = Client(client) if isinstance(client, dict) else None
+        self.custom: dict[str, Any] | None = data.get("custom")
+        self.env: dict[str, Any] | None = data.get("env")
 
 
 class Context:
     """What a handler learns about its invocation (Lambda's names where Lambda has one)."""
 
-    def __init__(self, invocation_id: str, function_name: str, memory_mb: int, deadline: float):
+    def __init__(self, invocation_id: str, function_name: str, memory_mb: int, deadline: float,
+                 client_context: ClientContext | None = None):
         self.invocation_id = invocation_id
         self.aws_request_id = invocation_id
         self.function_name = function_name
         self.memory_limit_in_mb = memory_mb
         self.deadline = deadline
+        self.client_context = client_context
 
     def remaining_s(self) -> float:
         return max(0.0, self.deadline - time.monotonic())
@@ -114,9 +144,13 @@ class Runtime:
             deadline_s = float(body.get("deadline_s", 60.0))
         except (TypeError, ValueError):
             return 400, _dumps(_error("BadRequest", "deadline_s: expected a number")), False
+        client_context = body.get("client_context")
+        if client_context is not None and not isinstance(client_context, dict):
+            return 400, _dumps(_error("BadRequest", "client_context: expected an object")), False
         start = time.monotonic()
         ctx = Context(str(body.get("invocation_id", "")), self.function, self.memory_mb,
-                      start + deadline_s)
+                      start + deadline_s,
+                      ClientContext(client_context) if client_context is not None else None)
         future = self._executor.submit(self.handler, body.get("args"), ctx)
         self.invocations += 1
         try:
@@ -172,7 +206,20 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._send(404, _dumps(_error("NotFound", self.path)))
 
+    def _authorized(self) -> bool:
+        secret = self.server.secret
+        if secret is None:
+            return True
+        scheme, _, token = self.headers.get("Authorization", "").partition(" ")
+        return scheme.lower() == "bearer" and hmac.compare_digest(token.strip().encode(),
+                                                                  secret.encode())
+
     def do_POST(self) -> None:
+        if not self._authorized():
+            self.close_connection = True
+            self._send(401, _dumps(_error("Unauthorized", "this runtime takes requests from "
+                                                          "the invoker that started it only")))
+            return
         try:
             length = int(self.headers.get("Content-Length", "0"))
             body = json.loads(self.rfile.read(length)) if length else {}
@@ -201,8 +248,10 @@ class RuntimeServer(ThreadingHTTPServer):
 
     daemon_threads = True
 
-    def __init__(self, address: tuple[str, int], listen_fd: int | None = None):
+    def __init__(self, address: tuple[str, int], listen_fd: int | None = None,
+                 secret: str | None = None):
         self.runtime = Runtime()
+        self.secret = secret
         if listen_fd is None:
             super().__init__(address, _Handler)
             return
