@@ -63,6 +63,32 @@ def test_request_response_returns_the_result_and_a_report(platform):
     assert "Init Duration" not in parse_report(base64.b64decode(again["LogResult"]).decode())
 
 
+def test_the_client_context_reaches_the_handler_in_lambdas_shape(platform):
+    with Client(platform.url, TOKEN) as c:
+        c.deploy(fn("cc", handler="fns:client_context"))
+    aws = lambda_client(platform.url)
+    sent = {"client": {"installation_id": "i-1", "app_title": "bench"},
+            "custom": {"round": 3}, "env": {"FAASRL_X": "1"}}
+    resp = aws.invoke(FunctionName="cc", Payload=b"{}",
+                      ClientContext=base64.b64encode(json.dumps(sent).encode()).decode())
+    got = json.loads(resp["Payload"].read())
+    assert got["custom"] == {"round": 3} and got["env"] == {"FAASRL_X": "1"}
+    assert got["client"]["installation_id"] == "i-1" and got["client"]["app_title"] == "bench"
+    assert got["client"]["app_version_code"] is None
+    assert json.loads(aws.invoke(FunctionName="cc", Payload=b"{}")["Payload"].read()) is None
+
+
+@pytest.mark.parametrize("value", ["!!not base64!!", base64.b64encode(b"[1, 2]").decode(),
+                                   base64.b64encode(b'{"custom": 5}').decode(),
+                                   base64.b64encode(b"{not json").decode()])
+def test_a_malformed_client_context_is_a_400(platform, value):
+    aws = lambda_client(platform.url)
+    with pytest.raises(ClientError) as err:
+        aws.invoke(FunctionName="t", Payload=b"{}", ClientContext=value)
+    assert err.value.response["Error"]["Code"] == "InvalidRequestContentException"
+    assert err.value.response["ResponseMetadata"]["HTTPStatusCode"] == 400
+
+
 def test_handler_errors_and_timeouts_come_back_as_function_errors(platform):
     aws = lambda_client(platform.url)
     resp = aws.invoke(FunctionName="boom", Payload=b'"x"')

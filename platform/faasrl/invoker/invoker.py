@@ -114,12 +114,13 @@ class Invoker:
                      invocation_id: str | None = None,
                      on_running: Callable[[InvocationRecord], None] | None = None,
                      affinity: str | None = None, placement: str | None = None,
-                     ) -> InvocationRecord:
+                     client_context: dict[str, Any] | None = None) -> InvocationRecord:
         """Run one invocation to its end and return its record.
 
         ``affinity``: prefer the warm container that last ran an invocation with this key.
         ``placement``: ``local`` or a service backend's name (``lambda``); default: the
-        function's own placement.
+        function's own placement. ``client_context``: Lambda's ClientContext (``client``,
+        ``custom``, ``env``), handed to a local handler as ``context.client_context``.
 
         Raises ``InvokerError`` when the invocation is refused (unknown function, queue full,
         no container in time); everything that happens once it runs is in the record.
@@ -157,7 +158,8 @@ class Invoker:
                 if on_running is not None:
                     on_running(rec)
                 init_billed = self._start_s.get(assign.container, 0.0) if assign.bills_init else 0
-                if await self._run(assign.container, args, timeout, rec, init_billed):
+                if await self._run(assign.container, args, timeout, rec, init_billed,
+                                   client_context):
                     break
         finally:
             rec.finished_at = time.time()
@@ -233,9 +235,11 @@ class Invoker:
         return assign, time.monotonic() - t0
 
     async def _run(self, cid: str, args: Any, timeout: float, rec: InvocationRecord,
-                   init_billed: float) -> bool:
+                   init_billed: float, client_context: dict[str, Any] | None = None) -> bool:
         """One attempt; returns False when the container died and the invocation may retry."""
         body = {"args": args, "deadline_s": timeout, "invocation_id": rec.id}
+        if client_context is not None:
+            body["client_context"] = client_context
         t0 = time.monotonic()
         try:
             status, out = await self._clients[cid].request(
@@ -316,7 +320,8 @@ class Invoker:
             async with asyncio.timeout(self.config.start_timeout_s):
                 handle = await self.backend.start(spec, cid, action.gpus)
                 self._handles[cid] = handle
-                client = self._clients[cid] = RuntimeClient(handle.host, handle.port)
+                client = self._clients[cid] = RuntimeClient(handle.host, handle.port,
+                                                             handle.secret)
                 init = {
                     "handler": spec.handler, "function": spec.name, "memory_mb": spec.memory_mb,
                     "concurrency": spec.max_concurrency,

@@ -18,6 +18,7 @@ must carry a SigV4 signature by access key id ``FAASRL_LAMBDA_API_ACCESS_KEY_ID`
 from __future__ import annotations
 
 import base64
+import binascii
 import contextlib
 import json
 import re
@@ -27,6 +28,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, FastAPI, Query, Request, Response
 from fastapi.responses import JSONResponse
 
+from faasrl.backends.aws_lambda import CLIENT_CONTEXT_MAX
 from faasrl.gateway import sigv4
 from faasrl.gateway.lambda_schemas import (
     ACCOUNT_ID,
@@ -143,6 +145,7 @@ async def invoke(function_name: str, request: Request, svc: ServicesDep,
     except ValueError as exc:
         raise LambdaApiError(400, "InvalidRequestContentException",
                              f"Could not parse request body into json: {exc}") from None
+    client_context = _client_context(request.headers.get("x-amz-client-context"))
     request_id = new_invocation_id()
     headers = {"x-amzn-RequestId": request_id, "X-Amz-Executed-Version": EXECUTED_VERSION}
 
@@ -152,11 +155,12 @@ async def invoke(function_name: str, request: Request, svc: ServicesDep,
         await svc.records.put_now(InvocationRecord(
             request_id, name, memory_mb=spec.memory_mb, backend=svc.invoker.backend.name,
             requested_at=time.time()))
-        svc.spawn(_invoke_event(svc, name, args, request_id))
+        svc.spawn(_invoke_event(svc, name, args, request_id, client_context))
         return Response(status_code=202, headers=headers)
 
     try:
-        rec = await svc.invoker.invoke(name, args, invocation_id=request_id, placement="local")
+        rec = await svc.invoker.invoke(name, args, invocation_id=request_id, placement="local",
+                                       client_context=client_context)
     except InvokerError as exc:
         raise _refusal(exc, arn) from None
     if log_type == "Tail":
@@ -168,10 +172,32 @@ async def invoke(function_name: str, request: Request, svc: ServicesDep,
     return JSONResponse(_function_error(rec, spec.timeout_s).model_dump(), headers=headers)
 
 
-async def _invoke_event(svc: Services, name: str, args: Any, request_id: str) -> None:
+async def _invoke_event(svc: Services, name: str, args: Any, request_id: str,
+                        client_context: dict[str, Any] | None) -> None:
     with contextlib.suppress(InvokerError):  # the invoker wrote a refusal into the record
         await svc.invoker.invoke(name, args, invocation_id=request_id,
-                                 on_running=svc.records.put, placement="local")
+                                 on_running=svc.records.put, placement="local",
+                                 client_context=client_context)
+
+
+def _client_context(header: str | None) -> dict[str, Any] | None:
+    """The ``X-Amz-Client-Context`` header: base64 of a JSON object whose ``client``,
+    ``custom`` and ``env`` are objects, at most Lambda's 3,583 bytes."""
+    if header is None:
+        return None
+    invalid = LambdaApiError(400, "InvalidRequestContentException",
+                             "Client context must be a valid Base64-encoded JSON object")
+    if len(header) > CLIENT_CONTEXT_MAX:
+        raise LambdaApiError(400, "InvalidParameterValueException",
+                             f"Client context must be at most {CLIENT_CONTEXT_MAX} bytes")
+    try:
+        value = json.loads(base64.b64decode(header, validate=True))
+    except (ValueError, binascii.Error):
+        raise invalid from None
+    if not isinstance(value, dict) or any(
+            not isinstance(value.get(k), dict | None) for k in ("client", "custom", "env")):
+        raise invalid
+    return value
 
 
 def _refusal(exc: InvokerError, arn: str) -> LambdaApiError:
