@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from pydantic import ValidationError
 
-from faasrl.manifest import FunctionSpec, ManifestError, load_manifest
+from faasrl.manifest import FunctionSpec, ManifestError, load_manifest, load_yaml
 
 
 def test_folder_manifest_gets_its_folder_as_code_dir(tmp_path):
@@ -45,3 +46,36 @@ def test_missing_manifest(tmp_path):
 def test_env_names_are_checked():
     with pytest.raises(ValueError, match="1X"):
         FunctionSpec(name="f", handler="m:h", env={"1X": "v"})
+
+
+FLOAT_FIELDS = [n for n, f in FunctionSpec.model_fields.items() if f.annotation is float]
+
+
+def test_float_fields_are_found():
+    assert set(FLOAT_FIELDS) == {"cpu", "timeout_s", "keep_alive_s"}
+
+
+@pytest.mark.parametrize("field", FLOAT_FIELDS)
+@pytest.mark.parametrize("value", [".nan", ".inf", "-.inf"])
+def test_floats_refuse_nan_and_infinity(tmp_path, field, value):
+    (tmp_path / "manifest.yaml").write_text(f"name: f\nhandler: h:m\n{field}: {value}\n")
+    with pytest.raises(ManifestError, match=f"{field}: Input should be a finite number"):
+        load_manifest(tmp_path)
+
+
+@pytest.mark.parametrize(("field", "value"), [
+    ("memory_mb", True), ("memory_mb", "512"), ("min_warm", 1.0), ("gpu", False),
+    ("cpu", "1"), ("cpu", True), ("timeout_s", "60")])
+def test_numbers_are_strict(field, value):
+    with pytest.raises(ValidationError) as err:
+        FunctionSpec.model_validate({"name": "f", "handler": "m:h", field: value})
+    assert [e["loc"] for e in err.value.errors()] == [(field,)]
+
+
+def test_yaml_exponents_are_numbers(tmp_path):
+    """PyYAML alone reads 5e-1 as a string, which a strict number field refuses."""
+    (tmp_path / "manifest.yaml").write_text("name: f\nhandler: h:m\ncpu: 5e-1\ntimeout_s: 1E2\n")
+    spec = load_manifest(tmp_path)
+    assert (spec.cpu, spec.timeout_s) == (0.5, 100.0)
+    assert load_yaml("a: 3e-4\nb: '3e-4'\nc: 12\nd: x1e3") == {"a": 3e-4, "b": "3e-4", "c": 12,
+                                                               "d": "x1e3"}
