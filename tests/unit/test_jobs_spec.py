@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import math
+import typing
+from collections.abc import Iterator
+from typing import Any
+
 import pytest
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from faasrl.controllers import RoundContext, build_controller
 from faasrl.invoker.records import InvocationRecord
@@ -81,3 +86,73 @@ def test_cost_from_billed_durations():
     assert serverful_cost(3600, pricing) == pytest.approx(3.74)
     cheap = Pricing(lambda_gb_s=0, lambda_request=1.0)
     assert actor_cost([actor], cheap) == 1.0
+
+
+_VALUE = object()  # where a float field's test value goes in a body template
+
+
+def _float_fields(model: type[BaseModel]) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(error location, body template) of every float field of a spec model, through nested
+    models and tagged unions (whose members the tag selects)."""
+    for name, info in model.model_fields.items():
+        args = typing.get_args(info.annotation) or (info.annotation,)
+        if float in args:
+            yield name, {name: _VALUE}
+        for arg in args:
+            if not (isinstance(arg, type) and issubclass(arg, BaseModel)):
+                continue
+            tag = {} if info.discriminator is None else \
+                {info.discriminator: arg.model_fields[str(info.discriminator)].default}
+            for loc, body in _float_fields(arg):
+                yield ".".join([name, *map(str, tag.values()), loc]), {name: {**tag, **body}}
+
+
+def _fill(template: Any, value: object) -> Any:
+    if isinstance(template, dict):
+        return {k: _fill(v, value) for k, v in template.items()}
+    return value if template is _VALUE else template
+
+
+FLOAT_FIELDS = dict(_float_fields(JobSpec))
+
+
+def test_float_fields_are_found():
+    assert {"stop.target_reward", "hyperparameters.learning_rate", "pricing.lambda_gb_s",
+            "asynchronous.impact.rho_bar", "asynchronous.aggregation.stellaris.decay",
+            "controller.schedule.factor", "controller.nitro.decay"} <= set(FLOAT_FIELDS)
+
+
+@pytest.mark.parametrize("loc", sorted(FLOAT_FIELDS))
+@pytest.mark.parametrize("value", [math.nan, math.inf, -math.inf])
+def test_no_float_field_takes_nan_or_infinity(loc, value):
+    with pytest.raises(ValidationError) as err:
+        JobSpec.model_validate({"env_id": "CartPole-v1", **_fill(FLOAT_FIELDS[loc], value)})
+    assert loc in fields(err.value), err.value
+    assert JobSpec.model_validate({"env_id": "CartPole-v1", **_fill(FLOAT_FIELDS[loc], 0.5)})
+
+
+@pytest.mark.parametrize(("body", "field"), [
+    ({"seed": True}, "seed"),
+    ({"seed": "1"}, "seed"),
+    ({"envs_per_actor": 4.0}, "envs_per_actor"),
+    ({"stop": {"max_rounds": False}}, "stop.max_rounds"),
+    ({"stop": {"confirm_target": "yes"}}, "stop.confirm_target"),
+    ({"stop": {"confirm_target": 1}}, "stop.confirm_target"),
+    ({"stop": {"budget_usd": True}}, "stop.budget_usd"),
+    ({"hyperparameters": {"learning_rate": "0.001"}}, "hyperparameters.learning_rate"),
+    ({"pricing": {"learners_per_vm": True}}, "pricing.learners_per_vm"),
+    ({"controller": {"name": "fixed", "actors": True}}, "controller.fixed.actors"),
+    ({"controller": {"name": "schedule", "actors": [1, "2"]}}, "controller.schedule.actors.1"),
+])
+def test_numbers_and_bools_are_strict(body, field):
+    with pytest.raises(ValidationError) as err:
+        JobSpec.model_validate({"env_id": "CartPole-v1", **body})
+    assert field in fields(err.value), err.value
+
+
+def test_floats_take_ints():
+    spec = JobSpec.model_validate({"env_id": "CartPole-v1", "stop": {"target_reward": 475},
+                                   "hyperparameters": {"learning_rate": 1},
+                                   "pricing": {"lambda_gb_s": 0}})
+    assert spec.stop.target_reward == 475.0 and isinstance(spec.stop.target_reward, float)
+    assert spec.hyperparameters.learning_rate == 1.0 and spec.pricing.lambda_gb_s == 0.0

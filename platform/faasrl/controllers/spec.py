@@ -7,7 +7,9 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-_STRICT = ConfigDict(extra="forbid")
+# No unknown fields; strict numbers (a bool or a string is not a count, floats take ints); no
+# NaN or infinity, which would pass every bound check and then poison a schedule.
+_STRICT = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
 SCHEDULER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 

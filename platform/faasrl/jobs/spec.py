@@ -21,7 +21,9 @@ from faasrl.controllers.spec import ControllerSpec, FixedController
 from faasrl.jobs.cost import Pricing
 from faasrl.rl.envs import check_env_id, env_family
 
-_STRICT = ConfigDict(extra="forbid")
+# No unknown fields; strict numbers (a JSON bool is not an int, a string is not a number; floats
+# take ints); no NaN or infinity, which compare false with every bound and so pass them all.
+_STRICT = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
 
 
 class PPOHyperparameters(BaseModel):
@@ -134,6 +136,12 @@ IMPACT_DEFAULTS: dict[str, Any] = {"learning_rate": 5e-4, "clip_coef": 0.4, "kl_
                                    "ent_coef": 0.01, "vf_coef": 1.0}
 
 
+class JobPricing(Pricing):
+    """``Pricing`` as a job spec takes it: the same fields, strict and finite like the rest."""
+
+    model_config = _STRICT
+
+
 class StopConditions(BaseModel):
     """A job stops at the first condition met; at least one must bound it."""
 
@@ -183,7 +191,7 @@ class JobSpec(BaseModel):
     steps_per_actor: int = Field(ge=1, le=100_000, description="steps per env per round")
     seed: int = Field(1, ge=0, le=2**31 - 1)
     stop: StopConditions = Field(default_factory=StopConditions)
-    pricing: Pricing = Field(default_factory=Pricing)
+    pricing: JobPricing = Field(default_factory=JobPricing)
     evaluation_episodes: int = Field(20, ge=0, le=1000)
     checkpoint_every: int = Field(10, ge=1, description="rounds between disk checkpoints")
     compress_trajectories: bool | None = Field(None, description="lz4; default on for Atari")
