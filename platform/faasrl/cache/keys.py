@@ -33,8 +33,12 @@ def update_key(job_id: str) -> str:
     return job_key(job_id, "update")
 
 
-def optimizer_keys(job_id: str) -> tuple[str, str]:
-    """(the optimizer state, the weights version it goes with)."""
+def optimizer_keys(job_id: str, previous: bool = False) -> tuple[str, str]:
+    """(the optimizer state, the weights version it goes with); ``previous``: the state the
+    newest publish replaced, kept so that a published update can be rolled back."""
+    if previous:
+        return job_key(job_id, "optimizer", "previous"), job_key(job_id, "optimizer",
+                                                                 "previous", "version")
     return job_key(job_id, "optimizer"), job_key(job_id, "optimizer", "version")
 
 

@@ -45,6 +45,9 @@ class ParameterStore:
                 pipe.delete(params_key(self._job, version - self._keep))
             if optimizer is not None:
                 state_key, version_key = optimizer_keys(self._job)
+                for key, previous in zip(optimizer_keys(self._job),
+                                         optimizer_keys(self._job, previous=True), strict=True):
+                    pipe.copy(key, previous, replace=True)
                 pipe.set(state_key, encode_optimizer(optimizer))
                 pipe.set(version_key, version)
             if also is not None:

@@ -37,7 +37,7 @@ from redis.asyncio import Redis
 from faasrl.cache import acl
 from faasrl.cache.connection import UNREACHABLE, UNREACHABLE_NAMES
 from faasrl.cache.health import RedisHealth
-from faasrl.cache.keys import latest_key, optimizer_keys, params_key
+from faasrl.cache.keys import latest_key, optimizer_keys, params_key, update_key
 from faasrl.controllers import Controller, RoundContext, build_controller
 from faasrl.controllers.nitro import convexity_ratio
 from faasrl.invoker import InvocationRecord, Invoker, InvokerError
@@ -446,12 +446,27 @@ class JobDriver:
         if latest is None:
             await self._restore_from_disk()
         elif int(latest) > (rec.version or 0):
-            # The learner published a version whose round the driver never recorded (the
-            # gateway stopped in between): continue from it; that round's row is lost.
-            log.warning("job %s: adopting version %s published before the restart", rec.id,
-                        int(latest))
-            rec.round += int(latest) - (rec.version or 0)
-            rec.version = int(latest)
+            await self._roll_back(int(latest))
+
+    async def _roll_back(self, latest: int) -> None:
+        """The learner published a version whose round the driver never recorded (the gateway
+        stopped in between): go back to the recorded version, so that the round runs again
+        and gets its row (its batches were consumed; new rollouts replace them)."""
+        rec = self.record
+        version = rec.version or 0
+        log.warning("job %s: rolling back from version %d, published after the last recorded "
+                    "round, to %d", rec.id, latest, version)
+        state_key, version_key = optimizer_keys(rec.id)
+        previous_state, previous_version = optimizer_keys(rec.id, previous=True)
+        kept = await self.redis.get(previous_version)
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.set(latest_key(rec.id), version)
+            pipe.delete(*(params_key(rec.id, v) for v in range(version + 1, latest + 1)),
+                        update_key(rec.id))
+            if kept is not None and int(kept) == version:
+                pipe.copy(previous_state, state_key, replace=True)
+                pipe.set(version_key, version)
+            await pipe.execute()
 
     async def _evaluate(self) -> Evaluation:
         rec = self.record
