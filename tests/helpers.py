@@ -18,8 +18,8 @@ def fn(name: str = "t", handler: str = "fns:echo", **kw: Any) -> dict[str, Any]:
             "memory_mb": 256, **kw}
 
 
-def wait_for(predicate: Callable[[], Any], timeout_s: float = 10.0, what: str = "condition"
-             ) -> Any:
+def wait_for(predicate: Callable[[], Any], timeout_s: float = 10.0, what: str = "condition",
+             poll_s: float = 0.02) -> Any:
     deadline = time.monotonic() + timeout_s
     while True:
         value = predicate()
@@ -27,7 +27,7 @@ def wait_for(predicate: Callable[[], Any], timeout_s: float = 10.0, what: str = 
             return value
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout_s:g} s waiting for {what}")
-        time.sleep(0.02)
+        time.sleep(poll_s)
 
 
 def pid_alive(pid: int) -> bool:
@@ -40,3 +40,25 @@ def pid_alive(pid: int) -> bool:
             return f.read().rsplit(")", 1)[1].split()[0] != "Z"
     except OSError:
         return False
+
+
+def finished(client: Any, job_id: str, timeout_s: float = 120) -> dict[str, Any]:
+    """The job's record once it is no longer pending or running."""
+    return wait_for(lambda: (j := client.job(job_id))["status"] not in ("pending", "running")
+                    and j, timeout_s=timeout_s, what=f"job {job_id} to finish", poll_s=0.1)
+
+
+def assert_rows_whole(rows: list[dict[str, Any]], rounds: int,
+                      env_steps: int | None = None) -> None:
+    """A job's metrics rows after any fault: one per round, in order, none missing or twice;
+    ``env_steps`` per round when given (synchronous: actors * envs * steps); running sums
+    that agree with the rows."""
+    assert [r["round"] for r in rows] == list(range(rounds)), [r["round"] for r in rows]
+    total_steps = total_cost = 0.0
+    for row in rows:
+        if env_steps is not None:
+            assert row["env_steps"] == env_steps, row
+        total_steps += row["env_steps"]
+        total_cost += row["cost_round"]
+        assert row["total_env_steps"] == total_steps, row
+        assert abs(row["cost_total"] - total_cost) <= 1e-9 + 1e-6 * total_cost, row

@@ -1,0 +1,236 @@
+"""Fault injection on the process backend: kill -9 of each part of a running job, and Redis
+going away under it. After each fault the job must finish with whole metrics rows (one per round,
+none missing or twice, every round's full batch, running sums that agree) and every answered
+invocation must have its record. Each test prints how long the fault stalled the job.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from helpers import assert_rows_whole, finished, pid_alive, wait_for
+
+from faasrl.cache.server import EmbeddedRedis
+from faasrl.client import Client, GatewayError
+
+pytestmark = pytest.mark.faults
+
+ROUNDS = 10
+SYNC = {"env_id": "CartPole-v1", "envs_per_actor": 2, "steps_per_actor": 256,
+        "controller": {"name": "fixed", "actors": 2}, "evaluation_episodes": 0,
+        "stop": {"max_rounds": ROUNDS}}
+SYNC_STEPS = 2 * 2 * 256
+ASYNC = {**SYNC, "execution": "async", "asynchronous": {"max_learners": 2}}
+
+
+@pytest.fixture
+def platform(make_platform):
+    """A platform on its own embedded (supervised, password-protected) Redis."""
+    return make_platform(redis_url=None, register_builtins=True)
+
+
+def busy_pid(client: Client, function: str, timeout_s: float = 60) -> int:
+    """The pid of a container of ``function`` while it runs an invocation."""
+    def find() -> int | None:
+        pool = client.cluster()["functions"].get(function, {"containers": []})
+        return next((c["pid"] for c in pool["containers"] if c["state"] == "busy"), None)
+
+    return wait_for(find, timeout_s=timeout_s, what=f"a busy {function} container",
+                    poll_s=0.005)
+
+
+def at_round(client: Client, job_id: str, k: int) -> None:
+    wait_for(lambda: client.job(job_id)["round"] >= k, timeout_s=120, what=f"round {k}",
+             poll_s=0.05)
+
+
+def stall(rows: list[dict]) -> float:
+    """How much longer than a usual round the slowest round took."""
+    times = [r["round_s"] for r in rows]
+    return max(times) - statistics.median(times)
+
+
+def report(what: str, seconds: float) -> None:
+    print(f"\nfault disruption: {what}: job stalled {seconds:.2f} s")
+
+
+def every_invocation_recorded(client: Client, function: str, at_least: int) -> None:
+    """Records of ``function`` exist for at least the invocations the rows account for."""
+    recs = wait_for(lambda: len(r := client.invocations(function, limit=1000)) >= at_least
+                    and r, what=f"{at_least} records of {function}")
+    assert all(r["status"] in ("success", "error", "timeout") for r in recs)
+
+
+@pytest.mark.parametrize("function", ["actor", "learner"])
+def test_a_killed_function_container_loses_nothing(client: Client, platform, function):
+    job = client.submit(SYNC)
+    at_round(client, job["id"], 3)
+    os.kill(busy_pid(client, function), signal.SIGKILL)
+    done = finished(client, job["id"])
+    assert done["status"] == "succeeded", done
+    rows = client.job_metrics(job["id"])
+    assert_rows_whole(rows, ROUNDS, SYNC_STEPS)
+    assert sum(r["cold_starts"] for r in rows[3:]) >= 1  # the lost container was replaced
+    every_invocation_recorded(client, "actor", 2 * ROUNDS)
+    report(f"kill -9 of the {function}", stall(rows))
+
+
+def test_a_killed_parameter_function_loses_nothing(client: Client, platform):
+    job = client.submit(ASYNC)
+    at_round(client, job["id"], 3)
+    os.kill(busy_pid(client, "parameter"), signal.SIGKILL)
+    done = finished(client, job["id"], timeout_s=240)
+    assert done["status"] == "succeeded", done
+    rows = client.job_metrics(job["id"])
+    assert_rows_whole(rows, ROUNDS)
+    assert all(r["gradients_aggregated"] + r["gradients_dropped"] >= 1 for r in rows)
+    report("kill -9 of the parameter function", stall(rows))
+
+
+def test_a_killed_embedded_redis_is_restarted_and_the_job_goes_on(client: Client, platform):
+    job = client.submit(SYNC)
+    at_round(client, job["id"], 3)
+    busy_pid(client, "actor")
+    dead = platform.redis.pid
+    os.kill(dead, signal.SIGKILL)
+    t0 = time.monotonic()
+    wait_for(lambda: platform.redis.restarts == 1, what="the supervisor's restart")
+    assert not pid_alive(dead)  # reaped, not a zombie
+    back = time.monotonic() - t0
+    done = finished(client, job["id"])
+    assert done["status"] == "succeeded", done
+    rows = client.job_metrics(job["id"])
+    assert_rows_whole(rows, ROUNDS, SYNC_STEPS)
+    assert client.health()["redis"] == "ok"
+    every_invocation_recorded(client, "actor", 2 * ROUNDS)
+    report(f"kill -9 of the embedded Redis (back after {back:.2f} s)", stall(rows))
+
+
+def test_a_redis_restart_during_the_actors_phase(make_platform, tmp_path):
+    """An external Redis (as compose runs it) stops while actors write and comes back on the
+    same port 1.5 s later: no actor slot is lost, no round trains on part of its batch."""
+    server = EmbeddedRedis(tmp_path / "redis", password="pw-restart").start()
+    try:
+        platform = make_platform(redis_url=server.url, register_builtins=True)
+        with platform.client() as client:
+            job = client.submit(SYNC)
+            at_round(client, job["id"], 3)
+            busy_pid(client, "actor")
+            server.stop()
+            time.sleep(1.5)
+            server.start()
+            done = finished(client, job["id"])
+            assert done["status"] == "succeeded", done
+            rows = client.job_metrics(job["id"])
+            assert_rows_whole(rows, ROUNDS, SYNC_STEPS)
+            assert all(r["actor_failures"] == 0 or r["env_steps"] == SYNC_STEPS for r in rows)
+            every_invocation_recorded(client, "actor", 2 * ROUNDS)
+            report("a Redis restart during the actors' phase (1.5 s down)", stall(rows))
+    finally:
+        server.stop()
+
+
+# ------------------------------------------------------------- the gateway as a process
+def gateway(state: Path, port: int, token: str, **env: str) -> subprocess.Popen[bytes]:
+    """``faasrl up`` in its own process (its log in the state dir's parent)."""
+    log = open(state.parent / f"gateway-{time.monotonic_ns()}.log", "wb")  # noqa: SIM115
+    return subprocess.Popen(
+        [sys.executable, "-m", "faasrl", "up", "--port", str(port), "--state-dir", str(state)],
+        env={**os.environ, "FAASRL_TOKEN": token, **env}, stdout=log, stderr=subprocess.STDOUT,
+        start_new_session=True)
+
+
+def up(url: str, token: str, proc: subprocess.Popen[bytes]) -> Client:
+    def healthy() -> bool:
+        assert proc.poll() is None, f"the gateway exited with {proc.returncode}"
+        try:
+            return httpx.get(f"{url}/healthz", timeout=1).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    wait_for(healthy, timeout_s=60, what="the gateway", poll_s=0.1)
+    return Client(url, token)
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_a_killed_gateway_resumes_its_job(tmp_path):
+    state, port, token = tmp_path / "state", free_port(), "fault-token"
+    url = f"http://127.0.0.1:{port}"
+    proc = gateway(state, port, token)
+    try:
+        with up(url, token, proc) as client:
+            job = client.submit(SYNC)
+            at_round(client, job["id"], 3)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        t0 = time.monotonic()
+        proc = gateway(state, port, token)
+        with up(url, token, proc) as client:
+            before = client.job(job["id"])["round"]
+            at_round(client, job["id"], before + 1)
+            stalled = time.monotonic() - t0
+            done = finished(client, job["id"])
+            assert done["status"] == "succeeded", done
+            rows = client.job_metrics(job["id"])
+            assert_rows_whole(rows, ROUNDS, SYNC_STEPS)
+            report("kill -9 of the gateway (with its embedded Redis and containers)",
+                   stalled - statistics.median(r["round_s"] for r in rows))
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(60)
+
+
+def test_an_answered_invocation_keeps_its_record_across_a_redis_outage_and_sigterm(tmp_path):
+    """Redis is down when the invocation is answered and still down when the gateway stops:
+    the record waits in the spool and is in Redis once both are back."""
+    server = EmbeddedRedis(tmp_path / "redis", password="pw-spool").start()
+    state, port, token = tmp_path / "state", free_port(), "spool-token"
+    url = f"http://127.0.0.1:{port}"
+    env = {"FAASRL_REDIS_URL": server.url, "FAASRL_REGISTER_BUILTINS": "true"}
+    proc = gateway(state, port, token, **env)
+    try:
+        with up(url, token, proc) as client:
+            client.invoke("echo", {"warm": True})
+            server.stop()
+            answered = client.invoke("echo", {"n": 1})
+            assert answered["status"] == "success"
+            with pytest.raises(GatewayError) as err:
+                client.invocation(answered["id"])
+            assert err.value.status == 503
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(60) == 0
+        log = b"".join(p.read_bytes() for p in tmp_path.glob("gateway-*.log"))
+        assert b"shutdown failed" not in log.lower(), log[-2000:]
+        assert (state / "records.spool").exists()
+        server.start()
+        proc = gateway(state, port, token, **env)
+        with up(url, token, proc) as client:
+            rec = wait_for(lambda: _record(client, answered["id"]), what="the spooled record")
+            assert rec["status"] == "success" and rec["result"]["echo"] == {"n": 1}
+        assert not (state / "records.spool").exists()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(60)
+        server.stop()
+
+
+def _record(client: Client, invocation_id: str) -> dict | None:
+    try:
+        return client.invocation(invocation_id)
+    except GatewayError:
+        return None
