@@ -2,15 +2,24 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
 import os
 import signal
 import time
+import uuid
+from collections.abc import Iterator
 
 import httpx
 import pytest
 from helpers import REPO, fn, pid_alive, wait_for
+from redis.asyncio import Redis
 
+from faasrl.cache.keys import job_key
+from faasrl.cache.server import EmbeddedRedis
 from faasrl.client import Client, GatewayError
+from faasrl.jobs.spec import JobSpec
+from faasrl.jobs.store import JobRecord, JobStore
 
 
 def containers(client: Client, name: str) -> list[dict]:
@@ -187,7 +196,7 @@ def test_async_invocation_is_recorded_and_listed(client: Client):
     assert done["status"] == "success" and done["finished_at"] >= done["requested_at"]
     wait_for(lambda: iid in [r["id"] for r in client.invocations("t")], what="the listing")
     with pytest.raises(GatewayError) as err:
-        client.invocation("no-such-id")
+        client.invocation(uuid.uuid4().hex)
     assert err.value.status == 404
 
 
@@ -261,9 +270,6 @@ def test_bad_requests_are_4xx_never_500(client: Client, platform):
     assert httpx.post(f"{base}/v1/functions", json=fn("t")).status_code == 409
     put = httpx.put(f"{base}/v1/functions/other", json=fn("t"))
     assert put.status_code == 422 and "name" in put.json()["error"]["fields"]
-    malformed = httpx.post(f"{base}/v1/functions/t/invoke", content=b"{not json",
-                           headers={"Content-Type": "application/json"})
-    assert malformed.status_code == 422
     bad_timeout = httpx.post(f"{base}/v1/functions/t/invoke", json={"timeout_s": -1})
     assert bad_timeout.status_code == 422 and "timeout_s" in bad_timeout.json()["error"]["fields"]
     bad_mode = httpx.post(f"{base}/v1/functions/t/invoke?mode=later", json={})
@@ -320,3 +326,203 @@ def test_cluster_view(client: Client, platform):
     (c,) = view["functions"]["t"]["containers"]
     assert c["state"] == "idle" and c["served"] == 1 and pid_alive(c["pid"])
     assert c["memory_mb"] > 1 and c["endpoint"].startswith("127.0.0.1:")
+
+
+# Every route with a path parameter, with a value its pattern refuses, and the parameter's name.
+BAD_PATH_PARAMETERS = [
+    ("GET", "/v1/functions/{name}", "bad.name", "name"),
+    ("PUT", "/v1/functions/{name}", "bad.name", "name"),
+    ("DELETE", "/v1/functions/{name}", "bad.name", "name"),
+    ("POST", "/v1/functions/{name}/invoke", "bad.name", "name"),
+    ("POST", "/v1/functions/{name}/prewarm", "-starts-with-a-dash", "name"),
+    ("GET", "/v1/invocations/{invocation_id}", "no-such-id", "invocation_id"),
+    ("GET", "/v1/jobs/{job_id}", "abc.def", "job_id"),
+    ("DELETE", "/v1/jobs/{job_id}", "abc.def", "job_id"),
+    ("GET", "/v1/jobs/{job_id}/metrics", "abc.def", "job_id"),
+    ("GET", "/v1/jobs/{job_id}/model", "a" * 65, "job_id"),
+    ("GET", "/v1/jobs/{job_id}/events", "abc~", "job_id"),
+    ("POST", "/v1/jobs/{job_id}/cancel", "abc.def", "job_id"),
+    ("POST", "/v1/jobs/{job_id}/resume", "é", "job_id"),
+]
+
+
+def test_bad_path_parameters_are_422_naming_them(platform):
+    doc = httpx.get(f"{platform.url}/openapi.json").json()
+    with_parameters = {(method.upper(), path) for path, ops in doc["paths"].items()
+                       if path.startswith("/v1/") and "{" in path for method in ops}
+    assert with_parameters == {(m, p) for m, p, _, _ in BAD_PATH_PARAMETERS}  # none left out
+    with httpx.Client(base_url=platform.url) as http:
+        for method, template, value, name in BAD_PATH_PARAMETERS:
+            op = doc["paths"][template][method.lower()]
+            (param,) = [p for p in op["parameters"] if p["in"] == "path"]
+            assert param["name"] == name and param["schema"]["pattern"], (method, template)
+            path = template.replace("{" + name + "}", value)
+            body = {"PUT": {"handler": "fns:echo"}, "POST": {"count": 1} if
+                    path.endswith("/prewarm") else {}}.get(method)
+            resp = http.request(method, path, json=body)
+            assert resp.status_code == 422, (method, path, resp.text)
+            assert list(resp.json()["error"]["fields"]) == [name], (method, path, resp.text)
+
+
+def test_well_formed_unknown_ids_are_404(platform):
+    base = platform.url
+    assert httpx.get(f"{base}/v1/jobs/abc-def_1").status_code == 404
+    assert httpx.get(f"{base}/v1/invocations/{uuid.uuid4().hex}").status_code == 404
+    assert httpx.get(f"{base}/v1/functions/no-such_fn").status_code == 404
+
+
+def test_malformed_json_is_400_with_the_parse_error(platform):
+    for body, needle in ((b'{"args": 1,}', "character 11"), (b'{"a": "\xc3\x28"}', "utf-8")):
+        resp = httpx.post(f"{platform.url}/v1/jobs", content=body,
+                          headers={"Content-Type": "application/json"})
+        assert resp.status_code == 400, resp.text
+        err = resp.json()["error"]
+        assert err["type"] == "InvalidJSON" and needle in err["message"] and "fields" not in err
+
+
+@pytest.mark.parametrize(("body", "field"), [
+    ('{"env_id": "CartPole-v1", "stop": {"target_reward": NaN}}', "stop.target_reward"),
+    ('{"env_id": "CartPole-v1", "stop": {"max_wall_s": Infinity}}', "stop.max_wall_s"),
+    ('{"env_id": "CartPole-v1", "pricing": {"lambda_gb_s": -Infinity}}', "pricing.lambda_gb_s"),
+    ('{"env_id": "CartPole-v1", "seed": true}', "seed"),
+    ('{"env_id": "CartPole-v1", "envs_per_actor": "4"}', "envs_per_actor"),
+    ('{"env_id": "CartPole-v1", "controller": {"name": "fixed", "actors": 2.0}}',
+     "controller.fixed.actors"),
+])
+def test_job_specs_refuse_non_finite_and_loose_numbers(platform, body, field):
+    resp = httpx.post(f"{platform.url}/v1/jobs", content=body,
+                      headers={"Content-Type": "application/json"})
+    assert resp.status_code == 422, resp.text
+    assert field in resp.json()["error"]["fields"]
+
+
+def test_request_bodies_take_strict_numbers(client: Client, platform):
+    client.deploy(fn("t"))
+    base = platform.url
+    for count in (False, True, "1", 1.5):
+        resp = httpx.post(f"{base}/v1/functions/t/prewarm", json={"count": count})
+        assert resp.status_code == 422 and "count" in resp.json()["error"]["fields"], count
+    for timeout in (True, "1"):
+        resp = httpx.post(f"{base}/v1/functions/t/invoke", json={"timeout_s": timeout})
+        assert resp.status_code == 422 and "timeout_s" in resp.json()["error"]["fields"]
+    nan = httpx.post(f"{base}/v1/functions/t/invoke", content=b'{"timeout_s": NaN}',
+                     headers={"Content-Type": "application/json"})
+    assert nan.status_code == 422 and "timeout_s" in nan.json()["error"]["fields"]
+    for field, value in (("memory_mb", True), ("cpu", "1"), ("timeout_s", float("inf")),
+                         ("min_warm", 1.0)):
+        resp = httpx.put(f"{base}/v1/functions/t", content=json.dumps(fn("t", **{field: value})),
+                         headers={"Content-Type": "application/json"})
+        assert resp.status_code == 422 and field in resp.json()["error"]["fields"], field
+    assert httpx.post(f"{base}/v1/functions/t/invoke", json={"timeout_s": 5}).status_code == 200
+
+
+def test_put_takes_its_name_from_the_path(platform):
+    base = platform.url
+    body = {k: v for k, v in fn("t").items() if k != "name"}
+    created = httpx.put(f"{base}/v1/functions/t", json=body)
+    assert created.status_code == 201 and created.json()["name"] == "t"
+    assert httpx.put(f"{base}/v1/functions/t", json={**body, "name": "t"}).status_code == 200
+    other = httpx.put(f"{base}/v1/functions/t", json={**body, "name": "u"})
+    assert other.status_code == 422 and list(other.json()["error"]["fields"]) == ["name"]
+    assert [f["name"] for f in httpx.get(f"{base}/v1/functions").json()] == ["t"]
+
+
+def test_405_allows_every_method_of_the_path(platform):
+    base = platform.url
+    for method, path, allowed in (
+            ("PATCH", "/v1/functions/t", "DELETE, GET, HEAD, PUT"),
+            ("OPTIONS", "/v1/functions", "GET, HEAD, POST"),
+            ("PUT", "/v1/jobs", "GET, HEAD, POST"),
+            ("POST", "/v1/jobs/abc", "DELETE, GET, HEAD"),
+            ("GET", "/v1/jobs/abc/cancel", "POST")):
+        resp = httpx.request(method, f"{base}{path}")
+        assert resp.status_code == 405 and resp.headers["allow"] == allowed, (method, path)
+        assert resp.json()["error"]["type"] == "MethodNotAllowed"
+
+
+def test_openapi_documents_the_answers_routes_give(platform):
+    paths = httpx.get(f"{platform.url}/openapi.json").json()["paths"]
+    put = paths["/v1/functions/{name}"]["put"]
+    assert {"200", "201", "400", "422", "503"} <= set(put["responses"])
+    body = put["requestBody"]["content"]["application/json"]["schema"]["$ref"]
+    assert body.endswith("/FunctionUpdate")
+    for method, path in (("post", "/v1/functions"), ("post", "/v1/functions/{name}/invoke"),
+                         ("post", "/v1/functions/{name}/prewarm"), ("post", "/v1/jobs")):
+        assert {"400", "413"} <= set(paths[path][method]["responses"]), (method, path)
+    for method, path in (("get", "/v1/jobs/{job_id}"), ("get", "/v1/jobs/{job_id}/events"),
+                         ("post", "/v1/jobs"), ("get", "/v1/invocations/{invocation_id}"),
+                         ("post", "/v1/code"), ("post", "/v1/functions")):
+        unavailable = paths[path][method]["responses"]["503"]
+        assert "Retry-After" in unavailable["headers"], (method, path)
+    assert {"200", "201"} <= set(paths["/v1/code"]["post"]["responses"])
+
+
+def _sse(resp: httpx.Response) -> Iterator[dict[str, str]]:
+    """The events of a server-sent event stream, each as its fields."""
+    event: dict[str, str] = {}
+    for line in resp.iter_lines():
+        if not line:
+            if event:
+                yield event
+            event = {}
+        elif not line.startswith(":"):
+            key, _, value = line.partition(":")
+            event[key] = value.removeprefix(" ")
+
+
+async def _seed_job(url: str, job_id: str, rows: range, status: str) -> None:
+    """A job record and metrics rows (appended to the job's list, as its driver does)."""
+    redis = Redis.from_url(url)
+    try:
+        for k in rows:
+            await redis.rpush(job_key(job_id, "metrics"), json.dumps({"round": k}))
+        await JobStore(redis).save(JobRecord(
+            id=job_id, spec=JobSpec(env_id="CartPole-v1"), status=status, round=rows.stop,
+            created_at=time.time()))
+    finally:
+        await redis.aclose()
+
+
+@pytest.fixture
+def own_redis(tmp_path) -> Iterator[EmbeddedRedis]:
+    """A Redis of the test's own, to stop and start again (set up before the platform, so
+    stopped after it)."""
+    server = EmbeddedRedis(tmp_path / "own-redis").start()
+    yield server
+    server.stop()
+
+
+def test_redis_unreachable_is_503_and_event_streams_resume(own_redis, make_platform):
+    platform = make_platform(redis_url=own_redis.url)
+    base, job = platform.url, "job-1"
+    asyncio.run(_seed_job(own_redis.url, job, range(3), "running"))
+    with httpx.stream("GET", f"{base}/v1/jobs/{job}/events", timeout=20) as resp:
+        events = _sse(resp)
+        rounds = [next(events) for _ in range(3)]
+        assert [(e["id"], e["event"]) for e in rounds] == [("0", "round"), ("1", "round"),
+                                                           ("2", "round")]
+        own_redis.stop()
+        rest = list(events)  # the stream ends after its error event
+    assert [e["event"] for e in rest] == ["error"] and "id" not in rest[0]
+    assert int(rest[0]["retry"]) > 0
+    assert json.loads(rest[0]["data"])["error"]["type"] == "RedisUnavailable"
+
+    with httpx.Client(base_url=base) as http:
+        for method, path in (("GET", f"/v1/jobs/{job}"), ("GET", f"/v1/jobs/{job}/events"),
+                             ("GET", "/v1/jobs"), ("POST", f"/v1/jobs/{job}/cancel"),
+                             ("GET", f"/v1/invocations/{uuid.uuid4().hex}"),
+                             ("POST", "/v1/functions")):
+            resp = http.request(method, path, json=fn("t") if path == "/v1/functions" else None)
+            assert resp.status_code == 503, (method, path, resp.text)
+            assert int(resp.headers["retry-after"]) > 0
+            assert resp.json()["error"]["type"] == "RedisUnavailable", resp.text
+        assert http.get("/healthz").status_code == 503
+
+    own_redis.start()  # same port and data: the job and its rows are back
+    asyncio.run(_seed_job(own_redis.url, job, range(3, 5), "succeeded"))  # two rows more
+    with httpx.stream("GET", f"{base}/v1/jobs/{job}/events", timeout=20,
+                      headers={"Last-Event-ID": rounds[-1]["id"]}) as resp:
+        resumed = list(_sse(resp))
+    assert [(e.get("id"), e["event"]) for e in resumed] == [("3", "round"), ("4", "round"),
+                                                            (None, "end")]
+    assert [json.loads(e["data"])["round"] for e in resumed[:2]] == [3, 4]

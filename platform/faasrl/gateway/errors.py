@@ -1,18 +1,24 @@
 """One error shape for every 4xx/5xx: ``{"error": {"type", "message", "fields"?}}``.
 
 Validation errors name the offending field (``fields`` maps each to its problem), so bad input is
-always a clear 4xx, never a 500.
+always a clear 4xx, never a 500: a body that is not JSON is a 400 ``InvalidJSON``, a Redis that
+cannot be reached a 503 ``RedisUnavailable`` with ``Retry-After``.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from redis.exceptions import BusyLoadingError
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import compile_path
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from faasrl.invoker.errors import InvokerError
@@ -21,10 +27,20 @@ log = logging.getLogger(__name__)
 _LOCATIONS = ("body", "query", "path", "header")
 _KINDS = {400: "BadRequest", 401: "Unauthorized", 403: "Forbidden", 404: "NotFound",
           405: "MethodNotAllowed", 409: "Conflict", 413: "PayloadTooLarge", 422: "ValidationError"}
+_HTTP_METHODS = {"get", "put", "post", "delete", "options", "head", "patch", "trace"}
+# Redis not answering now, as opposed to refusing a command: worth a retry, not the client's
+# fault. redis.asyncio raises these same classes.
+REDIS_UNAVAILABLE = (RedisConnectionError, RedisTimeoutError, BusyLoadingError)
+REDIS_RETRY_AFTER_S = 5  # a restarted Redis replays its append-only file within seconds
 
 
 def error_body(kind: str, message: str, **extra: Any) -> dict[str, Any]:
     return {"error": {"type": kind, "message": message, **extra}}
+
+
+def redis_unavailable_body(exc: Exception) -> dict[str, Any]:
+    return error_body("RedisUnavailable", f"Redis is unreachable ({type(exc).__name__}: "
+                                          f"{exc}); retry in {REDIS_RETRY_AFTER_S} s")
 
 
 class FieldError(Exception):
@@ -40,9 +56,20 @@ def _field_response(fields: dict[str, str]) -> JSONResponse:
     return JSONResponse(error_body("ValidationError", message, fields=fields), status_code=422)
 
 
+def _invalid_json(message: str) -> JSONResponse:
+    return JSONResponse(error_body("InvalidJSON", f"the body is not valid JSON: {message}"),
+                        status_code=400)
+
+
 async def _on_validation(_: Request, exc: RequestValidationError) -> JSONResponse:
+    errors = exc.errors()
+    for err in errors:  # FastAPI reports a JSON syntax error as a field at a character offset
+        if err.get("type") == "json_invalid":
+            loc = err.get("loc", ())
+            at = f" at character {loc[-1]}" if len(loc) > 1 else ""
+            return _invalid_json(f"{err.get('ctx', {}).get('error', 'unparsable')}{at}")
     fields: dict[str, str] = {}
-    for err in exc.errors():
+    for err in errors:
         loc = [str(p) for p in err.get("loc", ())]
         if loc and loc[0] in _LOCATIONS:
             loc = loc[1:]
@@ -60,10 +87,44 @@ async def _on_invoker_error(_: Request, exc: InvokerError) -> JSONResponse:
                         headers=headers)
 
 
-async def _on_http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+async def _on_redis_unavailable(_: Request, exc: Exception) -> JSONResponse:
+    log.warning("answering 503: %s: %s", type(exc).__name__, exc)
+    return JSONResponse(redis_unavailable_body(exc), status_code=503,
+                        headers={"Retry-After": str(REDIS_RETRY_AFTER_S)})
+
+
+async def _on_http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+    if exc.status_code == 400 and isinstance(exc.__cause__, UnicodeDecodeError):
+        return _invalid_json(str(exc.__cause__))  # FastAPI's "error parsing the body"
+    headers = getattr(exc, "headers", None)
+    if exc.status_code == 405:
+        headers = {**(headers or {}), "Allow": _allowed_methods(request, headers)}
     kind = _KINDS.get(exc.status_code, "Error")
     return JSONResponse(error_body(kind, str(exc.detail)), status_code=exc.status_code,
-                        headers=getattr(exc, "headers", None))
+                        headers=headers)
+
+
+def _allowed_methods(request: Request, headers: dict[str, str] | None) -> str:
+    """Every method the request's path allows. Starlette's 405 names only the methods of the
+    first route whose path matched, though routes for other methods share that path."""
+    methods = {m.strip() for m in (headers or {}).get("Allow", "").split(",") if m.strip()}
+    path = request.scope.get("path", "")
+    for template, methods_of in _path_table(request.app):
+        if template.match(path):
+            methods |= methods_of
+    if "GET" in methods:
+        methods.add("HEAD")  # Starlette answers HEAD wherever it answers GET
+    return ", ".join(sorted(methods))
+
+
+def _path_table(app: FastAPI) -> list[tuple[re.Pattern[str], set[str]]]:
+    """(path regex, methods) per path of the OpenAPI document, built once per app."""
+    table = getattr(app.state, "path_methods", None)
+    if table is None:
+        table = [(compile_path(path)[0], {m.upper() for m in ops if m in _HTTP_METHODS})
+                 for path, ops in app.openapi().get("paths", {}).items()]
+        app.state.path_methods = table
+    return table
 
 
 async def _on_unexpected(_: Request, exc: Exception) -> JSONResponse:
@@ -76,6 +137,8 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(RequestValidationError, _on_validation)
     app.add_exception_handler(FieldError, _on_field_error)
     app.add_exception_handler(InvokerError, _on_invoker_error)
+    for cls in REDIS_UNAVAILABLE:
+        app.add_exception_handler(cls, _on_redis_unavailable)
     app.add_exception_handler(StarletteHTTPException, _on_http_error)
     app.add_exception_handler(Exception, _on_unexpected)
 

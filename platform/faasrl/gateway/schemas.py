@@ -1,14 +1,30 @@
-"""Request and response bodies of the REST API (the function manifest is ``FunctionSpec``)."""
+"""Request and response bodies of the REST API (the function manifest is ``FunctionSpec``),
+its path parameters and the error answers routes document."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
+from fastapi import Path
 from pydantic import BaseModel, ConfigDict, Field
+
+from faasrl.cache.keys import _JOB_ID
+from faasrl.manifest import FUNCTION_NAME, FunctionSpec
+
+# Path parameters, each checked where the route declares it (so OpenAPI shows the pattern and a
+# bad one is a 422 naming it) with the pattern of what it names: one definition each.
+INVOCATION_ID = r"^[0-9a-f]{32}$"  # uuid4().hex, as faasrl.invoker.invoker.new_invocation_id
+FunctionName = Annotated[str, Path(pattern=FUNCTION_NAME, description="a function's name")]
+JobId = Annotated[str, Path(pattern=_JOB_ID.pattern, description="a job's id")]
+InvocationId = Annotated[str, Path(pattern=INVOCATION_ID, description="an invocation's id")]
+
+# Request bodies: no unknown fields, strict numbers (a JSON bool is not a count, a string is not
+# a number; floats take ints), no NaN or infinity.
+_REQUEST = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
 
 
 class InvokeRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = _REQUEST
 
     args: Any = Field(None, description="any JSON value; the handler's first argument")
     timeout_s: float | None = Field(None, gt=0, description="shorter than the function's own")
@@ -41,7 +57,7 @@ class InvocationAccepted(BaseModel):
 
 
 class PrewarmRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = _REQUEST
 
     count: int = Field(ge=0, le=1024, description="containers the function should have")
 
@@ -98,6 +114,31 @@ class ErrorDetail(BaseModel):
 
 class ErrorOut(BaseModel):
     error: ErrorDetail
+
+
+class FunctionUpdate(FunctionSpec):
+    """A manifest for ``PUT /v1/functions/{name}``: the path names the function, so ``name``
+    may be left out; given, it must be the path's."""
+
+    name: str | None = Field(None, pattern=FUNCTION_NAME,
+                             description="the path's name when left out; given, must equal it")
+
+    def named(self, name: str) -> FunctionSpec:
+        return FunctionSpec.model_validate({**self.model_dump(exclude_unset=True), "name": name})
+
+
+def _errors(description: str) -> dict[str, Any]:
+    return {"model": ErrorOut, "description": description}
+
+
+# Error answers, for routes' ``responses=``.
+BODY_ERRORS: dict[int | str, dict[str, Any]] = {
+    400: _errors("the body is not valid JSON (type InvalidJSON)"),
+    413: _errors("the body is larger than the gateway's FAASRL_MAX_PAYLOAD_BYTES")}
+REDIS_ERRORS: dict[int | str, dict[str, Any]] = {
+    503: {**_errors("Redis is unreachable (type RedisUnavailable)"), "headers": {
+        "Retry-After": {"description": "seconds to wait before retrying",
+                        "schema": {"type": "integer"}}}}}
 
 
 class CodeOut(BaseModel):

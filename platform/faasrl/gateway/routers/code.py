@@ -12,15 +12,17 @@ from fastapi import APIRouter, Depends, Request, Response, status
 from faasrl import code_archive
 from faasrl.gateway.auth import require_token
 from faasrl.gateway.errors import FieldError
-from faasrl.gateway.schemas import CodeOut, ErrorOut
+from faasrl.gateway.schemas import REDIS_ERRORS, CodeOut, ErrorOut
 from faasrl.gateway.services import ServicesDep
 
 router = APIRouter(prefix="/v1/code", tags=["functions"], dependencies=[Depends(require_token)],
                    responses={401: {"model": ErrorOut}, 413: {"model": ErrorOut},
-                              422: {"model": ErrorOut}})
+                              422: {"model": ErrorOut}, **REDIS_ERRORS})
 
 
 @router.post("", response_model=CodeOut, status_code=status.HTTP_201_CREATED,
+             responses={200: {"model": CodeOut, "description": "already stored"},
+                        201: {"description": "stored"}},
              openapi_extra={"requestBody": {"required": True, "content": {
                  "application/zip": {"schema": {"type": "string", "format": "binary"}}}}})
 async def upload_code(request: Request, response: Response, svc: ServicesDep) -> CodeOut:

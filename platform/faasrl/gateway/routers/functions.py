@@ -11,7 +11,11 @@ from fastapi.responses import JSONResponse
 from faasrl.gateway.auth import require_token
 from faasrl.gateway.errors import FieldError
 from faasrl.gateway.schemas import (
+    BODY_ERRORS,
+    REDIS_ERRORS,
     ErrorOut,
+    FunctionName,
+    FunctionUpdate,
     InvocationAccepted,
     InvocationOut,
     InvokeRequest,
@@ -51,7 +55,7 @@ async def list_functions(svc: ServicesDep) -> list[FunctionSpec]:
 
 
 @router.post("", response_model=FunctionSpec, status_code=status.HTTP_201_CREATED,
-             responses={409: {"model": ErrorOut}})
+             responses={409: {"model": ErrorOut}, **BODY_ERRORS, **REDIS_ERRORS})
 async def create_function(spec: FunctionSpec, svc: ServicesDep
                           ) -> FunctionSpec:
     """Register a new function; 409 if the name is taken (PUT replaces)."""
@@ -62,12 +66,17 @@ async def create_function(spec: FunctionSpec, svc: ServicesDep
     return spec
 
 
-@router.put("/{name}", response_model=FunctionSpec)
-async def put_function(name: str, spec: FunctionSpec, response: Response,
+@router.put("/{name}", response_model=FunctionSpec,
+            responses={200: {"description": "replaced"},
+                        201: {"model": FunctionSpec, "description": "registered"},
+                        **BODY_ERRORS, **REDIS_ERRORS})
+async def put_function(name: FunctionName, body: FunctionUpdate, response: Response,
                        svc: ServicesDep) -> FunctionSpec:
-    """Register or replace; containers of the old version retire once idle."""
-    if spec.name != name:
-        raise FieldError({"name": f"{spec.name!r} does not match the path's {name!r}"})
+    """Register (201) or replace (200); containers of the old version retire once idle. The
+    body's ``name`` may be left out; given, it must be the path's."""
+    if body.name not in (None, name):
+        raise FieldError({"name": f"{body.name!r} does not match the path's {name!r}"})
+    spec = body.named(name)
     exists = any(f.name == name for f in svc.invoker.pool.functions())
     await _deploy(spec, svc)
     response.status_code = status.HTTP_200_OK if exists else status.HTTP_201_CREATED
@@ -75,13 +84,13 @@ async def put_function(name: str, spec: FunctionSpec, response: Response,
 
 
 @router.get("/{name}", response_model=FunctionSpec, responses={404: {"model": ErrorOut}})
-async def get_function(name: str, svc: ServicesDep) -> FunctionSpec:
+async def get_function(name: FunctionName, svc: ServicesDep) -> FunctionSpec:
     return svc.invoker.pool.spec(name)
 
 
 @router.delete("/{name}", status_code=status.HTTP_204_NO_CONTENT,
-               responses={404: {"model": ErrorOut}})
-async def delete_function(name: str, svc: ServicesDep) -> Response:
+               responses={404: {"model": ErrorOut}, **REDIS_ERRORS})
+async def delete_function(name: FunctionName, svc: ServicesDep) -> Response:
     svc.invoker.pool.spec(name)
     await svc.functions.delete(name)
     svc.invoker.unregister(name)
@@ -90,9 +99,11 @@ async def delete_function(name: str, svc: ServicesDep) -> Response:
 
 @router.post("/{name}/invoke", response_model=InvocationOut,
              responses={202: {"model": InvocationAccepted}, 404: {"model": ErrorOut},
-                        413: {"model": ErrorOut}, 429: {"model": ErrorOut},
-                        503: {"model": ErrorOut}})
-async def invoke(name: str, body: InvokeRequest,
+                        410: {"model": ErrorOut, "description": "deleted while it waited"},
+                        429: {"model": ErrorOut}, **BODY_ERRORS,
+                        503: {**REDIS_ERRORS[503], "description": "no container within the "
+                              "queue timeout (QueueTimeout), or Redis is unreachable"}})
+async def invoke(name: FunctionName, body: InvokeRequest,
                  svc: ServicesDep,
                  mode: Annotated[Literal["sync", "async"],
                                  Query(description="async answers 202")] = "sync") -> Response:
@@ -126,8 +137,8 @@ async def _invoke_async(svc: Services, name: str, body: InvokeRequest, invocatio
 
 
 @router.post("/{name}/prewarm", response_model=PrewarmResult,
-             responses={404: {"model": ErrorOut}})
-async def prewarm(name: str, body: PrewarmRequest, svc: ServicesDep
+             responses={404: {"model": ErrorOut}, **BODY_ERRORS})
+async def prewarm(name: FunctionName, body: PrewarmRequest, svc: ServicesDep
                   ) -> PrewarmResult:
     """Start containers ahead of demand until ``count`` exist (as capacity allows)."""
     started = svc.invoker.prewarm(name, body.count)

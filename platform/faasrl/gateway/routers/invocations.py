@@ -7,16 +7,18 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, HTTPException, Query
 
 from faasrl.gateway.auth import require_token
-from faasrl.gateway.schemas import ErrorOut, InvocationOut
+from faasrl.gateway.schemas import REDIS_ERRORS, ErrorOut, InvocationId, InvocationOut
 from faasrl.gateway.services import ServicesDep
+from faasrl.manifest import FUNCTION_NAME
 
 router = APIRouter(prefix="/v1/invocations", tags=["invocations"],
-                   dependencies=[Depends(require_token)], responses={401: {"model": ErrorOut}})
+                   dependencies=[Depends(require_token)],
+                   responses={401: {"model": ErrorOut}, **REDIS_ERRORS})
 
 
 @router.get("/{invocation_id}", response_model=InvocationOut,
             responses={404: {"model": ErrorOut}})
-async def get_invocation(invocation_id: str, svc: ServicesDep
+async def get_invocation(invocation_id: InvocationId, svc: ServicesDep
                          ) -> dict[str, Any]:
     rec = await svc.records.get(invocation_id)
     if rec is None:
@@ -28,7 +30,8 @@ async def get_invocation(invocation_id: str, svc: ServicesDep
 @router.get("", response_model=list[InvocationOut])
 async def list_invocations(
         svc: ServicesDep,
-        function: Annotated[str | None, Query(description="only this function's")] = None,
+        function: Annotated[str | None, Query(pattern=FUNCTION_NAME,
+                                              description="only this function's")] = None,
         limit: Annotated[int, Query(ge=1, le=1000)] = 50) -> list[dict[str, Any]]:
     """The most recent finished invocations, newest first."""
     names = [function] if function else [f.name for f in svc.invoker.pool.functions()]

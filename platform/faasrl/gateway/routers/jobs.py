@@ -14,15 +14,21 @@ from fastapi.responses import StreamingResponse
 
 from faasrl.cache.keys import params_key
 from faasrl.gateway.auth import require_token
-from faasrl.gateway.errors import FieldError
-from faasrl.gateway.schemas import ErrorOut
+from faasrl.gateway.errors import (
+    REDIS_RETRY_AFTER_S,
+    REDIS_UNAVAILABLE,
+    FieldError,
+    redis_unavailable_body,
+)
+from faasrl.gateway.schemas import BODY_ERRORS, REDIS_ERRORS, ErrorOut, JobId
 from faasrl.gateway.services import ServicesDep
 from faasrl.jobs.manager import BadController, JobConflict, JobNotFound, MissingFunction
 from faasrl.jobs.spec import JobSpec
 from faasrl.jobs.store import ACTIVE, JobRecord
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"], dependencies=[Depends(require_token)],
-                   responses={401: {"model": ErrorOut}, 404: {"model": ErrorOut}})
+                   responses={401: {"model": ErrorOut}, 404: {"model": ErrorOut},
+                              **REDIS_ERRORS})
 POLL_S = 0.5
 HEARTBEAT_S = 15.0
 
@@ -35,7 +41,7 @@ async def _get(svc: ServicesDep, job_id: str) -> JobRecord:
 
 
 @router.post("", response_model=JobRecord, status_code=status.HTTP_201_CREATED,
-             responses={422: {"model": ErrorOut}})
+             responses={422: {"model": ErrorOut}, **BODY_ERRORS})
 async def submit(spec: JobSpec, svc: ServicesDep) -> JobRecord:
     """Start a training job; hyper-parameters left out take defaults for the env's family."""
     try:
@@ -50,13 +56,13 @@ async def list_jobs(svc: ServicesDep) -> list[JobRecord]:
 
 
 @router.get("/{job_id}", response_model=JobRecord)
-async def get_job(job_id: str, svc: ServicesDep) -> JobRecord:
+async def get_job(job_id: JobId, svc: ServicesDep) -> JobRecord:
     """Status, round, latest metrics row (``last_row``), cost and evaluation."""
     return await _get(svc, job_id)
 
 
 @router.get("/{job_id}/metrics", responses={200: {"content": {"text/csv": {}}}})
-async def metrics(job_id: str, svc: ServicesDep,
+async def metrics(job_id: JobId, svc: ServicesDep,
                   format: Annotated[Literal["json", "csv"], Query()] = "json") -> Response:
     """One row per round, as JSON or CSV."""
     await _get(svc, job_id)
@@ -78,24 +84,33 @@ async def metrics(job_id: str, svc: ServicesDep,
 
 @router.get("/{job_id}/events", response_class=StreamingResponse,
             responses={200: {"content": {"text/event-stream": {}}}})
-async def events(job_id: str, request: Request, svc: ServicesDep,
-                 last_event_id: Annotated[int | None, Header()] = None) -> StreamingResponse:
+async def events(job_id: JobId, request: Request, svc: ServicesDep,
+                 last_event_id: Annotated[int | None, Header(ge=0)] = None
+                 ) -> StreamingResponse:
     """Server-sent events: ``round`` (a metrics row, ``id`` = its index) as each round ends,
     then ``end`` (the job record) when the job is no longer active. Reconnect with
-    ``Last-Event-ID`` to continue after the last row received."""
+    ``Last-Event-ID`` to continue after the last row received. If Redis becomes unreachable,
+    the stream sends ``error`` (an error body, and a ``retry`` hint) and ends: reconnect."""
     await _get(svc, job_id)
     start = 0 if last_event_id is None else last_event_id + 1
 
     async def stream() -> AsyncIterator[str]:
         index, quiet = start, 0.0
         while not request.app.state.closing:
-            rows = await svc.jobs.store.rows(job_id, index)
-            for row in rows:
-                yield f"id: {index}\nevent: round\ndata: {json.dumps(row)}\n\n"
-                index += 1
-            rec = await svc.jobs.get(job_id)
-            if rec.status not in ACTIVE and not await svc.jobs.store.rows(job_id, index):
-                yield f"event: end\ndata: {rec.model_dump_json()}\n\n"
+            try:
+                rows = await svc.jobs.store.rows(job_id, index)
+                for row in rows:
+                    yield f"id: {index}\nevent: round\ndata: {json.dumps(row)}\n\n"
+                    index += 1
+                rec = await svc.jobs.get(job_id)
+                if rec.status not in ACTIVE and not await svc.jobs.store.rows(job_id, index):
+                    yield f"event: end\ndata: {rec.model_dump_json()}\n\n"
+                    return
+            except REDIS_UNAVAILABLE as exc:
+                # No id: the client's Last-Event-ID stays the last row it got, so its
+                # reconnection resumes right after it.
+                yield (f"event: error\nretry: {REDIS_RETRY_AFTER_S * 1000}\n"
+                       f"data: {json.dumps(redis_unavailable_body(exc))}\n\n")
                 return
             quiet = 0.0 if rows else quiet + POLL_S
             if quiet >= HEARTBEAT_S:
@@ -111,7 +126,7 @@ async def events(job_id: str, request: Request, svc: ServicesDep,
 
 @router.get("/{job_id}/model", response_class=Response,
             responses={200: {"content": {"application/octet-stream": {}}}})
-async def model(job_id: str, svc: ServicesDep,
+async def model(job_id: JobId, svc: ServicesDep,
                 version: Annotated[int | None, Query(ge=0)] = None) -> Response:
     """The policy's weights as safetensors (metadata: ``policy``, ``env_id``, ``version``);
     the latest version unless ``version`` is given."""
@@ -129,7 +144,7 @@ async def model(job_id: str, svc: ServicesDep,
 
 
 @router.post("/{job_id}/cancel", response_model=JobRecord, responses={409: {"model": ErrorOut}})
-async def cancel(job_id: str, svc: ServicesDep) -> JobRecord:
+async def cancel(job_id: JobId, svc: ServicesDep) -> JobRecord:
     """Stop a job now (its round in progress is abandoned); its data stays, so it can be
     resumed from its last completed round."""
     await _get(svc, job_id)
@@ -140,7 +155,7 @@ async def cancel(job_id: str, svc: ServicesDep) -> JobRecord:
 
 
 @router.post("/{job_id}/resume", response_model=JobRecord, responses={409: {"model": ErrorOut}})
-async def resume(job_id: str, svc: ServicesDep) -> JobRecord:
+async def resume(job_id: JobId, svc: ServicesDep) -> JobRecord:
     """Continue a cancelled, failed or interrupted job from its last saved round."""
     await _get(svc, job_id)
     try:
@@ -150,7 +165,7 @@ async def resume(job_id: str, svc: ServicesDep) -> JobRecord:
 
 
 @router.delete("/{job_id}", status_code=status.HTTP_204_NO_CONTENT)
-async def delete(job_id: str, svc: ServicesDep) -> Response:
+async def delete(job_id: JobId, svc: ServicesDep) -> Response:
     """Stop the job if it runs, then delete all its data (Redis keys, checkpoints)."""
     await _get(svc, job_id)
     await svc.jobs.delete(job_id)
