@@ -88,3 +88,53 @@ def half_bad_actor(args, context):
         _actor = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(_actor)
     return _actor.main(args, context)
+
+
+def _resp(host: str, port: int, *commands: list[str]) -> list[str]:
+    """Send Redis commands over one connection (RESP, stdlib only); each reply's first line."""
+    import socket
+
+    replies = []
+    with socket.create_connection((host, port), timeout=5) as s:
+        f = s.makefile("rb")
+        for cmd in commands:
+            s.sendall(f"*{len(cmd)}\r\n".encode() + b"".join(
+                f"${len(a.encode())}\r\n{a}\r\n".encode() for a in cmd))
+            line = f.readline().decode().rstrip("\r\n")
+            if line.startswith("$") and int(line[1:]) >= 0:
+                line = f.read(int(line[1:]) + 2)[:-2].decode(errors="replace")
+            replies.append(line)
+    return replies
+
+
+def probe(args, context):
+    """What a function can reach: Redis keys as its job's user and without credentials, files,
+    another container's runtime, its environment. Standard library only (any interpreter)."""
+    import http.client
+    from urllib.parse import urlsplit
+
+    url = urlsplit(os.environ["FAASRL_REDIS_URL"])
+    creds = args["job"]["redis"]
+    own = f"faasrl:job:{args['job']['id']}:probe"
+    other = f"faasrl:job:{args['other_job']}:secret"
+    redis = dict(zip(["auth", "own_set", "own_get", "other_get", "other_set", "functions_get",
+                      "functions_set", "scan", "flushall"], _resp(
+        url.hostname, url.port,
+        ["AUTH", creds["username"], creds["password"]], ["SET", own, "1"], ["GET", own],
+        ["GET", other], ["SET", other, "x"], ["HGETALL", "faasrl:functions"],
+        ["HSET", "faasrl:functions", "echo", "{}"], ["SCAN", "0"], ["FLUSHALL"]), strict=True))
+    redis["no_credentials"] = _resp(url.hostname, url.port, ["GET", own])[0]
+    files = {}
+    for path in args.get("files", []):
+        try:
+            with open(path, "rb") as f:
+                files[path] = f"read {len(f.read())} bytes"
+        except OSError as exc:
+            files[path] = type(exc).__name__
+    host, port = args["runtime"].rsplit(":", 1)
+    conn = http.client.HTTPConnection(host, int(port), timeout=5)
+    conn.request("POST", "/run", body=b'{"args": {}}', headers={"Content-Type":
+                                                                 "application/json"})
+    runtime = conn.getresponse().status
+    return {"redis": redis, "files": files, "runtime_run": runtime, "uid": os.getuid(),
+            "env": sorted(os.environ), "home": os.environ.get("HOME")}
