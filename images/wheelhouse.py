@@ -6,10 +6,12 @@ the interpreter that runs it, and ``--python-version`` does not change ``python_
 a host on 3.11.7 skips ``async-timeout; python_full_version < "3.11.3"`` that redis needs on
 Debian's 3.11.2. So after the download, this walks every requirement from the roots down,
 evaluating markers for the image's interpreter (``--python``), and downloads what is missing
-until nothing is.
+until nothing is. ``--pyproject`` adds the project's build requirements (setuptools), so the
+image can build faasrl's own wheel from source with no index.
 
     python images/wheelhouse.py --requirements images/runtime/requirements.txt \
-        --constraints constraints.txt --python 3.11.2 --dest build/images/runtime/wheels
+        --constraints constraints.txt --pyproject pyproject.toml --python 3.11.2 \
+        --dest build/images/runtime/wheelhouse
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 import argparse
 import subprocess
 import sys
+import tomllib
 import zipfile
 from email.parser import HeaderParser
 from pathlib import Path
@@ -82,6 +85,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requirements", type=Path, required=True)
     parser.add_argument("--constraints", type=Path, required=True)
+    parser.add_argument("--pyproject", type=Path,
+                        help="also its [build-system] requires (to build the project's wheel)")
     parser.add_argument("--python", required=True, help="the image's Python, e.g. 3.11.2")
     parser.add_argument("--dest", type=Path, required=True)
     parser.add_argument("--pip-arg", action="append", default=[],
@@ -91,6 +96,9 @@ def main() -> None:
     args.dest.mkdir(parents=True, exist_ok=True)
     lines = [ln.split("#")[0].strip() for ln in args.requirements.read_text().splitlines()]
     roots = [Requirement(ln) for ln in lines if ln]
+    if args.pyproject:
+        build_system = tomllib.loads(args.pyproject.read_text()).get("build-system", {})
+        roots += [Requirement(r) for r in build_system.get("requires", [])]
     pip_download([str(r) for r in roots], args.dest, args.constraints, args.pip_arg)
     major_minor = ".".join(args.python.split(".")[:2])
     env = {**default_environment(), "python_full_version": args.python,
