@@ -17,12 +17,14 @@ Measured on one platform with the Docker backend (embedded Redis on the bridge),
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import statistics
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -100,6 +102,16 @@ def run_job(client: Client, prewarm: bool, trial: int, rounds: int) -> dict[str,
             "outside_rounds_s": wall - sum(r["round_s"] for r in rows)}
 
 
+@contextlib.contextmanager
+def remove_network(name: str) -> Iterator[None]:
+    """Remove the Docker network ``name`` on the way out (after the platform has stopped its
+    containers), if it was made."""
+    try:
+        yield
+    finally:
+        subprocess.run(["docker", "network", "rm", name], capture_output=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cold", type=int, default=5, help="cold starts (and bare runs)")
@@ -112,10 +124,14 @@ def main() -> None:
     console = Console()
 
     with tempfile.TemporaryDirectory() as state:
+        # A network of the bench's own, removed at the end (the backend makes the network it
+        # is given when missing, and leaves it).
+        name = f"faasrl-bench-{Path(state).name}"
         settings = Settings(state_dir=Path(state), port=0, backend="docker",
-                            docker_image=args.image, node_name=f"bench-{Path(state).name}",
+                            docker_image=args.image, node_name=name, docker_network=name,
                             register_builtins=True, resume_jobs=False)
-        with EmbeddedPlatform(settings) as platform, platform.client() as client:
+        with remove_network(name), EmbeddedPlatform(settings) as platform, \
+                platform.client() as client:
             bare_run(args.image)  # the first run pays for loading the image's layers
             bare, cold = [], []
             for trial in range(args.cold):
