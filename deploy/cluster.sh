@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The compose cluster: `deploy/cluster.sh up` starts it (images must be built: make up does
 # both), waits until the gateway is healthy and prints URL and token; `deploy/cluster.sh down`.
-# The token is FAASRL_TOKEN, else the one kept in build/compose-token (made on first use).
+# The token is FAASRL_TOKEN when set, else the one the gateway made at its first start and keeps
+# in its state volume; `faasrl token` in the gateway's container reads either back.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -11,21 +12,15 @@ compose() {
 
 case ${1:-} in
 up)
-    mkdir -p build
-    if [[ -z ${FAASRL_TOKEN:-} ]]; then
-        [[ -s build/compose-token ]] || python3 -c 'import secrets; print(secrets.token_urlsafe(24))' \
-            > build/compose-token
-        FAASRL_TOKEN=$(cat build/compose-token)
-    fi
-    export FAASRL_TOKEN
     compose up -d
     publish=${FAASRL_PUBLISH:-127.0.0.1:8080}
     url=http://$publish
     for _ in $(seq 120); do
         if python3 -c "import urllib.request as u; u.urlopen('$url/healthz', timeout=2)" 2>/dev/null; then
+            token=$(compose exec -T gateway faasrl token)
             printf 'faasrl is up\n  gateway  %s   (API docs at %s/docs)\n  token    %s\n' \
-                "$url" "$url" "$FAASRL_TOKEN"
-            printf '  use it   export FAASRL_URL=%s FAASRL_TOKEN=%s\n' "$url" "$FAASRL_TOKEN"
+                "$url" "$url" "$token"
+            printf '  use it   export FAASRL_URL=%s FAASRL_TOKEN=%s\n' "$url" "$token"
             exit 0
         fi
         sleep 1
@@ -35,7 +30,7 @@ up)
     exit 1
     ;;
 down)
-    FAASRL_TOKEN=${FAASRL_TOKEN:-unused} compose down
+    compose down
     ;;
 *)
     echo "usage: deploy/cluster.sh up|down" >&2
