@@ -62,3 +62,21 @@ def assert_rows_whole(rows: list[dict[str, Any]], rounds: int,
         total_cost += row["cost_round"]
         assert row["total_env_steps"] == total_steps, row
         assert abs(row["cost_total"] - total_cost) <= 1e-9 + 1e-6 * total_cost, row
+
+
+def grant(admin_url: str, job_id: str) -> dict[str, str]:
+    """Grant a job's Redis user as its driver does; what the driver hands its functions."""
+    import asyncio
+
+    from faasrl.cache import acl
+    from faasrl.cache.connection import gateway_redis
+
+    creds = acl.JobCredentials.new(job_id)
+
+    async def go() -> None:
+        r = gateway_redis(admin_url)
+        await acl.grant(r, job_id, creds)
+        await r.aclose()
+
+    asyncio.run(go())
+    return creds.to_args()

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import signal
+
+import pytest
 import redis
+from helpers import pid_alive, wait_for
 
 from faasrl.cache.server import EmbeddedRedis
 
@@ -23,3 +28,22 @@ def test_stop_ends_the_process(tmp_path):
     proc = server._proc
     server.stop()
     assert proc is not None and proc.poll() is not None
+
+
+def test_a_killed_redis_is_restarted_on_its_port_with_its_data(tmp_path):
+    server = EmbeddedRedis(tmp_path, password="pw", supervise=True).start()
+    try:
+        port, dead = server.port, server.pid
+        with redis.Redis.from_url(server.url) as r:
+            r.set("k", "v")
+        os.kill(dead, signal.SIGKILL)
+        wait_for(lambda: server.restarts == 1, what="the restart")
+        assert server.port == port and server.pid != dead and not pid_alive(dead)
+        with redis.Redis.from_url(server.url) as r:
+            assert r.get("k") == b"v"  # the append-only file was replayed
+        with pytest.raises(redis.AuthenticationError), \
+                redis.Redis(port=port, password="wrong") as r:
+            r.ping()
+    finally:
+        server.stop()
+    assert server.restarts == 1  # stopping is not dying: no restart after it

@@ -4,7 +4,6 @@ when the gateway is root, none of its files."""
 
 from __future__ import annotations
 
-import asyncio
 import os
 import shutil
 import subprocess
@@ -13,10 +12,7 @@ from pathlib import Path
 
 import pytest
 import redis
-from helpers import TEST_FUNCTIONS, fn
-
-from faasrl.cache import acl
-from faasrl.cache.connection import gateway_redis
+from helpers import TEST_FUNCTIONS, fn, grant
 
 TOKEN = "isolation-token"
 
@@ -27,19 +23,6 @@ def gateway_secrets(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FAASRL_TOKEN", TOKEN)
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "gateway-aws-secret")
     monkeypatch.setenv("AWS_CA_BUNDLE", "/etc/ssl/gateway-ca.pem")
-
-
-def grant(admin_url: str, job_id: str) -> dict[str, str]:
-    """What the job's driver hands its functions."""
-    creds = acl.JobCredentials.new(job_id)
-
-    async def go() -> None:
-        r = gateway_redis(admin_url)
-        await acl.grant(r, job_id, creds)
-        await r.aclose()
-
-    asyncio.run(go())
-    return creds.to_args()
 
 
 def run_probe(platform, files: list[str] = ()) -> dict:
