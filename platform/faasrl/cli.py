@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import secrets
 import signal
 import tempfile
@@ -70,9 +71,11 @@ def up(
 ) -> None:
     """Start the platform: embedded Redis (unless FAASRL_REDIS_URL), gateway and invoker.
 
-    Binds 127.0.0.1 and requires a bearer token (generated unless FAASRL_TOKEN is set).
+    Binds 127.0.0.1 and requires a bearer token: FAASRL_TOKEN, else the one made at the first
+    start and kept in the state dir (printed then; `faasrl token` prints it again).
     Ctrl-C stops every container and Redis.
     """
+    from faasrl.cache.connection import without_credentials
     from faasrl.embedded import EmbeddedPlatform
 
     overrides: dict[str, Any] = {k: v for k, v in
@@ -81,17 +84,26 @@ def up(
     settings = Settings(**overrides)
     if no_auth:
         settings = settings.model_copy(update={"token": None})
-    elif settings.token is None:
-        settings = settings.model_copy(update={"token": SecretStr(secrets.token_urlsafe(24))})
+        token_line = "auth     off (--no-auth)"
+    elif settings.token is not None and settings.token.get_secret_value():
+        token_line = "token    FAASRL_TOKEN's"
+    else:
+        kept, made = _kept_token(settings.state_dir)
+        settings = settings.model_copy(update={"token": SecretStr(kept)})
+        where = _token_file(settings.state_dir)
+        token_line = (f"token    {kept}   (new)" if made else
+                      f"token    in {where}   (faasrl token)")
     logging.basicConfig(level=logging.INFO, format="%(message)s",
                         handlers=[RichHandler(console=console, show_path=False)])
     platform = EmbeddedPlatform(settings, access_log=access_log)
     with console.status("starting the platform"):
         platform.start()
     lines = [f"gateway  {platform.url}   (API docs at {platform.url}/docs)",
-             f"redis    {platform.redis_url}" + ("  (embedded)" if platform.redis else ""),
+             # Never the password (the embedded Redis has one; a compose gateway reads one).
+             f"redis    {without_credentials(platform.redis_url or '')}"
+             + ("  (embedded)" if platform.redis else ""),
              f"state    {settings.state_dir}",
-             f"token    {platform.token}" if platform.token else "auth     off (--no-auth)",
+             token_line,
              "", "Ctrl-C stops every container and Redis."]
     console.print(Panel("\n".join(lines), title="faasrl is up", expand=False))
     # Stop cleanly on SIGTERM too, and on SIGINT even when started in the background (where
@@ -104,6 +116,61 @@ def up(
         console.print("stopping: containers, gateway, Redis")
     finally:
         platform.stop()
+
+
+def _token_file(state_dir: Path) -> Path:
+    """Where ``faasrl up`` keeps the token it made, for its next starts and ``faasrl token``."""
+    return state_dir / "token"
+
+
+def _kept_token(state_dir: Path) -> tuple[str, bool]:
+    """The token kept in ``state_dir``, made (mode 0600) when there is none; and whether it is
+    new. Written beside and linked into place, so a reader never sees half a token."""
+    path = _token_file(state_dir)
+    for _ in range(2):
+        try:
+            kept: str | None = path.read_text().strip()
+        except FileNotFoundError:
+            kept = None
+        if kept:
+            return kept, False
+        state_dir.mkdir(parents=True, exist_ok=True)
+        if kept == "":
+            path.unlink(missing_ok=True)  # an empty file counts as none
+        made = secrets.token_urlsafe(24)
+        fd, tmp = tempfile.mkstemp(dir=state_dir, prefix=".token.")  # mode 0600
+        try:
+            with os.fdopen(fd, "w") as f:
+                f.write(made + "\n")
+            os.link(tmp, path)
+        except FileExistsError:
+            continue  # another start made one first: read it
+        finally:
+            os.unlink(tmp)
+        return made, True
+    raise SystemExit(f"error: could not read or make the token in {path}")
+
+
+@app.command()
+def token(
+    state_dir: Annotated[Path | None, typer.Option(help="the platform's state dir "
+                                                       "[FAASRL_STATE_DIR, ~/.faasrl]")] = None,
+) -> None:
+    """Print the bearer token: FAASRL_TOKEN (or --token) when set, else the one `faasrl up`
+    made at its first start and keeps in its state dir.
+
+    In the compose cluster: docker compose exec gateway faasrl token
+    """
+    if _target["token"]:
+        print(_target["token"])
+        return
+    path = _token_file(state_dir or Settings().state_dir)
+    kept = path.read_text().strip() if path.is_file() else ""
+    if not kept:
+        console.print(f"[red]error:[/red] no token in {path}: `faasrl up` makes one at its first "
+                      "start (or set FAASRL_TOKEN)")
+        raise typer.Exit(1)
+    print(kept)
 
 
 # ------------------------------------------------------------------------- status

@@ -20,10 +20,11 @@ FAASRL = [sys.executable, "-m", "faasrl"]
 class Up:
     """A ``faasrl up`` process on its own state dir."""
 
-    def __init__(self, state_dir: Path):
+    def __init__(self, state_dir: Path, **env: str):
         self.state_dir = state_dir
-        self.env = {**os.environ, "FAASRL_STATE_DIR": str(state_dir), "FAASRL_PORT": "0",
-                    "FAASRL_MAINTAIN_INTERVAL_S": "0.05", "COLUMNS": "200"}
+        self.env = {k: v for k, v in os.environ.items() if k not in ("FAASRL_TOKEN", "FAASRL_URL")}
+        self.env.update(FAASRL_STATE_DIR=str(state_dir), FAASRL_PORT="0",
+                        FAASRL_MAINTAIN_INTERVAL_S="0.05", COLUMNS="200", **env)
         self.proc = subprocess.Popen([*FAASRL, "up"], env=self.env, stdout=subprocess.PIPE,
                                      stderr=subprocess.STDOUT, text=True)
         info = wait_for(self._info, timeout_s=30, what="faasrl up to write its gateway file")
@@ -40,6 +41,13 @@ class Up:
                              timeout=60)
         if check and out.returncode != 0:
             raise AssertionError(f"faasrl {' '.join(args)}: {out.stdout}{out.stderr}")
+        return out
+
+    def stop(self) -> str:
+        """Ctrl-C; what it printed."""
+        self.proc.send_signal(signal.SIGINT)
+        out, _ = self.proc.communicate(timeout=30)
+        assert self.proc.returncode == 0, out
         return out
 
     def children(self) -> list[int]:
@@ -141,3 +149,42 @@ def test_submit_follow_jobs_and_plot(up: Up, tmp_path: Path):
     bad.write_text("env_id: CartPole-v1\ncontroller: {name: fixed, actors: 0}\n")
     refused = up.cli("submit", str(bad), check=False)
     assert refused.returncode != 0 and "controller.fixed.actors" in refused.stdout + refused.stderr
+
+
+def test_the_token_is_made_once_kept_and_read_back(tmp_path: Path):
+    first = Up(tmp_path / "state")
+    token = first.token
+    assert first.cli("token").stdout.strip() == token
+    kept = first.state_dir / "token"
+    assert kept.stat().st_mode & 0o777 == 0o600
+    assert f"{token}   (new)" in first.stop()
+    second = Up(tmp_path / "state")
+    try:
+        assert second.token == token  # a restart keeps it
+        assert second.cli("token").stdout.strip() == token
+        assert "echo" in second.cli("functions", "ls").stdout
+    finally:
+        out = second.stop()
+    assert token not in out and "faasrl token" in out  # printed once, when made
+
+
+def test_a_given_token_wins_and_an_empty_one_counts_as_none(tmp_path: Path):
+    given = Up(tmp_path / "given", FAASRL_TOKEN="given-token")
+    try:
+        assert given.token == "given-token"
+        assert given.cli("token").stdout.strip() == "given-token"
+        assert not (given.state_dir / "token").exists()
+    finally:
+        assert "given-token" not in given.stop()
+    empty = Up(tmp_path / "empty", FAASRL_TOKEN="")  # compose passes an unset one so
+    try:
+        assert empty.token and empty.token == (empty.state_dir / "token").read_text().strip()
+    finally:
+        empty.stop()
+
+
+def test_token_without_a_platform_says_where_it_looked(tmp_path: Path):
+    env = {k: v for k, v in os.environ.items() if k != "FAASRL_TOKEN"}
+    out = subprocess.run([*FAASRL, "token", "--state-dir", str(tmp_path)], env=env,
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 1 and str(tmp_path / "token") in out.stdout + out.stderr
