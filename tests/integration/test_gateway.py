@@ -12,12 +12,15 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
+from fastapi import FastAPI
 from helpers import REPO, fn, pid_alive, wait_for
+from redis import exceptions as redis_errors
 from redis.asyncio import Redis
 
 from faasrl.cache.keys import job_key
 from faasrl.cache.server import EmbeddedRedis
 from faasrl.client import Client, GatewayError
+from faasrl.gateway.errors import install_error_handlers
 from faasrl.jobs.spec import JobSpec
 from faasrl.jobs.store import JobRecord, JobStore
 
@@ -526,3 +529,38 @@ def test_redis_unreachable_is_503_and_event_streams_resume(own_redis, make_platf
     assert [(e.get("id"), e["event"]) for e in resumed] == [("3", "round"), ("4", "round"),
                                                             (None, "end")]
     assert [json.loads(e["data"])["round"] for e in resumed[:2]] == [3, 4]
+
+
+def _failing_app(exc: Exception) -> FastAPI:
+    """An app with the gateway's error handlers and one route that raises ``exc``."""
+    app = FastAPI()
+    install_error_handlers(app)
+
+    @app.get("/redis")
+    async def fail() -> None:
+        raise exc
+
+    return app
+
+
+async def _get(app: FastAPI, path: str) -> httpx.Response:
+    transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+    async with httpx.AsyncClient(transport=transport, base_url="http://gateway") as http:
+        return await http.get(path)
+
+
+@pytest.mark.parametrize("exc", [redis_errors.ConnectionError("Connection refused"),
+                                 redis_errors.TimeoutError("Timeout reading from socket"),
+                                 redis_errors.BusyLoadingError("Redis is loading the dataset")])
+def test_every_redis_outage_error_is_a_503(exc):
+    """The test above stops Redis (a ConnectionError); a hung or loading one raises the others."""
+    resp = asyncio.run(_get(_failing_app(exc), "/redis"))
+    assert resp.status_code == 503 and int(resp.headers["retry-after"]) > 0
+    assert resp.json()["error"]["type"] == "RedisUnavailable"
+    assert type(exc).__name__ in resp.json()["error"]["message"]
+
+
+def test_a_refused_redis_command_stays_a_500():
+    """A refused command (wrong type, bad argument) is a bug to fix, not an outage to wait out."""
+    exc = redis_errors.ResponseError("WRONGTYPE Operation against a key")
+    assert asyncio.run(_get(_failing_app(exc), "/redis")).status_code == 500
