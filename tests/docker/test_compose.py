@@ -45,8 +45,13 @@ class Cluster:
         self.docker = docker_client
         self.compose = [*_compose_command(), "-p", project, "-f", str(REPO / "docker-compose.yml")]
 
-    def run(self, *args: str) -> None:
-        subprocess.run([*self.compose, *args], env=self.env, check=True, capture_output=True)
+    def run(self, *args: str) -> str:
+        return subprocess.run([*self.compose, *args], env=self.env, check=True,
+                              capture_output=True, text=True).stdout
+
+    def containers(self, service: str) -> list:
+        return self.docker.containers.list(all=True, filters={"label": [
+            f"com.docker.compose.project={self.project}", f"com.docker.compose.service={service}"]})
 
     def client(self) -> Client:
         return Client(self.url, self.token, timeout=60)
@@ -61,8 +66,7 @@ class Cluster:
         wait_for(healthy, 120, "the gateway to answer /healthz")
 
     def gateway(self):
-        [container] = self.docker.containers.list(filters={"label": [
-            f"com.docker.compose.project={self.project}", "com.docker.compose.service=gateway"]})
+        [container] = self.containers("gateway")
         return container
 
     def functions(self, **labels: str) -> list:
@@ -74,13 +78,16 @@ class Cluster:
 def cluster(docker_client: docker.DockerClient, platform_image: str, runtime_image: str
             ) -> Iterator[Cluster]:
     project = f"faasrl-test-{secrets.token_hex(3)}"
-    port, token = _free_port(), secrets.token_urlsafe(16)
-    env = {**os.environ, "FAASRL_TOKEN": token, "FAASRL_PUBLISH": f"127.0.0.1:{port}",
-           "FAASRL_NETWORK": project, "FAASRL_NODE_NAME": project}
-    c = Cluster(project, env, f"http://127.0.0.1:{port}", token, docker_client)
+    port = _free_port()
+    # As users run it: no token given, the gateway makes one.
+    env = {**{k: v for k, v in os.environ.items() if k != "FAASRL_TOKEN"},
+           "FAASRL_PUBLISH": f"127.0.0.1:{port}", "FAASRL_NETWORK": project,
+           "FAASRL_NODE_NAME": project}
+    c = Cluster(project, env, f"http://127.0.0.1:{port}", "", docker_client)
     c.run("up", "-d")
     try:
         c.wait_healthy()
+        c.token = c.run("exec", "-T", "gateway", "faasrl", "token").strip()
         yield c
     finally:
         logs = subprocess.run([*c.compose, "logs", "--tail", "40", "gateway"], env=env,
@@ -114,6 +121,48 @@ def test_cartpole_job_over_rest(cluster: Cluster):
         records = client.invocations("actor", limit=6)
         assert {r["backend"] for r in records} == {"docker"}
     assert len(cluster.functions(function="actor")) == 2  # warm, kept alive
+
+
+def test_the_token_is_the_gateways_own_and_kept_private(cluster: Cluster):
+    assert len(cluster.token) >= 32
+    with Client(cluster.url, "wrong", timeout=30) as client, pytest.raises(GatewayError) as e:
+        client.functions()
+    assert e.value.status == 401
+    mode = cluster.run("exec", "-T", "gateway", "stat", "-c", "%a", "/var/lib/faasrl/token")
+    assert mode.strip() == "600"
+
+
+def test_redis_wants_a_password_that_function_containers_never_get(cluster: Cluster):
+    [redis] = cluster.containers("redis")
+    code, out = redis.exec_run(["redis-cli", "ping"], demux=True)
+    assert b"NOAUTH" in out[0]
+    code, out = redis.exec_run(["cat", "/run/faasrl-redis/password"])
+    password = out.decode().strip()
+    assert code == 0 and len(password) >= 32
+    assert password not in " ".join(cluster.gateway().attrs["Config"]["Env"])
+    with cluster.client() as client:
+        assert client.invoke("echo", {"x": 1})["status"] == "success"
+    functions = cluster.functions()
+    assert functions
+    for container in functions:
+        config = container.attrs["Config"]
+        seen = " ".join([*config["Env"], *(config["Cmd"] or []), *config["Labels"].values()])
+        assert password not in seen, container.name
+        assert not [m for m in container.attrs["Mounts"]
+                    if m.get("Name", "").endswith("_redis-password")]
+
+
+def test_up_again_recreates_nothing_and_no_volume_is_anonymous(cluster: Cluster):
+    def state() -> dict[str, tuple[str, str]]:
+        return {s: (c.id, c.attrs["State"]["StartedAt"])
+                for s in ("redis", "gateway") for c in cluster.containers(s)}
+    before = state()
+    cluster.run("up", "-d")
+    assert state() == before
+    for service in ("redis", "gateway", "runtime"):
+        for container in cluster.containers(service):
+            volumes = [m for m in container.attrs["Mounts"] if m["Type"] == "volume"]
+            assert all(m["Name"].startswith(f"{cluster.project}_") for m in volumes), volumes
 
 
 def test_a_function_container_killed_mid_round(cluster: Cluster):
