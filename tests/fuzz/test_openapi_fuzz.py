@@ -16,6 +16,11 @@ negative values of every parameter, unsupported methods), fuzzing (random cases)
   octet-stream serializer), so the archive checks see garbage, as from a real client's bug.
 - The Lambda Invoke API (``/2015-03-31/...``) wants SigV4: every request to it is signed with
   the gateway's token (its default secret), so the fuzzer gets past the signature check.
+- A manifest's ``aws_lambda`` section names where a function placed on Lambda is invoked; the
+  fuzzer would send such invocations to whatever host it made up (or to AWS). Every section it
+  generates gets the gateway's own URL as ``endpoint_url`` instead, and boto3 gets credentials
+  from the environment (the token), so they reach the gateway's Lambda API on loopback and
+  nothing leaves the machine.
 """
 
 from __future__ import annotations
@@ -59,9 +64,15 @@ class _SignV4(requests.auth.AuthBase):
         return r
 
 
-def _sign_lambda_calls(context: Any, case: schemathesis.Case, kwargs: dict[str, Any]) -> None:
-    if case.operation.path.startswith(LAMBDA_PREFIX):
-        kwargs["auth"] = _SignV4()
+def _before_call(gateway_url: str) -> Callable[..., None]:
+    def before_call(context: Any, case: schemathesis.Case, kwargs: dict[str, Any]) -> None:
+        if case.operation.path.startswith(LAMBDA_PREFIX):
+            kwargs["auth"] = _SignV4()
+        target = case.body.get("aws_lambda") if isinstance(case.body, dict) else None
+        if isinstance(target, dict):
+            target["endpoint_url"] = gateway_url  # never a made-up host, never AWS
+
+    return before_call
 
 
 @dataclass
@@ -122,7 +133,7 @@ def run_schemathesis(url: str) -> Outcome:
     })
     schema = schemathesis.openapi.from_url(f"{url}/openapi.json", config=config)
     outcome, start = Outcome(), time.monotonic()
-    schemathesis.hook("before_call")(_sign_lambda_calls)
+    before_call = schemathesis.hook("before_call")(_before_call(url))
     try:
         for event in from_schema(schema).execute():
             if isinstance(event, events.ScenarioFinished):
@@ -132,13 +143,19 @@ def run_schemathesis(url: str) -> Outcome:
             elif isinstance(event, events.FatalError):
                 outcome.errors.append(f"schemathesis error: {event.exception!r}")
     finally:
-        schemathesis.hooks.GLOBAL_HOOK_DISPATCHER.unregister(_sign_lambda_calls)
+        schemathesis.hooks.GLOBAL_HOOK_DISPATCHER.unregister(before_call)
     outcome.seconds = time.monotonic() - start
     return outcome
 
 
 @pytest.fixture
-def gateway(make_platform: Callable[..., EmbeddedPlatform]) -> Iterator[EmbeddedPlatform]:
+def gateway(make_platform: Callable[..., EmbeddedPlatform], monkeypatch: pytest.MonkeyPatch
+            ) -> Iterator[EmbeddedPlatform]:
+    # Functions placed on Lambda are invoked through the gateway's own Lambda API (see above),
+    # signed with these: boto3 never looks further for credentials (no instance metadata).
+    for key, value in (("AWS_ACCESS_KEY_ID", "faasrl"), ("AWS_SECRET_ACCESS_KEY", TOKEN),
+                       ("AWS_DEFAULT_REGION", "us-east-1"), ("AWS_EC2_METADATA_DISABLED", "true")):
+        monkeypatch.setenv(key, value)
     platform = make_platform(token=TOKEN)
     with platform.client() as client:
         client.deploy(REPO / "functions" / "echo")
