@@ -12,6 +12,18 @@ compose() {
 
 case ${1:-} in
 up)
+    # make up prints `export FAASRL_TOKEN=...` for the CLI. Run again from that shell, the same
+    # token must not reach the gateway as a change of its environment: compose would recreate
+    # it, and a running job would lose its round. So a FAASRL_TOKEN that a gateway made without
+    # one already keeps is not passed.
+    if [[ -n ${FAASRL_TOKEN:-} ]]; then
+        id=$(compose ps -q gateway 2>/dev/null || true)
+        if [[ -n $id ]] && ! docker inspect -f '{{join .Config.Env "\n"}}' "$id" \
+                | grep -q '^FAASRL_TOKEN=' \
+            && [[ $(docker exec "$id" faasrl token 2>/dev/null) == "$FAASRL_TOKEN" ]]; then
+            unset FAASRL_TOKEN
+        fi
+    fi
     compose up -d
     publish=${FAASRL_PUBLISH:-127.0.0.1:8080}
     url=http://$publish
