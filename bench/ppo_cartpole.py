@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import yaml
 from jobrun import run_job, write_results
 from rich.console import Console
 from rich.table import Table
@@ -31,13 +30,15 @@ from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.evaluation import evaluate_policy
 
+from faasrl.inputs import load_yaml
+
 SPEC = Path(__file__).resolve().parents[1] / "examples" / "cartpole.yaml"
 TARGET, WINDOW, EVAL_EPISODES, CONFIRM_GAP, MAX_UPDATES = 475.0, 20, 20, 5, 300
 ENVS, STEPS, EPOCHS, MINIBATCHES, LR = 8, 128, 4, 4, 1e-3
 
 
 def faasrl_run(seed: int) -> dict[str, Any]:
-    spec = {**yaml.safe_load(SPEC.read_text()), "seed": seed}
+    spec = {**load_yaml(SPEC.read_text()), "seed": seed}
     job, rows = run_job(spec, label=f"faasrl seed {seed}")
     return {"wall_s": job["wall_s"], "env_steps": job["env_steps"], "updates": job["round"],
             "update_ms": 1e3 * statistics.median(r["round_s"] for r in rows[1:]),

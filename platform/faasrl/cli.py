@@ -22,6 +22,7 @@ from rich.table import Table
 
 from faasrl.client import Client, GatewayError
 from faasrl.config import Settings
+from faasrl.inputs import load_yaml
 from faasrl.manifest import ManifestError
 
 app = typer.Typer(help="faasrl: a serverless-style FaaS platform for distributed deep RL.",
@@ -270,7 +271,7 @@ def invocations(
 # --------------------------------------------------------------------------- jobs
 def _read_spec(path: Path) -> dict[str, Any]:
     try:
-        spec = yaml.safe_load(path.read_text())
+        spec = load_yaml(path.read_text())
     except (OSError, yaml.YAMLError) as exc:
         raise typer.BadParameter(f"{path}: {exc}", param_hint="SPEC") from None
     if not isinstance(spec, dict):

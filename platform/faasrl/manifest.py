@@ -4,40 +4,22 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 import yaml
 from pydantic import (
     BaseModel,
-    ConfigDict,
     Field,
     ValidationError,
     ValidationInfo,
     field_validator,
 )
 
+from faasrl.inputs import STRICT, load_yaml
+
 MANIFEST_NAMES = ("manifest.yaml", "manifest.yml", "manifest.json")
 FUNCTION_NAME = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$"  # also the API's {name} path parameter
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-# Strict numbers: a bool or a string is not a number (JSON's true is no count of 1), and NaN or
-# infinity is no resource size or duration. Floats still take ints.
-SPEC_CONFIG = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
-
-
-class _Yaml12Loader(yaml.SafeLoader):
-    """PyYAML reads YAML 1.1, where ``3e-4`` is a string (a float needs a dot); YAML 1.2 and
-    JSON read it as a number, which is what a strict number field needs."""
-
-
-_Yaml12Loader.add_implicit_resolver(
-    "tag:yaml.org,2002:float",
-    re.compile(r"^[-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)[eE][-+]?[0-9]+$"),
-    list("-+0123456789."))
-
-
-def load_yaml(text: str) -> Any:
-    """Parse a YAML (or JSON) document, exponent numbers without a dot included."""
-    return yaml.load(text, Loader=_Yaml12Loader)  # a SafeLoader: no arbitrary objects
 
 
 class ManifestError(ValueError):
@@ -49,7 +31,7 @@ class LambdaTarget(BaseModel):
     gateway). Credentials come from boto3's standard chain, never from here: manifests are
     stored in Redis and served by the API."""
 
-    model_config = SPEC_CONFIG
+    model_config = STRICT
 
     function_name: str = Field(
         min_length=1, max_length=170, pattern=r"^[A-Za-z0-9_:.$-]+$",
@@ -66,7 +48,7 @@ class LambdaTarget(BaseModel):
 class FunctionSpec(BaseModel):
     """A registered function: its code, its resource needs and its container lifecycle."""
 
-    model_config = SPEC_CONFIG
+    model_config = STRICT
 
     name: str = Field(pattern=FUNCTION_NAME)
     handler: str = Field(

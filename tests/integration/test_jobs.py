@@ -196,9 +196,9 @@ def test_delete_removes_the_jobs_data(client: Client, platform, redis_url):
 
 @pytest.mark.slow
 def test_ppo_learns_cartpole_to_475(client: Client):
-    import yaml
+    from faasrl.inputs import load_yaml
 
-    spec = yaml.safe_load((REPO / "examples" / "cartpole.yaml").read_text())
+    spec = load_yaml((REPO / "examples" / "cartpole.yaml").read_text())
     job = client.submit(spec)
     done = finished(client, job["id"], timeout_s=900)
     assert done["status"] == "succeeded", done

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from faasrl.manifest import FunctionSpec, ManifestError, load_manifest, load_yaml
+from faasrl.inputs import load_yaml
+from faasrl.manifest import FunctionSpec, ManifestError, load_manifest
 
 
 def test_folder_manifest_gets_its_folder_as_code_dir(tmp_path):

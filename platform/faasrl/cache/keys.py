@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import re
 
-_JOB_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+JOB_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 
 def job_prefix(job_id: str) -> str:
-    if not _JOB_ID.match(job_id):
+    if not JOB_ID.match(job_id):
         raise ValueError(f"job id {job_id!r}: letters, digits, '-' and '_' only")
     return f"faasrl:job:{job_id}:"
 

@@ -5,16 +5,15 @@ from __future__ import annotations
 import re
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, Field, model_validator
 
-# No unknown fields; strict numbers (a bool or a string is not a count, floats take ints); no
-# NaN or infinity, which would pass every bound check and then poison a schedule.
-_STRICT = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
+from faasrl.inputs import STRICT
+
 SCHEDULER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 
 class _Bounded(BaseModel):
-    model_config = _STRICT
+    model_config = STRICT
     min_actors: int = Field(1, ge=1, le=1024)
     max_actors: int = Field(64, ge=1, le=1024)
 
@@ -28,7 +27,7 @@ class _Bounded(BaseModel):
 class FixedController(BaseModel):
     """The same number of actors every round (the "Azure ML" baseline)."""
 
-    model_config = _STRICT
+    model_config = STRICT
     name: Literal["fixed"] = "fixed"
     actors: int = Field(2, ge=1, le=1024)
 
@@ -49,7 +48,7 @@ class ScheduleController(_Bounded):
 class MinionsController(BaseModel):
     """MinionsRL: a trained PPO scheduler picks I_k in 1..I_max from the 8-feature state."""
 
-    model_config = _STRICT
+    model_config = STRICT
     name: Literal["minions"] = "minions"
     scheduler: str = Field(pattern=SCHEDULER_NAME.pattern,
                            description="a saved scheduler, <state_dir>/schedulers/<name>")
@@ -61,7 +60,7 @@ class MinionsAdaptController(BaseModel):
     """MinionsRL-Adapt: I_k = clip(round(mean of the last n rounds' mean returns / J · I_max),
     1, I_max); J is the job's ``stop.target_reward``."""
 
-    model_config = _STRICT
+    model_config = STRICT
     name: Literal["minions-adapt"] = "minions-adapt"
     max_actors: int = Field(32, ge=1, le=1024)
     window: int = Field(5, ge=1, le=1000)
@@ -70,7 +69,7 @@ class MinionsAdaptController(BaseModel):
 class MinionsMaxController(BaseModel):
     """MinionsRL-Max: I_max actors every round."""
 
-    model_config = _STRICT
+    model_config = STRICT
     name: Literal["minions-max"] = "minions-max"
     max_actors: int = Field(32, ge=1, le=1024)
 
@@ -99,7 +98,7 @@ class KungFuController(_Bounded):
 class HydrozoaController(BaseModel):
     """Hydrozoa: double the actors every ``every`` rounds, up to ``max_actors``."""
 
-    model_config = _STRICT
+    model_config = STRICT
     name: Literal["hydrozoa"] = "hydrozoa"
     start: int = Field(1, ge=1, le=1024)
     every: int = Field(10, ge=1)

@@ -14,13 +14,11 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from redis.exceptions import BusyLoadingError
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import TimeoutError as RedisTimeoutError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import compile_path
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from faasrl.cache.connection import UNREACHABLE
 from faasrl.invoker.errors import InvokerError
 
 log = logging.getLogger(__name__)
@@ -28,9 +26,6 @@ _LOCATIONS = ("body", "query", "path", "header")
 _KINDS = {400: "BadRequest", 401: "Unauthorized", 403: "Forbidden", 404: "NotFound",
           405: "MethodNotAllowed", 409: "Conflict", 413: "PayloadTooLarge", 422: "ValidationError"}
 _HTTP_METHODS = {"get", "put", "post", "delete", "options", "head", "patch", "trace"}
-# Redis not answering now, as opposed to refusing a command: worth a retry, not the client's
-# fault. redis.asyncio raises these same classes.
-REDIS_UNAVAILABLE = (RedisConnectionError, RedisTimeoutError, BusyLoadingError)
 REDIS_RETRY_AFTER_S = 5  # a restarted Redis replays its append-only file within seconds
 
 
@@ -137,7 +132,7 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(RequestValidationError, _on_validation)
     app.add_exception_handler(FieldError, _on_field_error)
     app.add_exception_handler(InvokerError, _on_invoker_error)
-    for cls in REDIS_UNAVAILABLE:
+    for cls in UNREACHABLE:
         app.add_exception_handler(cls, _on_redis_unavailable)
     app.add_exception_handler(StarletteHTTPException, _on_http_error)
     app.add_exception_handler(Exception, _on_unexpected)

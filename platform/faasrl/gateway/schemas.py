@@ -6,25 +6,23 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from fastapi import Path
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
-from faasrl.cache.keys import _JOB_ID
+from faasrl.cache.keys import JOB_ID
+from faasrl.inputs import STRICT
 from faasrl.manifest import FUNCTION_NAME, FunctionSpec
 
 # Path parameters, each checked where the route declares it (so OpenAPI shows the pattern and a
 # bad one is a 422 naming it) with the pattern of what it names: one definition each.
 INVOCATION_ID = r"^[0-9a-f]{32}$"  # uuid4().hex, as faasrl.invoker.invoker.new_invocation_id
 FunctionName = Annotated[str, Path(pattern=FUNCTION_NAME, description="a function's name")]
-JobId = Annotated[str, Path(pattern=_JOB_ID.pattern, description="a job's id")]
+JobId = Annotated[str, Path(pattern=JOB_ID.pattern, description="a job's id")]
 InvocationId = Annotated[str, Path(pattern=INVOCATION_ID, description="an invocation's id")]
 
-# Request bodies: no unknown fields, strict numbers (a JSON bool is not a count, a string is not
-# a number; floats take ints), no NaN or infinity.
-_REQUEST = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
 
 
 class InvokeRequest(BaseModel):
-    model_config = _REQUEST
+    model_config = STRICT
 
     args: Any = Field(None, description="any JSON value; the handler's first argument")
     timeout_s: float | None = Field(None, gt=0, description="shorter than the function's own")
@@ -57,7 +55,7 @@ class InvocationAccepted(BaseModel):
 
 
 class PrewarmRequest(BaseModel):
-    model_config = _REQUEST
+    model_config = STRICT
 
     count: int = Field(ge=0, le=1024, description="containers the function should have")
 

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
+from faasrl.inputs import STRICT
 from faasrl.invoker.records import InvocationRecord
 
 
 class Pricing(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = STRICT
 
     lambda_gb_s: float = Field(0.0000166667, ge=0, description="USD per GB-second")
     lambda_request: float = Field(0.20 / 1e6, ge=0, description="USD per request")

@@ -10,7 +10,6 @@ from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
-    ConfigDict,
     Field,
     ValidationInfo,
     field_validator,
@@ -18,18 +17,15 @@ from pydantic import (
 )
 
 from faasrl.controllers.spec import ControllerSpec, FixedController
+from faasrl.inputs import STRICT
 from faasrl.jobs.cost import Pricing
 from faasrl.rl.envs import check_env_id, env_family
-
-# No unknown fields; strict numbers (a JSON bool is not an int, a string is not a number; floats
-# take ints); no NaN or infinity, which compare false with every bound and so pass them all.
-_STRICT = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
 
 
 class PPOHyperparameters(BaseModel):
     """The fields of ``faasrl.rl.ppo.PPOConfig``, validated."""
 
-    model_config = _STRICT
+    model_config = STRICT
 
     learning_rate: float = Field(2.5e-4, gt=0, le=1)
     anneal_lr: bool = True
@@ -66,7 +62,7 @@ class StellarisAggregation(BaseModel):
     α_0/δ^(1/root); δ_max from round 0 (no threshold) as its ``max`` (the paper) or
     ``int(mean) + 1`` (``mean``, the authors' code)."""
 
-    model_config = _STRICT
+    model_config = STRICT
     rule: Literal["stellaris"] = "stellaris"
     decay: float = Field(0.96, gt=0, le=1, description="d; 1 = fully asynchronous")
     root: float = Field(3.0, gt=0, description="v in α_0/δ^(1/v)")
@@ -76,14 +72,14 @@ class StellarisAggregation(BaseModel):
 class AsyncAggregation(BaseModel):
     """Every gradient applied as it arrives (pure asynchronous, no staleness control)."""
 
-    model_config = _STRICT
+    model_config = STRICT
     rule: Literal["async"] = "async"
 
 
 class SoftSyncAggregation(BaseModel):
     """Aggregate every ``k`` gradients (default: the number of learners)."""
 
-    model_config = _STRICT
+    model_config = STRICT
     rule: Literal["softsync"] = "softsync"
     k: int | None = Field(None, ge=1, le=1024)
 
@@ -91,7 +87,7 @@ class SoftSyncAggregation(BaseModel):
 class SSPAggregation(BaseModel):
     """Stale synchronous parallel: no gradient staler than ``s`` is applied."""
 
-    model_config = _STRICT
+    model_config = STRICT
     rule: Literal["ssp"] = "ssp"
     s: int = Field(2, ge=0, le=1000)
 
@@ -103,7 +99,7 @@ AggregationSpec = Annotated[StellarisAggregation | AsyncAggregation | SoftSyncAg
 class ImpactSettings(BaseModel):
     """IMPACT's V-trace and target network (its other coefficients are in hyperparameters)."""
 
-    model_config = _STRICT
+    model_config = STRICT
     rho_bar: float = Field(1.0, gt=0, description="V-trace ρ̄")
     c_bar: float = Field(1.0, gt=0, description="V-trace c̄")
     is_ratio_clip: float = Field(2.0, gt=0, description="clip of π_target/μ in the surrogate")
@@ -115,7 +111,7 @@ class AsyncSettings(BaseModel):
     """Asynchronous execution (``execution: async``): actors sample continuously, learners
     compute gradients whenever batches wait, the parameter function aggregates them."""
 
-    model_config = _STRICT
+    model_config = STRICT
     max_learners: int = Field(4, ge=1, le=256, description="concurrent learner functions "
                                                            "(the paper: 4 per GPU)")
     aggregation: AggregationSpec = Field(default_factory=StellarisAggregation)
@@ -136,16 +132,10 @@ IMPACT_DEFAULTS: dict[str, Any] = {"learning_rate": 5e-4, "clip_coef": 0.4, "kl_
                                    "ent_coef": 0.01, "vf_coef": 1.0}
 
 
-class JobPricing(Pricing):
-    """``Pricing`` as a job spec takes it: the same fields, strict and finite like the rest."""
-
-    model_config = _STRICT
-
-
 class StopConditions(BaseModel):
     """A job stops at the first condition met; at least one must bound it."""
 
-    model_config = _STRICT
+    model_config = STRICT
     target_reward: float | None = Field(None, description="mean of the last target_window "
                                                           "episode returns")
     target_window: int = Field(20, ge=1, le=10_000)
@@ -169,13 +159,13 @@ class Placement(BaseModel):
     """Where a job's functions run. Actors may go to AWS Lambda (the function's ``aws_lambda``
     twin); learners always run on this platform's containers, next to their GPUs."""
 
-    model_config = _STRICT
+    model_config = STRICT
     actors: Literal["local", "lambda"] | None = Field(
         None, description="None: where the actor function's manifest places it")
 
 
 class JobSpec(BaseModel):
-    model_config = _STRICT
+    model_config = STRICT
 
     name: str | None = Field(None, max_length=200)
     algorithm: Literal["ppo", "impact"] = Field(
@@ -191,7 +181,7 @@ class JobSpec(BaseModel):
     steps_per_actor: int = Field(ge=1, le=100_000, description="steps per env per round")
     seed: int = Field(1, ge=0, le=2**31 - 1)
     stop: StopConditions = Field(default_factory=StopConditions)
-    pricing: JobPricing = Field(default_factory=JobPricing)
+    pricing: Pricing = Field(default_factory=Pricing)
     evaluation_episodes: int = Field(20, ge=0, le=1000)
     checkpoint_every: int = Field(10, ge=1, description="rounds between disk checkpoints")
     compress_trajectories: bool | None = Field(None, description="lz4; default on for Atari")

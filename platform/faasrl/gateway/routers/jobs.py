@@ -12,14 +12,10 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Depends, Header, HTTPException, Query, Request, Response, status
 from fastapi.responses import StreamingResponse
 
+from faasrl.cache.connection import UNREACHABLE
 from faasrl.cache.keys import params_key
 from faasrl.gateway.auth import require_token
-from faasrl.gateway.errors import (
-    REDIS_RETRY_AFTER_S,
-    REDIS_UNAVAILABLE,
-    FieldError,
-    redis_unavailable_body,
-)
+from faasrl.gateway.errors import REDIS_RETRY_AFTER_S, FieldError, redis_unavailable_body
 from faasrl.gateway.schemas import BODY_ERRORS, REDIS_ERRORS, ErrorOut, JobId
 from faasrl.gateway.services import ServicesDep
 from faasrl.jobs.manager import BadController, JobConflict, JobNotFound, MissingFunction
@@ -106,7 +102,7 @@ async def events(job_id: JobId, request: Request, svc: ServicesDep,
                 if rec.status not in ACTIVE and not await svc.jobs.store.rows(job_id, index):
                     yield f"event: end\ndata: {rec.model_dump_json()}\n\n"
                     return
-            except REDIS_UNAVAILABLE as exc:
+            except UNREACHABLE as exc:
                 # No id: the client's Last-Event-ID stays the last row it got, so its
                 # reconnection resumes right after it.
                 yield (f"event: error\nretry: {REDIS_RETRY_AFTER_S * 1000}\n"
