@@ -10,6 +10,7 @@ from typing import Any
 
 TEST_FUNCTIONS = Path(__file__).parent / "functions"
 REPO = Path(__file__).resolve().parents[1]
+TEST_NETWORK = "faasrl-test"  # the Docker network the tests' platforms join (removed after)
 
 
 def fn(name: str = "t", handler: str = "fns:echo", **kw: Any) -> dict[str, Any]:

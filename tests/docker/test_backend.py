@@ -8,7 +8,7 @@ from pathlib import Path
 
 import docker
 import pytest
-from helpers import REPO
+from helpers import REPO, TEST_NETWORK
 
 from faasrl.backends.docker import DockerBackend, DockerConfig
 from faasrl.invoker.runtime_client import RuntimeClient
@@ -24,7 +24,7 @@ def node() -> str:
 
 @pytest.fixture
 def backend(docker_client: docker.DockerClient, runtime_image: str, node: str):
-    config = DockerConfig(node=node, image=runtime_image, network="faasrl-test",
+    config = DockerConfig(node=node, image=runtime_image, network=TEST_NETWORK,
                           functions_dir=REPO / "functions")
     b = DockerBackend(config)
     yield b

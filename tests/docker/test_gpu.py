@@ -8,6 +8,7 @@ from pathlib import Path
 
 import docker
 import pytest
+from helpers import TEST_NETWORK
 
 from faasrl.invoker.resources import discover_gpus
 
@@ -34,7 +35,7 @@ def gpu_image(docker_client) -> str:
 
 
 def test_a_function_given_a_gpu_sees_exactly_it(make_platform, gpu_image, tmp_path: Path):
-    platform = make_platform(backend="docker", redis_url=None, docker_network="faasrl-test",
+    platform = make_platform(backend="docker", redis_url=None, docker_network=TEST_NETWORK,
                              node_name=f"test-{uuid.uuid4().hex[:8]}", docker_gpu_image=gpu_image)
     folder = tmp_path / "gpu"
     folder.mkdir()

@@ -10,7 +10,7 @@ from pathlib import Path
 import docker
 import pytest
 import redis
-from helpers import TEST_FUNCTIONS, grant, wait_for
+from helpers import TEST_FUNCTIONS, TEST_NETWORK, grant, wait_for
 
 from faasrl.client import GatewayError
 
@@ -31,7 +31,7 @@ def main(args, context):
 def docker_platform(make_platform, docker_client: docker.DockerClient, runtime_image: str):
     node = f"test-{uuid.uuid4().hex[:8]}"
     platform = make_platform(backend="docker", redis_url=None, node_name=node,
-                             docker_network="faasrl-test", docker_image=runtime_image)
+                             docker_network=TEST_NETWORK, docker_image=runtime_image)
     yield platform
     platform.stop()
     left = docker_client.containers.list(all=True, filters={"label": f"faasrl.node={node}"})
