@@ -81,3 +81,9 @@ def grant(admin_url: str, job_id: str) -> dict[str, str]:
 
     asyncio.run(go())
     return creds.to_args()
+
+
+def stall(rows: list[dict[str, Any]]) -> float:
+    """How much longer than the median round the slowest round took (what a fault cost)."""
+    times = sorted(r["round_s"] for r in rows)
+    return times[-1] - times[len(times) // 2]

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from helpers import assert_rows_whole, finished, pid_alive, wait_for
+from helpers import assert_rows_whole, finished, pid_alive, stall, wait_for
 
 from faasrl.cache.server import EmbeddedRedis
 from faasrl.client import Client, GatewayError
@@ -50,12 +50,6 @@ def busy_pid(client: Client, function: str, timeout_s: float = 60) -> int:
 def at_round(client: Client, job_id: str, k: int) -> None:
     wait_for(lambda: client.job(job_id)["round"] >= k, timeout_s=120, what=f"round {k}",
              poll_s=0.05)
-
-
-def stall(rows: list[dict]) -> float:
-    """How much longer than a usual round the slowest round took."""
-    times = [r["round_s"] for r in rows]
-    return max(times) - statistics.median(times)
 
 
 def report(what: str, seconds: float) -> None:

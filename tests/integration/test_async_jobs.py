@@ -6,7 +6,7 @@ import statistics
 
 import pytest
 import redis
-from helpers import wait_for
+from helpers import finished, wait_for
 
 from faasrl.client import Client
 from faasrl.jobs.spec import JobSpec
@@ -20,11 +20,6 @@ ASYNC = {"env_id": "CartPole-v1", "execution": "async", "envs_per_actor": 4,
 @pytest.fixture
 def platform(make_platform):
     return make_platform(register_builtins=True)
-
-
-def finished(client: Client, job_id: str, timeout_s: float = 240) -> dict:
-    return wait_for(lambda: (j := client.job(job_id))["status"] not in ("pending", "running")
-                    and j, timeout_s=timeout_s, what=f"job {job_id} to finish")
 
 
 @pytest.mark.slow
@@ -107,7 +102,7 @@ def test_impact_job_runs_v_trace_learners(client: Client):
     job = client.submit({**SMALL, "algorithm": "impact", "evaluation_episodes": 2,
                          "asynchronous": {"max_learners": 1, "aggregation": {"rule": "async"}},
                          "stop": {"max_rounds": 3}})
-    done = finished(client, job["id"])
+    done = finished(client, job["id"], timeout_s=240)
     assert done["status"] == "succeeded", done
     assert done["spec"]["execution"] == "async" and done["evaluation"]["episodes"] == 2
     rows = client.job_metrics(job["id"])

@@ -9,7 +9,7 @@ import httpx
 import pytest
 import redis
 import safetensors.numpy
-from helpers import REPO, fn, wait_for
+from helpers import REPO, finished, fn, wait_for
 
 from faasrl.cache.keys import job_prefix
 from faasrl.client import Client, GatewayError
@@ -22,11 +22,6 @@ SHORT = {"env_id": "CartPole-v1", "envs_per_actor": 2, "steps_per_actor": 32,
 @pytest.fixture
 def platform(make_platform):
     return make_platform(register_builtins=True)
-
-
-def finished(client: Client, job_id: str, timeout_s: float = 120) -> dict:
-    return wait_for(lambda: (j := client.job(job_id))["status"] not in ("pending", "running")
-                    and j, timeout_s=timeout_s, what=f"job {job_id} to finish")
 
 
 def test_short_job_rows_cost_model_and_events(client: Client, platform):
