@@ -84,6 +84,7 @@ def grant(admin_url: str, job_id: str) -> dict[str, str]:
 
 
 def stall(rows: list[dict[str, Any]]) -> float:
-    """How much longer than the median round the slowest round took (what a fault cost)."""
-    times = sorted(r["round_s"] for r in rows)
+    """How much longer than the median round the slowest round took (what a fault cost);
+    round 0 is left out: its learner warms up."""
+    times = sorted(r["round_s"] for r in rows[1:])
     return times[-1] - times[len(times) // 2]
