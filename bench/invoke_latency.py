@@ -90,11 +90,15 @@ def main() -> None:
             client.invoke("echo", ARGS)  # cold start, so that the paths below are warm
             (container,) = client.cluster()["functions"]["echo"]["containers"]
             host, port = container["endpoint"].split(":")
+            # The runtime takes /run from its invoker only: the bench is in the gateway's
+            # process, so it can show the container's secret as the invoker does.
+            handle = platform._app.state.services.invoker.handle(container["id"])
+            runtime_auth = {"Authorization": f"Bearer {handle.secret}"}
             gw_host, gw_port = platform.url.removeprefix("http://").split(":")
             paths = {
                 "in-process handler": in_process_caller(),
                 "direct runtime /run": http_caller(
-                    host, int(port), "/run", {"args": ARGS, "deadline_s": 60}, {}),
+                    host, int(port), "/run", {"args": ARGS, "deadline_s": 60}, runtime_auth),
                 "gateway /invoke": http_caller(
                     gw_host, int(gw_port), "/v1/functions/echo/invoke", {"args": ARGS},
                     {"Authorization": "Bearer bench-token"}),
