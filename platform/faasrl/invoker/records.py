@@ -164,12 +164,7 @@ class RecordStore:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
         batch, self._backlog = self._backlog, []
-        try:
-            if self._spooled:
-                await self._drain_spool()
-            await self._write(batch)
-        except RedisError as exc:
-            self._keep(batch, exc)
+        await self._flush(batch)
 
     async def _writer(self) -> None:
         while not self._closing:
@@ -179,14 +174,21 @@ class RecordStore:
             await asyncio.sleep(self._flush_interval)
             self._wake.clear()
             batch, self._backlog = self._backlog, []
-            try:
-                if self._spooled:
-                    await self._drain_spool()
-                await self._write(batch)
-            except RedisError as exc:
-                self._keep(batch, exc)
+            if not await self._flush(batch):
                 await asyncio.sleep(self._retry_s)
                 self._wake.set()
+
+    async def _flush(self, batch: list[Row]) -> bool:
+        """Write what waits in the spool, then ``batch``; whether Redis took it all (what it
+        refused is in the spool)."""
+        try:
+            if self._spooled:
+                await self._drain_spool()
+            await self._write(batch)
+        except RedisError as exc:
+            self._keep(batch, exc)
+            return False
+        return True
 
     def _keep(self, batch: list[Row], exc: Exception) -> None:
         """Redis refused ``batch``: spool it (or, with no spool, hold it for the next try)."""
