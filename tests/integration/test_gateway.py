@@ -259,6 +259,7 @@ def test_auth_off(platform):
     ({"name": "bad name!", "handler": "fns:echo"}, "name"),
     ({"name": "t", "handler": "fns:echo", "cpu": 10_000}, "cpu"),
     ({"name": "t", "handler": "fns:echo", "code_dir": "/no/such/dir"}, "code_dir"),
+    ({"name": "t", "handler": "fns:echo", "image": "xv"}, "image"),  # the process backend
 ])
 def test_bad_manifest_is_422_naming_the_field(platform, body, field):
     resp = httpx.post(f"{platform.url}/v1/functions", json=body)
