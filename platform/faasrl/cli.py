@@ -97,21 +97,22 @@ def up(
     logging.basicConfig(level=logging.INFO, format="%(message)s",
                         handlers=[RichHandler(console=console, show_path=False)])
     platform = EmbeddedPlatform(settings, access_log=access_log)
-    with console.status("starting the platform"):
-        platform.start()
-    lines = [f"gateway  {platform.url}   (API docs at {platform.url}/docs)",
-             # Never the password (the embedded Redis has one; a compose gateway reads one).
-             f"redis    {without_credentials(platform.redis_url or '')}"
-             + ("  (embedded)" if platform.redis else ""),
-             f"state    {settings.state_dir}",
-             token_line,
-             "", "Ctrl-C stops every container and Redis."]
-    console.print(Panel("\n".join(lines), title="faasrl is up", expand=False))
     # Stop cleanly on SIGTERM too, and on SIGINT even when started in the background (where
-    # the shell leaves SIGINT ignored).
+    # the shell leaves SIGINT ignored); from the start on, since a client that finds the
+    # gateway file may signal before the panel is printed.
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
+        with console.status("starting the platform"):
+            platform.start()
+        lines = [f"gateway  {platform.url}   (API docs at {platform.url}/docs)",
+                 # Never the password (the embedded Redis has one; a compose gateway reads one).
+                 f"redis    {without_credentials(platform.redis_url or '')}"
+                 + ("  (embedded)" if platform.redis else ""),
+                 f"state    {settings.state_dir}",
+                 token_line,
+                 "", "Ctrl-C stops every container and Redis."]
+        console.print(Panel("\n".join(lines), title="faasrl is up", expand=False))
         platform.wait()
     except KeyboardInterrupt:
         console.print("stopping: containers, gateway, Redis")

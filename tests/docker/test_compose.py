@@ -174,7 +174,9 @@ def test_a_function_container_killed_mid_round(cluster: Cluster, function: str):
             pools = client.cluster()["functions"]
             return [c for c in pools.get(function, {}).get("containers", [])
                     if c["state"] == "busy"]
+        wait_for(lambda: client.job(job_id)["round"] >= 2, 120, "two rounds")
         victim = wait_for(busy, 120, f"a {function} mid-round")[0]
+        killed_at = time.time()
         for container in cluster.functions(container=victim["id"]):
             container.kill()
         rec = finished(client, job_id)
@@ -183,8 +185,12 @@ def test_a_function_container_killed_mid_round(cluster: Cluster, function: str):
         assert_rows_whole(rows, 8, 2 * 4 * 1024)
         assert all(r["samples"] == r["env_steps"] and r["actor_failures"] == 0 for r in rows)
         assert rec["env_steps"] == 8 * 2 * 4 * 1024
-        retried = [r for r in client.invocations(function, limit=50) if r["attempts"] == 2]
-        assert retried and all(r["status"] == "success" for r in retried)
+        # The victim was replaced: its invocation retried on a new container, or (a learner's
+        # run is short: the kill can land just after it answered) the next one started one.
+        after = [r for r in client.invocations(function, limit=50)
+                 if r["requested_at"] >= killed_at - 2]
+        assert any(r["attempts"] == 2 or r["cold"] for r in after), after
+        assert all(r["status"] == "success" for r in after)
         print(f"\nfault disruption: docker kill of the {function}: job stalled "
               f"{stall(rows):.2f} s")
 
