@@ -129,13 +129,13 @@ class ProcessBackend(Backend):
 
     async def start(self, spec: FunctionSpec, container_id: str,
                     gpus: tuple[int, ...] = ()) -> ContainerHandle:
+        if spec.code_dir and not Path(spec.code_dir).is_dir():
+            raise FileNotFoundError(f"code_dir {spec.code_dir} is not a folder on this host")
         tmp = Path(tempfile.mkdtemp(prefix=f"faasrl-{container_id}-"))
         if self.credentials is not None:
             os.chown(tmp, *self.credentials)
         self._tmp[container_id] = tmp
         cwd = Path(spec.code_dir) if spec.code_dir else tmp
-        if not cwd.is_dir():
-            raise FileNotFoundError(f"code_dir {cwd} is not a folder on this host")
         threads = str(max(1, int(spec.cpu)))  # numeric libraries size their pools to this
         env = {**_base_env(), "OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads,
                "CUDA_VISIBLE_DEVICES": ",".join(map(str, gpus)),
