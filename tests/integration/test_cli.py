@@ -34,7 +34,8 @@ class Up:
         path = self.state_dir / "gateway.json"
         if self.proc.poll() is not None:
             raise AssertionError(f"faasrl up exited: {self.proc.stdout.read()}")
-        return json.loads(path.read_text()) if path.exists() else None
+        info = json.loads(path.read_text()) if path.exists() else None
+        return info if info and info["pid"] == self.proc.pid else None  # not a killed one's
 
     def cli(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         out = subprocess.run([*FAASRL, *args], env=self.env, capture_output=True, text=True,
@@ -68,9 +69,9 @@ class Up:
 def up(tmp_path: Path) -> Iterator[Up]:
     platform = Up(tmp_path / "state")
     yield platform
-    if platform.proc.poll() is None:
-        platform.proc.kill()
-        platform.proc.wait()
+    if platform.proc.poll() is None:  # stopped as users stop it, so it leaves nothing behind
+        platform.proc.send_signal(signal.SIGTERM)
+        platform.proc.wait(30)
 
 
 def test_up_prints_url_and_token_and_serves_the_cli(up: Up):
@@ -105,10 +106,18 @@ def test_a_killed_platform_leaves_no_child_behind(up: Up):
     up.cli("functions", "deploy", str(REPO / "functions" / "echo"))
     up.cli("invoke", "echo")
     children = up.children()
+    folders = [Path(json.loads(p.read_text())["tmp"])
+               for p in (up.state_dir / "containers").glob("*.json")]
+    assert folders and all(f.is_dir() for f in folders)
     up.proc.send_signal(signal.SIGKILL)
     up.proc.wait()
     wait_for(lambda: not any(pid_alive(p) for p in children), timeout_s=10,
              what="the children to die with their parent")
+    again = Up(up.state_dir)  # the next start reaps what the killed one left
+    try:
+        assert not any(f.exists() for f in folders)
+    finally:
+        again.stop()
 
 
 def test_restart_keeps_registrations_in_the_embedded_redis(tmp_path: Path):
