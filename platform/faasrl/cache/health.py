@@ -30,6 +30,7 @@ class RedisHealth:
         self._down_since: float | None = None
         self._callbacks: list[Recovery] = []
         self._task: asyncio.Task[None] | None = None
+        self._closing = False
         self.outages = 0
 
     @property
@@ -45,6 +46,9 @@ class RedisHealth:
 
     async def close(self) -> None:
         if self._task is not None:
+            # The flag ends the watcher if the cancellation is lost inside redis-py (see
+            # JobDriver._stop_if_requested): it asks Redis five times a second.
+            self._closing = True
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
 
@@ -98,7 +102,7 @@ class RedisHealth:
                 raise
 
     async def _watch(self) -> None:
-        while True:
+        while not self._closing:
             await asyncio.sleep(self._interval)
             try:
                 await self.check()

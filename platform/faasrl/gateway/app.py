@@ -99,7 +99,7 @@ def create_app(settings: Settings, redis_url: str, function_redis_url: str | Non
             await _step("job drivers", manager.close())
             await _step("containers", invoker.close())
             await _step("invocation records", records.close())
-            await health.close()
+            await _step("Redis health", health.close())
             await redis.aclose()
 
     app = FastAPI(title="faasrl", version=faasrl.__version__, lifespan=lifespan,
