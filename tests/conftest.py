@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 import redis
 
-from faasrl.cache.server import EmbeddedRedis
 from faasrl.config import Settings
 from faasrl.embedded import EmbeddedPlatform
+from faasrl.redis_server import EmbeddedRedis
 
 
 @pytest.fixture(autouse=True)

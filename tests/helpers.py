@@ -69,8 +69,8 @@ def grant(admin_url: str, job_id: str) -> dict[str, str]:
     """Grant a job's Redis user as its driver does; what the driver hands its functions."""
     import asyncio
 
-    from faasrl.cache import acl
-    from faasrl.cache.connection import gateway_redis
+    from faasrl.data import acl
+    from faasrl.data.connection import gateway_redis
 
     creds = acl.JobCredentials.new(job_id)
 

@@ -76,7 +76,7 @@ def up(
     start and kept in the state dir (printed then; `faasrl token` prints it again).
     Ctrl-C stops every container and Redis.
     """
-    from faasrl.cache.connection import without_credentials
+    from faasrl.data.connection import without_credentials
     from faasrl.embedded import EmbeddedPlatform
 
     overrides: dict[str, Any] = {k: v for k, v in

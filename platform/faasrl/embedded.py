@@ -19,11 +19,11 @@ from typing import IO
 import uvicorn
 from fastapi import FastAPI
 
-from faasrl.cache.connection import with_password, without_credentials
-from faasrl.cache.server import EmbeddedRedis
 from faasrl.client import Client, gateway_file
 from faasrl.config import Settings
+from faasrl.data.connection import with_password, without_credentials
 from faasrl.gateway import create_app
+from faasrl.redis_server import EmbeddedRedis
 
 
 class PlatformError(RuntimeError):

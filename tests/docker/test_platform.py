@@ -18,7 +18,7 @@ pytestmark = pytest.mark.docker
 
 HANDLER = '''
 import os, time
-from faasrl.cache.connection import function_redis
+from faasrl.data.connection import function_redis
 
 def main(args, context):
     function_redis(args["job"]).set(f"faasrl:job:{args['job']['id']}:" + args["key"], os.getuid())

@@ -18,8 +18,8 @@ import httpx
 import pytest
 from helpers import assert_rows_whole, finished, pid_alive, stall, wait_for
 
-from faasrl.cache.server import EmbeddedRedis
 from faasrl.client import Client, GatewayError
+from faasrl.redis_server import EmbeddedRedis
 
 pytestmark = pytest.mark.faults
 

@@ -72,8 +72,8 @@ def half_bad_actor(args, context):
 
     import numpy as np
 
-    from faasrl.cache.connection import function_redis
-    from faasrl.cache.trajectories import TrajectoryStream
+    from faasrl.data.connection import function_redis
+    from faasrl.data.trajectories import TrajectoryStream
 
     if args.get("mode") == "rollout" and args["slot"] == 0:
         r = function_redis(args["job"])

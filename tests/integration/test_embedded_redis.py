@@ -9,7 +9,7 @@ import pytest
 import redis
 from helpers import pid_alive, wait_for
 
-from faasrl.cache.server import EmbeddedRedis
+from faasrl.redis_server import EmbeddedRedis
 
 
 def test_data_survives_a_restart(tmp_path):

@@ -17,12 +17,12 @@ from helpers import REPO, fn, pid_alive, wait_for
 from redis import exceptions as redis_errors
 from redis.asyncio import Redis
 
-from faasrl.cache.keys import job_key
-from faasrl.cache.server import EmbeddedRedis
 from faasrl.client import Client, GatewayError
+from faasrl.data.keys import job_key
 from faasrl.gateway.errors import install_error_handlers
 from faasrl.jobs.spec import JobSpec
 from faasrl.jobs.store import JobRecord, JobStore
+from faasrl.redis_server import EmbeddedRedis
 
 
 def containers(client: Client, name: str) -> list[dict]:

@@ -11,8 +11,8 @@ import redis
 import safetensors.numpy
 from helpers import REPO, finished, fn, wait_for
 
-from faasrl.cache.keys import job_prefix
 from faasrl.client import Client, GatewayError
+from faasrl.data.keys import job_prefix
 
 SHORT = {"env_id": "CartPole-v1", "envs_per_actor": 2, "steps_per_actor": 32,
          "controller": {"name": "fixed", "actors": 2}, "evaluation_episodes": 2,

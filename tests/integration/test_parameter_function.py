@@ -11,9 +11,9 @@ import redis
 import torch
 from helpers import REPO
 
-from faasrl.cache.gradients import GradientStream, LearnerRegistry
-from faasrl.cache.keys import parameter_state_key
-from faasrl.cache.params import ParameterStore
+from faasrl.data.gradients import GradientStream, LearnerRegistry
+from faasrl.data.keys import parameter_state_key
+from faasrl.data.params import ParameterStore
 from faasrl.rl.policy import ActorCritic, PolicySpec
 
 JOB = "pf-test"

@@ -16,9 +16,9 @@ from redis.exceptions import RedisError
 import faasrl
 from faasrl.backends import create_backend
 from faasrl.backends.aws_lambda import LambdaBackend
-from faasrl.cache.connection import gateway_redis, without_credentials
-from faasrl.cache.health import RedisHealth
 from faasrl.config import Settings
+from faasrl.data.connection import gateway_redis, without_credentials
+from faasrl.data.health import RedisHealth
 from faasrl.gateway.errors import BodyLimit, install_error_handlers
 from faasrl.gateway.routers import cluster, code, functions, invocations, jobs, lambda_api, system
 from faasrl.gateway.services import Services

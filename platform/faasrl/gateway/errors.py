@@ -18,7 +18,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import compile_path
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from faasrl.cache.connection import UNREACHABLE
+from faasrl.data.connection import UNREACHABLE
 from faasrl.invoker.errors import InvokerError
 
 log = logging.getLogger(__name__)

@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 from fastapi import Path
 from pydantic import BaseModel, Field
 
-from faasrl.cache.keys import JOB_ID
+from faasrl.data.keys import JOB_ID
 from faasrl.inputs import STRICT
 from faasrl.manifest import FUNCTION_NAME, FunctionSpec
 

@@ -31,7 +31,8 @@ import uuid
 from collections import deque
 from typing import Any
 
-from faasrl.cache.keys import (
+from faasrl.controllers import Controller
+from faasrl.data.keys import (
     gradients_key,
     job_key,
     latest_key,
@@ -39,7 +40,6 @@ from faasrl.cache.keys import (
     learners_key,
     parameter_state_key,
 )
-from faasrl.controllers import Controller
 from faasrl.invoker import InvocationRecord
 from faasrl.jobs.cost import actor_cost, learner_cost, parameter_cost, serverful_cost
 from faasrl.jobs.driver import JobDriver, JobError, RedisDown, _describe, _unreachable

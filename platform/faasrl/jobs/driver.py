@@ -34,12 +34,12 @@ from typing import Any, TypeVar
 
 from redis.asyncio import Redis
 
-from faasrl.cache import acl
-from faasrl.cache.connection import UNREACHABLE, UNREACHABLE_NAMES
-from faasrl.cache.health import RedisHealth
-from faasrl.cache.keys import latest_key, optimizer_keys, params_key, update_key
 from faasrl.controllers import Controller, RoundContext, build_controller
 from faasrl.controllers.nitro import convexity_ratio
+from faasrl.data import acl
+from faasrl.data.connection import UNREACHABLE, UNREACHABLE_NAMES
+from faasrl.data.health import RedisHealth
+from faasrl.data.keys import latest_key, optimizer_keys, params_key, update_key
 from faasrl.invoker import InvocationRecord, Invoker, InvokerError
 from faasrl.jobs.checkpoint import read_checkpoint, write_checkpoint
 from faasrl.jobs.cost import actor_cost, learner_cost, serverful_cost

@@ -10,9 +10,9 @@ from pathlib import Path
 
 from redis.asyncio import Redis
 
-from faasrl.cache import acl
-from faasrl.cache.health import RedisHealth
 from faasrl.controllers.schedulers import SchedulerNotFound, load_scheduler
+from faasrl.data import acl
+from faasrl.data.health import RedisHealth
 from faasrl.invoker import Invoker
 from faasrl.invoker.errors import FunctionNotFound
 from faasrl.jobs.async_driver import AsyncJobDriver

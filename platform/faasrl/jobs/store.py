@@ -9,7 +9,7 @@ from pydantic import BaseModel, Field
 from redis.asyncio import Redis
 from redis.exceptions import WatchError
 
-from faasrl.cache.keys import job_key, job_prefix
+from faasrl.data.keys import job_key, job_prefix
 from faasrl.jobs.spec import JobSpec
 
 INDEX = "faasrl:jobs"

@@ -12,8 +12,8 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Depends, Header, HTTPException, Query, Request, Response, status
 from fastapi.responses import StreamingResponse
 
-from faasrl.cache.connection import UNREACHABLE
-from faasrl.cache.keys import params_key
+from faasrl.data.connection import UNREACHABLE
+from faasrl.data.keys import params_key
 from faasrl.gateway.auth import require_token
 from faasrl.gateway.errors import REDIS_RETRY_AFTER_S, FieldError, redis_unavailable_body
 from faasrl.gateway.schemas import BODY_ERRORS, REDIS_ERRORS, ErrorOut, JobId

@@ -8,8 +8,8 @@ import pytest
 import redis
 import torch
 
-from faasrl.cache.gradients import GradientStream, LearnerRegistry
-from faasrl.cache.trajectories import TrajectorySchema, TrajectoryStream
+from faasrl.data.gradients import GradientStream, LearnerRegistry
+from faasrl.data.trajectories import TrajectorySchema, TrajectoryStream
 from faasrl.rl.envs import make_vec_env
 from faasrl.rl.policy import ActorCritic, policy_spec_for
 from faasrl.rl.rollout import Rollout

@@ -18,8 +18,8 @@ from typing import Any
 import torch
 from redis import Redis
 
-from faasrl.cache.codec import CodecError, decode_tensors, encode_tensors
-from faasrl.cache.keys import gradients_key, learner_weights_key, learners_key
+from faasrl.data.codec import CodecError, decode_tensors, encode_tensors
+from faasrl.data.keys import gradients_key, learner_weights_key, learners_key
 
 
 @dataclass

@@ -9,7 +9,7 @@ import pytest
 import redis
 import torch
 
-from faasrl.cache.codec import (
+from faasrl.data.codec import (
     CodecError,
     decode_arrays,
     decode_optimizer,
@@ -18,9 +18,9 @@ from faasrl.cache.codec import (
     encode_optimizer,
     encode_tensors,
 )
-from faasrl.cache.keys import job_key
-from faasrl.cache.params import MissingVersion, ParameterStore
-from faasrl.cache.trajectories import TrajectorySchema, TrajectoryStream
+from faasrl.data.keys import job_key
+from faasrl.data.params import MissingVersion, ParameterStore
+from faasrl.data.trajectories import TrajectorySchema, TrajectoryStream
 
 SCHEMA = TrajectorySchema.for_policy((4,), "float32", (), "int64")
 

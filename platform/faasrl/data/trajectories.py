@@ -19,8 +19,8 @@ from redis import Redis
 from redis.client import Pipeline
 from redis.exceptions import ResponseError
 
-from faasrl.cache.codec import CodecError, decode_arrays, encode_arrays
-from faasrl.cache.keys import job_key
+from faasrl.data.codec import CodecError, decode_arrays, encode_arrays
+from faasrl.data.keys import job_key
 
 GROUP = "learners"
 SCALARS = ("logprobs", "values", "advantages", "returns")

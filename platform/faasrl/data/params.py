@@ -13,8 +13,8 @@ import torch
 from redis import Redis
 from redis.client import Pipeline
 
-from faasrl.cache.codec import decode_optimizer, decode_tensors, encode_optimizer, encode_tensors
-from faasrl.cache.keys import latest_key, optimizer_keys, params_key
+from faasrl.data.codec import decode_optimizer, decode_tensors, encode_optimizer, encode_tensors
+from faasrl.data.keys import latest_key, optimizer_keys, params_key
 
 
 class MissingVersion(LookupError):

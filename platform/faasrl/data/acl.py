@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from redis.asyncio import Redis
 
-from faasrl.cache.keys import job_prefix
+from faasrl.data.keys import job_prefix
 
 JOB_COMMANDS = ("+@all", "-@dangerous", "-@admin", "-@scripting", "-@pubsub", "-scan",
                 "-randomkey")
