@@ -10,7 +10,6 @@ from pydantic import ValidationError
 
 from faasrl.controllers import RoundContext, build_controller
 from faasrl.controllers.base import affordable_actors
-from faasrl.controllers.hydrozoa import Hydrozoa
 from faasrl.controllers.kungfu import KungFu
 from faasrl.controllers.minions import (
     Minions,
@@ -21,6 +20,7 @@ from faasrl.controllers.minions import (
     terminal_penalty,
 )
 from faasrl.controllers.nitro import Nitro, boosting_score, convexity_ratio, scaled_actors
+from faasrl.controllers.schedule import Schedule
 from faasrl.controllers.schedulers import (
     SchedulerNotFound,
     delete_scheduler,
@@ -126,10 +126,23 @@ def test_kungfu_scales_with_the_noise_scale_and_never_down():
     assert kf.learner_requests() == {"gns": {"parts": 4}}
 
 
+def hydrozoa(**fields) -> Schedule:
+    spec = JobSpec(env_id="CartPole-v1", controller={"name": "hydrozoa", **fields})
+    return build_controller(spec.controller)
+
+
 def test_hydrozoa_doubles_on_schedule():
-    h = Hydrozoa(start=1, every=10, max_actors=4)
+    h = hydrozoa(start=1, every=10, max_actors=4)
     assert [h.actors(ctx(k)) for k in (0, 9, 10, 19, 20, 30, 99)] == [1, 1, 2, 2, 4, 4, 4]
-    assert Hydrozoa(start=3, every=2, max_actors=64).actors(ctx(5)) == 12  # 3 * 2^2
+    assert hydrozoa(start=3, every=2, max_actors=64).actors(ctx(5)) == 12  # 3 * 2^2
+    assert hydrozoa().actors(ctx(25)) == 4  # defaults: start 1, every 10, max 64
+
+
+def test_a_long_growing_schedule_stays_at_its_cap():
+    # 2.0 ** 1024 overflows a float: the cap must hold past it, not raise
+    assert Schedule(factor=2.0, max_actors=6).actors(ctx(5000)) == 6
+    assert hydrozoa(every=1, max_actors=6).actors(ctx(5000)) == 6
+    assert Schedule(start=8, factor=0.5, min_actors=2).actors(ctx(5000)) == 2
 
 
 # ------------------------------------------------------------------ minions
@@ -222,7 +235,7 @@ def fields(exc: ValidationError) -> set[str]:
 @pytest.mark.parametrize(("controller", "cls"), [
     ({"name": "nitro", "min_actors": 1, "max_actors": 4}, Nitro),
     ({"name": "kungfu", "max_actors": 4}, KungFu),
-    ({"name": "hydrozoa", "every": 2}, Hydrozoa),
+    ({"name": "hydrozoa", "every": 2}, Schedule),
     ({"name": "minions-adapt"}, MinionsAdapt),
 ])
 def test_controller_specs_build(controller, cls):

@@ -1,7 +1,7 @@
 """Per-round decisions: how many actors each round gets.
 
-fixed, schedule, minions (+ minions-adapt, minions-max), nitro, kungfu, hydrozoa. None of them
-imports torch: they run in the job driver, inside the gateway.
+fixed, schedule (hydrozoa is a doubling schedule), minions (+ minions-adapt, minions-max), nitro,
+kungfu. None of them imports torch: they run in the job driver, inside the gateway.
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ from typing import Any
 
 from faasrl.controllers.base import Controller, RoundContext
 from faasrl.controllers.fixed import Fixed
-from faasrl.controllers.hydrozoa import Hydrozoa
 from faasrl.controllers.kungfu import KungFu
 from faasrl.controllers.minions import Minions, MinionsAdapt
 from faasrl.controllers.nitro import Nitro
@@ -44,7 +43,8 @@ def build_controller(spec: Any, *, schedulers: Path | None = None) -> Controller
         case "kungfu":
             return KungFu(**fields)
         case "hydrozoa":
-            return Hydrozoa(**fields)
+            return Schedule(start=spec.start, factor=2, every=spec.every,
+                            max_actors=spec.max_actors)
     raise ValueError(f"unknown controller {spec.name!r}")
 
 

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from faasrl.controllers.base import Controller, RoundContext
 
 
 class Schedule(Controller):
+    """I_k from ``actors`` (its last value repeats) or ``round(start · factor^s + step · s)``
+    with s = k // every, clipped to [min_actors, max_actors]; factor 2 is Hydrozoa."""
+
     def __init__(self, actors: Sequence[int] | None = None, *, start: int = 1,
                  factor: float = 1.0, step: int = 0, every: int = 1, min_actors: int = 1,
                  max_actors: int = 64):
@@ -19,5 +23,9 @@ class Schedule(Controller):
         if self.list is not None:
             return self.list[min(ctx.round, len(self.list) - 1)]
         stage = ctx.round // self.every
-        n = round(self.start * self.factor**stage + self.step * stage)
-        return max(self.min_actors, min(self.max_actors, n))
+        try:
+            growth = self.factor**stage
+        except OverflowError:  # a long job's doubling passed any float: the cap holds
+            growth = math.inf
+        n = self.start * growth + self.step * stage
+        return round(max(self.min_actors, min(self.max_actors, n)))

@@ -96,7 +96,8 @@ class KungFuController(_Bounded):
 
 
 class HydrozoaController(BaseModel):
-    """Hydrozoa: double the actors every ``every`` rounds, up to ``max_actors``."""
+    """Hydrozoa: double the actors every ``every`` rounds, up to ``max_actors`` (a schedule with
+    factor 2, kept under its own name for existing job specs)."""
 
     model_config = STRICT
     name: Literal["hydrozoa"] = "hydrozoa"
