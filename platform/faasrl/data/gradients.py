@@ -20,6 +20,7 @@ from redis import Redis
 
 from faasrl.data.codec import CodecError, decode_tensors, encode_tensors
 from faasrl.data.keys import gradients_key, learner_weights_key, learners_key
+from faasrl.data.ops import unregister_learner
 
 
 @dataclass
@@ -51,7 +52,7 @@ class GradientStream:
         with self._redis.pipeline() as pipe:
             pipe.xadd(self._stream, {"learner": learner, "clock": clock, "data": blob,
                                      "stats": json.dumps(dict(stats or {}))})
-            LearnerRegistry.unregister_on(pipe, self._job, learner)
+            unregister_learner(pipe, self._job, learner)
             entry = pipe.execute()[0]
         return entry.decode(), len(blob)
 
@@ -99,14 +100,9 @@ class LearnerRegistry:
             pipe.hset(learners_key(self._job), str(slot), clock)
             pipe.execute()
 
-    @staticmethod
-    def unregister_on(pipe: Any, job_id: str, slot: int) -> None:
-        pipe.hdel(learners_key(job_id), str(slot))
-        pipe.delete(learner_weights_key(job_id, slot))
-
     def unregister(self, slot: int) -> None:
         with self._redis.pipeline() as pipe:
-            self.unregister_on(pipe, self._job, slot)
+            unregister_learner(pipe, self._job, slot)
             pipe.execute()
 
     def clocks(self) -> dict[int, int]:
@@ -129,5 +125,5 @@ class LearnerRegistry:
         with self._redis.pipeline() as pipe:
             pipe.delete(learners_key(self._job))
             for s in slots:
-                pipe.delete(learner_weights_key(self._job, s))
+                unregister_learner(pipe, self._job, s)
             pipe.execute()

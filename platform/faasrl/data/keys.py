@@ -42,6 +42,11 @@ def optimizer_keys(job_id: str, previous: bool = False) -> tuple[str, str]:
     return job_key(job_id, "optimizer"), job_key(job_id, "optimizer", "version")
 
 
+# Trajectories: actors append batches, learners consume them (TrajectoryStream).
+def trajectories_key(job_id: str) -> str:
+    return job_key(job_id, "trajectories")
+
+
 # Asynchronous training: learners push gradients to a stream, register the policy they hold,
 # and the parameter function keeps its aggregation state next to the weights.
 def gradients_key(job_id: str) -> str:

@@ -15,6 +15,7 @@ from redis.client import Pipeline
 
 from faasrl.data.codec import decode_optimizer, decode_tensors, encode_optimizer, encode_tensors
 from faasrl.data.keys import latest_key, optimizer_keys, params_key
+from faasrl.data.ops import put_weights
 
 
 class MissingVersion(LookupError):
@@ -39,17 +40,8 @@ class ParameterStore:
         """
         blob = encode_tensors(state, metadata={**(metadata or {}), "version": str(version)})
         with self._redis.pipeline() as pipe:
-            pipe.set(params_key(self._job, version), blob)
-            pipe.set(latest_key(self._job), version)
-            if version - self._keep >= 0:
-                pipe.delete(params_key(self._job, version - self._keep))
-            if optimizer is not None:
-                state_key, version_key = optimizer_keys(self._job)
-                for key, previous in zip(optimizer_keys(self._job),
-                                         optimizer_keys(self._job, previous=True), strict=True):
-                    pipe.copy(key, previous, replace=True)
-                pipe.set(state_key, encode_optimizer(optimizer))
-                pipe.set(version_key, version)
+            put_weights(pipe, self._job, version, blob, keep=self._keep,
+                        optimizer=None if optimizer is None else encode_optimizer(optimizer))
             if also is not None:
                 also(pipe)
             pipe.execute()

@@ -20,7 +20,7 @@ from redis.client import Pipeline
 from redis.exceptions import ResponseError
 
 from faasrl.data.codec import CodecError, decode_arrays, encode_arrays
-from faasrl.data.keys import job_key
+from faasrl.data.keys import job_key, trajectories_key
 
 GROUP = "learners"
 SCALARS = ("logprobs", "values", "advantages", "returns")
@@ -108,7 +108,7 @@ class Rejection:
 class TrajectoryStream:
     def __init__(self, redis: Redis, job_id: str):
         self._redis = redis
-        self._stream = job_key(job_id, "trajectories")
+        self._stream = trajectories_key(job_id)
         self._dead = job_key(job_id, "rejected")
 
     def put(self, round: int, slot: int, version: int, arrays: Mapping[str, np.ndarray], *,
