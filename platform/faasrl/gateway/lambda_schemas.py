@@ -6,8 +6,6 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-InvocationType = Literal["RequestResponse", "Event", "DryRun"]
-LogType = Literal["None", "Tail"]
 EXECUTED_VERSION = "$LATEST"
 ACCOUNT_ID = "000000000000"  # the ARNs the local API names carry this account
 EVENT_PAYLOAD_MAX = 256 * 1024  # Lambda's limit for asynchronous invocations
