@@ -29,14 +29,9 @@ class JobConflict(RuntimeError):
     """The job is not in a state that allows this (e.g. resuming a running job)."""
 
 
-class MissingFunction(ValueError):
-    def __init__(self, field: str, message: str):
-        super().__init__(message)
-        self.field = field
-
-
-class BadController(ValueError):
-    """The controller names a scheduler that is not saved, or lacks what it needs."""
+class InvalidJobField(ValueError):
+    """A valid spec this gateway cannot run (an unregistered function, a scheduler not saved):
+    ``field`` names the part at fault, answered as a 422 like a validation error."""
 
     def __init__(self, field: str, message: str):
         super().__init__(message)
@@ -84,11 +79,11 @@ class JobManager:
             try:
                 self._invoker.pool.spec(name)
             except FunctionNotFound:
-                raise MissingFunction(field, f"no function named {name!r} is registered") \
+                raise InvalidJobField(field, f"no function named {name!r} is registered") \
                     from None
         actor = self._invoker.pool.spec(spec.actor_function)
         if (spec.placement.actors or actor.placement) == "lambda" and actor.aws_lambda is None:
-            raise MissingFunction("placement.actors", f"{actor.name!r} has no aws_lambda "
+            raise InvalidJobField("placement.actors", f"{actor.name!r} has no aws_lambda "
                                   "section naming its Lambda function")
         self._check_controller(spec)
         rec = JobRecord(id=uuid.uuid4().hex[:12], spec=spec, created_at=time.time())
@@ -100,18 +95,18 @@ class JobManager:
         ctl = spec.controller
         if ctl.name == "minions":
             if self._schedulers is None:
-                raise BadController("controller.scheduler", "this gateway has no schedulers "
-                                    "folder")
+                raise InvalidJobField("controller.scheduler",
+                                      "this gateway has no schedulers folder")
             try:
                 weights, _ = load_scheduler(self._schedulers, ctl.scheduler)
             except SchedulerNotFound as exc:
-                raise BadController("controller.scheduler", str(exc)) from None
+                raise InvalidJobField("controller.scheduler", str(exc)) from None
             if "actor.4.bias" not in weights:
-                raise BadController("controller.scheduler",
-                                    f"{ctl.scheduler!r} is not a MinionsRL scheduler")
+                raise InvalidJobField("controller.scheduler",
+                                      f"{ctl.scheduler!r} is not a MinionsRL scheduler")
         if ctl.name == "minions-adapt" and not (spec.stop.target_reward or 0) > 0:
-            raise BadController("stop.target_reward", "minions-adapt scales actors by the "
-                                "share of the target reached: set a positive target_reward")
+            raise InvalidJobField("stop.target_reward", "minions-adapt scales actors by the "
+                                  "share of the target reached: set a positive target_reward")
 
     async def get(self, job_id: str) -> JobRecord:
         if job_id in self._running:  # the live record is newer than the saved one

@@ -18,7 +18,7 @@ from faasrl.gateway.auth import require_token
 from faasrl.gateway.errors import REDIS_RETRY_AFTER_S, FieldError, redis_unavailable_body
 from faasrl.gateway.schemas import BODY_ERRORS, REDIS_ERRORS, ErrorOut, JobId
 from faasrl.gateway.services import ServicesDep
-from faasrl.jobs.manager import BadController, JobConflict, JobNotFound, MissingFunction
+from faasrl.jobs.manager import InvalidJobField, JobConflict, JobNotFound
 from faasrl.jobs.spec import JobSpec
 from faasrl.jobs.store import ACTIVE, JobRecord
 
@@ -42,7 +42,7 @@ async def submit(spec: JobSpec, svc: ServicesDep) -> JobRecord:
     """Start a training job; hyper-parameters left out take defaults for the env's family."""
     try:
         return await svc.jobs.submit(spec)
-    except (MissingFunction, BadController) as exc:
+    except InvalidJobField as exc:
         raise FieldError({exc.field: str(exc)}) from None
 
 
