@@ -92,7 +92,8 @@ def main() -> None:
             host, port = container["endpoint"].split(":")
             # The runtime takes /run from its invoker only: the bench is in the gateway's
             # process, so it can show the container's secret as the invoker does.
-            handle = platform._app.state.services.invoker.handle(container["id"])
+            invoker = platform._app.state.services.invoker
+            (handle,) = [c.handle for c in invoker.containers() if c.id == container["id"]]
             runtime_auth = {"Authorization": f"Bearer {handle.secret}"}
             gw_host, gw_port = platform.url.removeprefix("http://").split(":")
             paths = {

@@ -22,12 +22,11 @@ from faasrl.data.health import RedisHealth
 from faasrl.gateway.errors import BodyLimit, install_error_handlers
 from faasrl.gateway.routers import cluster, code, functions, invocations, jobs, lambda_api, system
 from faasrl.gateway.services import Services
+from faasrl.gateway.services import functions as function_service
 from faasrl.invoker import Invoker, InvokerConfig, Pool, RecordStore, node_capacity
-from faasrl.invoker.errors import CapacityError
 from faasrl.invoker.metrics import InvokerMetrics, PoolCollector
 from faasrl.invoker.registry import CodeStore, FunctionRegistry
 from faasrl.jobs import JobManager, JobStore
-from faasrl.manifest import MANIFEST_NAMES, ManifestError, load_manifest
 
 log = logging.getLogger(__name__)
 SHUTDOWN_STEP_S = 30.0  # the most one shutdown step may take
@@ -72,13 +71,8 @@ def create_app(settings: Settings, redis_url: str, function_redis_url: str | Non
             services={"lambda": _lambda_backend(settings, redis_url)})
         await invoker.start()
         registrations = FunctionRegistry(redis)
-        for spec in await registrations.load():
-            try:
-                invoker.register(spec)
-            except CapacityError as exc:
-                log.error("function %s does not fit this node: %s", spec.name, exc.message)
-        if settings.register_builtins:
-            await _register_builtins(settings, invoker, registrations)
+        await function_service.restore(
+            invoker, registrations, settings.functions_dir if settings.register_builtins else None)
         manager = JobManager(JobStore(redis), invoker, redis, settings.state_dir / "jobs",
                              settings.scheduler_folder, health=health,
                              outage_max_s=settings.redis_outage_max_s)
@@ -88,7 +82,7 @@ def create_app(settings: Settings, redis_url: str, function_redis_url: str | Non
         if settings.resume_jobs:
             await manager.start()
         log.info("gateway up: %s backend, capacity %s, %d functions", settings.backend,
-                 capacity, len(pool.functions()))
+                 capacity, len(invoker.functions()))
         try:
             yield
         finally:
@@ -156,21 +150,3 @@ def _lambda_backend(settings: Settings, redis_url: str) -> LambdaBackend:
                          throttle_retries=settings.lambda_throttle_retries,
                          timeout_grace_s=settings.timeout_grace_s)
 
-
-async def _register_builtins(settings: Settings, invoker: Invoker,
-                             registrations: FunctionRegistry) -> None:
-    """Register the built-in functions (``functions_dir``) that are not registered yet."""
-    folder = settings.functions_dir
-    known = {spec.name for spec in invoker.pool.functions()}
-    for path in sorted(folder.iterdir()) if folder.is_dir() else []:
-        if not any((path / name).is_file() for name in MANIFEST_NAMES):
-            continue
-        try:
-            spec = load_manifest(path)
-            if spec.name in known:
-                continue
-            invoker.register(spec)
-        except (ManifestError, CapacityError) as exc:
-            log.error("built-in function in %s not registered: %s", path, exc)
-            continue
-        await registrations.save(spec)

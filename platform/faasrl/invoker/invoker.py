@@ -4,6 +4,10 @@ The pool (``pool.py``) decides; this class does the I/O: it starts and stops con
 the backend, waits for their runtimes, sends ``/init`` and ``/run``, retries an invocation once when
 its container dies under it, kills containers whose runs outlive their deadline, and writes one
 record per invocation. It knows nothing of RL.
+
+Callers (the gateway, the job manager) see the node through the query methods below
+(``functions``, ``spec``, ``shortfall``, ``containers``, ...), never through the pool or the
+backend, so that what the pool keeps and how a backend is asked stays the invoker's business.
 """
 
 from __future__ import annotations
@@ -17,12 +21,23 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from faasrl.backends.base import Backend, ContainerHandle
+from faasrl.backends.base import Backend, ContainerHandle, ContainerStats
 from faasrl.backends.service import ServiceBackend
 from faasrl.invoker.errors import InvokerError, NotPlaceable, StartFailed
 from faasrl.invoker.metrics import InvokerMetrics
-from faasrl.invoker.pool import Action, Assign, Container, Pool, Reject, Start, State, Stop
+from faasrl.invoker.pool import (
+    Action,
+    Assign,
+    Container,
+    Pool,
+    Reject,
+    Start,
+    State,
+    Stop,
+    need_of,
+)
 from faasrl.invoker.records import InvocationRecord, RecordStore
+from faasrl.invoker.resources import Resources
 from faasrl.invoker.runtime_client import RuntimeClient, RuntimeGone
 from faasrl.manifest import FunctionSpec
 
@@ -41,6 +56,25 @@ def new_invocation_id() -> str:
     return uuid.uuid4().hex
 
 
+@dataclass(frozen=True)
+class ContainerInfo:
+    """One container as the invoker's callers see it: a snapshot, which does not change as
+    the container does.
+
+    ``created_at`` and ``idle_since`` are ``time.monotonic()`` readings; ``handle`` is None
+    until the backend has started the container."""
+
+    id: str
+    function: str
+    state: State
+    inflight: int
+    served: int
+    created_at: float
+    idle_since: float | None
+    gpus: tuple[int, ...]
+    handle: ContainerHandle | None
+
+
 class Invoker:
     def __init__(self, backend: Backend, pool: Pool, *, records: RecordStore | None = None,
                  metrics: InvokerMetrics | None = None, config: InvokerConfig | None = None,
@@ -48,9 +82,9 @@ class Invoker:
                  services: Mapping[str, ServiceBackend] | None = None,
                  code: Callable[[str], Awaitable[bytes | None]] | None = None):
         """``code``: fetches an uploaded code archive by digest, for functions that have one."""
-        self.backend = backend
-        self.services = dict(services or {})  # placement name -> FaaS service backend
-        self.pool = pool
+        self._backend = backend
+        self._services = dict(services or {})  # placement name -> FaaS service backend
+        self._pool = pool
         self.config = config or InvokerConfig()
         self._records = records
         self._metrics = metrics
@@ -65,7 +99,7 @@ class Invoker:
 
     # ---------------------------------------------------------------- lifecycle
     async def start(self) -> None:
-        reaped = self.backend.reap_orphans()
+        reaped = self._backend.reap_orphans()
         if reaped:
             log.warning("reaped %d containers left behind by an earlier platform", reaped)
         self._ticker = asyncio.create_task(self._maintain(), name="invoker-maintain")
@@ -79,8 +113,8 @@ class Invoker:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         for client in self._clients.values():
             client.close()
-        await self.backend.close()
-        for service in self.services.values():
+        await self._backend.close()
+        for service in self._services.values():
             await service.close()
         for fut in self._waiters.values():
             if not fut.done():
@@ -88,26 +122,67 @@ class Invoker:
 
     # ---------------------------------------------------------------- functions
     def register(self, spec: FunctionSpec) -> None:
-        self._apply(self.pool.register(spec, time.monotonic()))
+        self._apply(self._pool.register(spec, time.monotonic()))
 
     def unregister(self, name: str) -> None:
-        self._apply(self.pool.unregister(name, time.monotonic()))
+        self._apply(self._pool.unregister(name, time.monotonic()))
 
     def prewarm(self, function: str, n: int, *, placement: str | None = None) -> int:
         """Start containers until ``n`` exist for the function; returns how many were started.
 
         On a service backend (the function's or ``placement``), get ready for ``n`` concurrent
         invocations instead; nothing is started there."""
-        service = self._service(self.pool.spec(function), placement)
+        service = self._service(self._pool.spec(function), placement)
         if service is not None:
-            service.prewarm(self.pool.spec(function), n)
+            service.prewarm(self._pool.spec(function), n)
             return 0
-        started, actions = self.pool.prewarm(function, n, time.monotonic())
+        started, actions = self._pool.prewarm(function, n, time.monotonic())
         self._apply(actions)
         return started
 
-    def handle(self, container_id: str) -> ContainerHandle | None:
-        return self._handles.get(container_id)
+    # ------------------------------------------------------------------ queries
+    @property
+    def backend_name(self) -> str:
+        """The backend local containers run on (``process``, ``docker``)."""
+        return self._backend.name
+
+    @property
+    def capacity(self) -> Resources:
+        """What this node hands out to containers."""
+        return self._pool.capacity
+
+    @property
+    def reserved(self) -> Resources:
+        """What the containers hold now."""
+        return self._pool.reserved
+
+    def functions(self) -> list[FunctionSpec]:
+        """The registered functions, in the order they were first registered."""
+        return self._pool.functions()
+
+    def spec(self, name: str) -> FunctionSpec:
+        """A registered function's manifest; raises ``FunctionNotFound``."""
+        return self._pool.spec(name)
+
+    def shortfall(self, spec: FunctionSpec) -> dict[str, str]:
+        """Per manifest field, why this node could not run ``spec`` (empty: it can): more than
+        the whole node's capacity, or what the backend refuses (an image it lacks, ...)."""
+        return {**self._pool.capacity.shortfall(need_of(spec)), **self._backend.check(spec)}
+
+    def queued(self, function: str) -> int:
+        """Invocations of ``function`` waiting for a container."""
+        return self._pool.queued(function)
+
+    def containers(self) -> list[ContainerInfo]:
+        """Every container of the node, oldest first."""
+        return [ContainerInfo(c.id, c.function, c.state, c.inflight, c.served, c.created_at,
+                              c.idle_since, c.gpus, self._handles.get(c.id))
+                for c in sorted(self._pool.containers(), key=lambda c: c.created_at)]
+
+    def container_stats(self, container_id: str) -> ContainerStats | None:
+        """A container's memory and CPU use; None once it is gone (or not started yet)."""
+        handle = self._handles.get(container_id)
+        return self._backend.stats(handle) if handle is not None else None
 
     # -------------------------------------------------------------- invocations
     async def invoke(self, function: str, args: Any = None, *, timeout_s: float | None = None,
@@ -125,10 +200,10 @@ class Invoker:
         Raises ``InvokerError`` when the invocation is refused (unknown function, queue full,
         no container in time); everything that happens once it runs is in the record.
         """
-        spec = self.pool.spec(function)
+        spec = self._pool.spec(function)
         timeout = spec.timeout_s if timeout_s is None else min(timeout_s, spec.timeout_s)
         rec = InvocationRecord(invocation_id or new_invocation_id(), function,
-                               memory_mb=spec.memory_mb, backend=self.backend.name,
+                               memory_mb=spec.memory_mb, backend=self._backend.name,
                                requested_at=time.time())
         if (service := self._service(spec, placement)) is not None:
             return await self._invoke_on(service, spec, args, timeout, rec, on_running)
@@ -177,14 +252,14 @@ class Invoker:
         where = placement or spec.placement
         if where == "local":
             return None
-        if where not in self.services:
+        if where not in self._services:
             raise NotPlaceable(f"{spec.name!r} cannot run on {where!r}: this platform has no "
-                               f"such backend (it has: local, {', '.join(self.services)})")
+                               f"such backend (it has: local, {', '.join(self._services)})")
         if where == "lambda" and spec.aws_lambda is None:
             raise NotPlaceable(f"{spec.name!r} has no aws_lambda section: it cannot run on "
                                "Lambda (deploy it with 'faasrl deploy lambda', then name the "
                                "Lambda function in its manifest)")
-        return self.services[where]
+        return self._services[where]
 
     async def _invoke_on(self, service: ServiceBackend, spec: FunctionSpec, args: Any,
                          timeout: float, rec: InvocationRecord,
@@ -220,15 +295,15 @@ class Invoker:
         self._waiters[waiter] = fut
         t0 = time.monotonic()
         try:
-            self._apply(self.pool.request(function, waiter, t0, retry=retry,
+            self._apply(self._pool.request(function, waiter, t0, retry=retry,
                                           affinity=affinity))
             assign = await fut
         except asyncio.CancelledError:
             self._waiters.pop(waiter, None)
             if fut.done() and not fut.cancelled() and fut.exception() is None:
-                self._apply(self.pool.release(fut.result().container, time.monotonic()))
+                self._apply(self._pool.release(fut.result().container, time.monotonic()))
             else:
-                self._apply(self.pool.cancel(waiter, time.monotonic()))
+                self._apply(self._pool.cancel(waiter, time.monotonic()))
             raise
         finally:
             self._waiters.pop(waiter, None)
@@ -283,10 +358,10 @@ class Invoker:
         return True
 
     def _release(self, cid: str) -> None:
-        self._apply(self.pool.release(cid, time.monotonic()))
+        self._apply(self._pool.release(cid, time.monotonic()))
 
     def _lose(self, cid: str, reason: str) -> None:
-        self._apply(self.pool.lost(cid, reason, time.monotonic()))
+        self._apply(self._pool.lost(cid, reason, time.monotonic()))
 
     # ------------------------------------------------------------------ actions
     def _apply(self, actions: Iterable[Action]) -> None:
@@ -318,7 +393,7 @@ class Invoker:
         handle: ContainerHandle | None = None
         try:
             async with asyncio.timeout(self.config.start_timeout_s):
-                handle = await self.backend.start(spec, cid, action.gpus)
+                handle = await self._backend.start(spec, cid, action.gpus)
                 self._handles[cid] = handle
                 client = self._clients[cid] = RuntimeClient(handle.host, handle.port,
                                                              handle.secret)
@@ -341,17 +416,17 @@ class Invoker:
         except Exception as exc:
             if not isinstance(exc, StartFailed):
                 detail = "took too long" if isinstance(exc, TimeoutError) else f"{exc}"
-                tail = self.backend.logs(handle, tail=5).strip() if handle else ""
+                tail = self._backend.logs(handle, tail=5).strip() if handle else ""
                 exc = StartFailed(f"container for {spec.name!r} failed to start: {detail}"
                                   + (f"\n{tail}" if tail else ""))
             log.warning("%s", exc.message)
             await self._discard(cid, handle)
-            self._apply(self.pool.start_failed(cid, exc, time.monotonic()))
+            self._apply(self._pool.start_failed(cid, exc, time.monotonic()))
             return
         self._start_s[cid] = time.monotonic() - t0
         if self._metrics is not None:
             self._metrics.observe_start(spec.name, self._start_s[cid])
-        self._apply(self.pool.ready(cid, time.monotonic()))
+        self._apply(self._pool.ready(cid, time.monotonic()))
 
     async def _archive(self, sha256: str) -> str:
         data = await self._code(sha256) if self._code is not None else None
@@ -362,10 +437,10 @@ class Invoker:
     async def _wait_ready(self, client: RuntimeClient, handle: ContainerHandle) -> None:
         delay = 0.005
         while True:
-            code = self.backend.exit_code(handle)
+            code = self._backend.exit_code(handle)
             if code is not None:
                 raise StartFailed(f"the container exited with status {code} while starting:\n"
-                                  + self.backend.logs(handle, tail=10).strip())
+                                  + self._backend.logs(handle, tail=10).strip())
             try:
                 status, _ = await client.request("GET", "/healthz")
                 if status == 200:
@@ -381,7 +456,7 @@ class Invoker:
             client.close()
         self._handles.pop(cid, None)
         if handle is not None:
-            await self.backend.stop(handle, 0.0)
+            await self._backend.stop(handle, 0.0)
 
     async def _stop_container(self, cid: str, reason: str) -> None:
         log.debug("stopping %s: %s", cid, reason)
@@ -391,10 +466,10 @@ class Invoker:
             client.close()
         try:
             if handle is not None:
-                await self.backend.stop(handle, self.config.stop_grace_s)
+                await self._backend.stop(handle, self.config.stop_grace_s)
         finally:
             self._start_s.pop(cid, None)
-            self._apply(self.pool.stopped(cid, time.monotonic()))
+            self._apply(self._pool.stopped(cid, time.monotonic()))
 
     # -------------------------------------------------------------- maintenance
     async def _maintain(self) -> None:
@@ -402,9 +477,9 @@ class Invoker:
             await asyncio.sleep(self.config.maintain_interval_s)
             try:
                 now = time.monotonic()
-                for c in self.pool.containers():
+                for c in self._pool.containers():
                     self._check_exit(c, now)
-                self._apply(self.pool.tick(now))
+                self._apply(self._pool.tick(now))
             except Exception:
                 log.exception("invoker maintenance failed")
 
@@ -412,5 +487,5 @@ class Invoker:
         if c.state not in (State.IDLE, State.BUSY):
             return
         handle = self._handles.get(c.id)
-        if handle is not None and (code := self.backend.exit_code(handle)) is not None:
-            self._apply(self.pool.lost(c.id, f"exited with status {code}", now))
+        if handle is not None and (code := self._backend.exit_code(handle)) is not None:
+            self._apply(self._pool.lost(c.id, f"exited with status {code}", now))

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Depends, HTTPException, Query
 
 from faasrl.gateway.auth import require_token
 from faasrl.gateway.schemas import REDIS_ERRORS, ErrorOut, InvocationId, InvocationOut
-from faasrl.gateway.services import ServicesDep
+from faasrl.gateway.services import ServicesDep, invocations
 from faasrl.manifest import FUNCTION_NAME
 
 router = APIRouter(prefix="/v1/invocations", tags=["invocations"],
@@ -34,6 +34,4 @@ async def list_invocations(
                                               description="only this function's")] = None,
         limit: Annotated[int, Query(ge=1, le=1000)] = 50) -> list[dict[str, Any]]:
     """The most recent finished invocations, newest first."""
-    names = [function] if function else [f.name for f in svc.invoker.pool.functions()]
-    recs = [r for name in names for r in await svc.records.recent(name, limit)]
-    return sorted(recs, key=lambda r: r["requested_at"], reverse=True)[:limit]
+    return await invocations.recent(svc, function, limit)

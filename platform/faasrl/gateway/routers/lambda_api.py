@@ -19,10 +19,8 @@ from __future__ import annotations
 
 import base64
 import binascii
-import contextlib
 import json
 import re
-import time
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, FastAPI, Query, Request, Response
@@ -37,7 +35,7 @@ from faasrl.gateway.lambda_schemas import (
     FunctionErrorOut,
     LambdaErrorOut,
 )
-from faasrl.gateway.services import Services, ServicesDep
+from faasrl.gateway.services import Services, ServicesDep, invocations
 from faasrl.invoker.errors import (
     FunctionGone,
     FunctionNotFound,
@@ -122,7 +120,7 @@ async def invoke(function_name: str, request: Request, svc: ServicesDep,
         raise LambdaApiError(404, "ResourceNotFoundException",
                              f"Function not found: {arn}:{qualifier} (only $LATEST here)")
     try:
-        spec = svc.invoker.pool.spec(name)
+        spec = svc.invoker.spec(name)
     except FunctionNotFound:
         raise LambdaApiError(404, "ResourceNotFoundException",
                              f"Function not found: {arn}") from None
@@ -152,10 +150,8 @@ async def invoke(function_name: str, request: Request, svc: ServicesDep,
     if invocation_type == "DryRun":
         return Response(status_code=204, headers=headers)
     if invocation_type == "Event":
-        await svc.records.put_now(InvocationRecord(
-            request_id, name, memory_mb=spec.memory_mb, backend=svc.invoker.backend.name,
-            requested_at=time.time()))
-        svc.spawn(_invoke_event(svc, name, args, request_id, client_context))
+        await invocations.accept(svc, spec, args, invocation_id=request_id, placement="local",
+                                 client_context=client_context)
         return Response(status_code=202, headers=headers)
 
     try:
@@ -170,14 +166,6 @@ async def invoke(function_name: str, request: Request, svc: ServicesDep,
                         media_type="application/json", headers=headers)
     headers["X-Amz-Function-Error"] = "Unhandled"
     return JSONResponse(_function_error(rec, spec.timeout_s).model_dump(), headers=headers)
-
-
-async def _invoke_event(svc: Services, name: str, args: Any, request_id: str,
-                        client_context: dict[str, Any] | None) -> None:
-    with contextlib.suppress(InvokerError):  # the invoker wrote a refusal into the record
-        await svc.invoker.invoke(name, args, invocation_id=request_id,
-                                 on_running=svc.records.put, placement="local",
-                                 client_context=client_context)
 
 
 def _client_context(header: str | None) -> dict[str, Any] | None:
@@ -226,8 +214,7 @@ def _tail_log(rec: InvocationRecord, svc: Services) -> str:
     """The START/END/REPORT lines Lambda writes, from the record, base64 as Lambda sends them."""
     report = [f"REPORT RequestId: {rec.id}", f"Duration: {rec.run_s * 1000:.2f} ms",
               f"Billed Duration: {rec.billed_ms} ms", f"Memory Size: {rec.memory_mb} MB"]
-    handle = svc.invoker.handle(rec.container) if rec.container else None
-    stats = svc.invoker.backend.stats(handle) if handle else None
+    stats = svc.invoker.container_stats(rec.container) if rec.container else None
     if stats is not None:
         report.append(f"Max Memory Used: {round(stats.memory_mb)} MB")
     if rec.cold:

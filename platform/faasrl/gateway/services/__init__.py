@@ -1,4 +1,9 @@
-"""What the routers work with, built once per gateway in the app's lifespan."""
+"""What the routers work with, built once per gateway in the app's lifespan.
+
+Routers parse a request, call the invoker's query methods or a service function of this
+package (``functions``, ``invocations``, ``cluster``) and shape the answer; what a request does
+beyond one call is written in the service, once for every router that needs it.
+"""
 
 from __future__ import annotations
 

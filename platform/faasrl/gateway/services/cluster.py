@@ -1,0 +1,36 @@
+"""The node as the invoker sees it: capacity, and each function's queue and containers."""
+
+from __future__ import annotations
+
+import time
+
+from faasrl.gateway.schemas import ClusterOut, ContainerOut, FunctionPoolOut, ResourcesOut
+from faasrl.invoker import Invoker
+from faasrl.invoker.resources import Resources
+
+
+def snapshot(invoker: Invoker) -> ClusterOut:
+    """Every registered function (and any function whose containers outlive it), oldest
+    container first, with what the backend measures of each."""
+    now = time.monotonic()
+    functions = {s.name: FunctionPoolOut(queued=invoker.queued(s.name), containers=[])
+                 for s in invoker.functions()}
+    for c in invoker.containers():
+        stats = invoker.container_stats(c.id)
+        out = ContainerOut(
+            id=c.id, state=c.state.value, inflight=c.inflight, served=c.served,
+            age_s=now - c.created_at,
+            idle_s=None if c.idle_since is None else now - c.idle_since,
+            gpus=list(c.gpus), pid=c.handle.pid if c.handle else None,
+            endpoint=f"{c.handle.host}:{c.handle.port}" if c.handle else None,
+            memory_mb=stats.memory_mb if stats else None, cpu_s=stats.cpu_s if stats else None)
+        functions.setdefault(c.function, FunctionPoolOut(queued=0, containers=[]))
+        functions[c.function].containers.append(out)
+    capacity, reserved = invoker.capacity, invoker.reserved
+    return ClusterOut(backend=invoker.backend_name, capacity=_resources(capacity),
+                      reserved=_resources(reserved), free=_resources(capacity - reserved),
+                      functions=functions)
+
+
+def _resources(r: Resources) -> ResourcesOut:
+    return ResourcesOut(cpu=r.cpu, memory_mb=r.memory_mb, gpus=r.gpus)

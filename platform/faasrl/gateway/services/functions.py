@@ -1,0 +1,76 @@
+"""Function registrations: deploy, delete and pre-warm, and what a starting gateway registers."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from faasrl.gateway.errors import FieldError
+from faasrl.gateway.schemas import PrewarmResult
+from faasrl.gateway.services import Services
+from faasrl.invoker import Invoker, State
+from faasrl.invoker.errors import CapacityError
+from faasrl.invoker.registry import FunctionRegistry
+from faasrl.manifest import MANIFEST_NAMES, FunctionSpec, ManifestError, load_manifest
+
+log = logging.getLogger(__name__)
+
+
+def is_registered(svc: Services, name: str) -> bool:
+    return any(f.name == name for f in svc.invoker.functions())
+
+
+async def deploy(svc: Services, spec: FunctionSpec) -> bool:
+    """Register ``spec`` (kept in Redis for the next start) or replace the function of its name;
+    returns whether it replaced one. A manifest this node could never run is a 422 naming the
+    fields, before anything is saved."""
+    fields = svc.invoker.shortfall(spec)
+    if spec.code_sha256 and not await svc.code.exists(spec.code_sha256):
+        fields["code_sha256"] = "no uploaded code archive has this digest (POST /v1/code)"
+    if fields:
+        raise FieldError(fields)
+    replaced = is_registered(svc, spec.name)
+    await svc.functions.save(spec)
+    svc.invoker.register(spec)
+    return replaced
+
+
+async def delete(svc: Services, name: str) -> None:
+    """Forget a function; its waiting invocations fail, its containers retire."""
+    svc.invoker.spec(name)  # FunctionNotFound (404) before Redis is touched
+    await svc.functions.delete(name)
+    svc.invoker.unregister(name)
+
+
+def prewarm(svc: Services, name: str, count: int) -> PrewarmResult:
+    started = svc.invoker.prewarm(name, count)
+    live = sum(1 for c in svc.invoker.containers()
+               if c.function == name and c.state != State.STOPPING)
+    return PrewarmResult(started=started, containers=live)
+
+
+async def restore(invoker: Invoker, registrations: FunctionRegistry,
+                  builtins: Path | None) -> None:
+    """At start: register what was registered before, then each built-in function (a folder
+    of ``builtins`` with a manifest) not registered yet. One that does not fit is logged and
+    skipped, so one bad manifest cannot keep the gateway down."""
+    for spec in await registrations.load():
+        try:
+            invoker.register(spec)
+        except CapacityError as exc:
+            log.error("function %s does not fit this node: %s", spec.name, exc.message)
+    if builtins is None or not builtins.is_dir():
+        return
+    known = {spec.name for spec in invoker.functions()}
+    for path in sorted(builtins.iterdir()):
+        if not any((path / name).is_file() for name in MANIFEST_NAMES):
+            continue
+        try:
+            spec = load_manifest(path)
+            if spec.name in known:
+                continue
+            invoker.register(spec)
+        except (ManifestError, CapacityError) as exc:
+            log.error("built-in function in %s not registered: %s", path, exc)
+            continue
+        await registrations.save(spec)

@@ -1,0 +1,49 @@
+"""Invocations the gateway runs for a client that does not wait, and the records it reads."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from faasrl.gateway.services import Services
+from faasrl.invoker.errors import FunctionNotFound, InvokerError
+from faasrl.invoker.invoker import new_invocation_id
+from faasrl.invoker.records import InvocationRecord
+from faasrl.manifest import FunctionSpec
+
+
+async def accept(svc: Services, spec: FunctionSpec, args: Any, *,
+                 invocation_id: str | None = None, timeout_s: float | None = None,
+                 affinity: str | None = None, placement: str | None = None,
+                 client_context: dict[str, Any] | None = None) -> str:
+    """Queue an invocation and return its id: its record says ``queued`` before this returns
+    (so a poll right after finds it), and it runs as a gateway task (cancelled, its record
+    written, on shutdown). The keywords are ``Invoker.invoke``'s."""
+    rec = InvocationRecord(invocation_id or new_invocation_id(), spec.name,
+                           memory_mb=spec.memory_mb, backend=svc.invoker.backend_name,
+                           requested_at=time.time())
+    await svc.records.put_now(rec)
+    svc.spawn(_run(svc, spec.name, args, rec.id, timeout_s=timeout_s, affinity=affinity,
+                   placement=placement, client_context=client_context))
+    return rec.id
+
+
+async def _run(svc: Services, name: str, args: Any, invocation_id: str, **options: Any
+               ) -> None:
+    try:
+        await svc.invoker.invoke(name, args, invocation_id=invocation_id,
+                                 on_running=svc.records.put, **options)
+    except FunctionNotFound as exc:  # deleted since it was accepted: no record was written
+        svc.records.put(InvocationRecord(invocation_id, name, status="error",
+                                         finished_at=time.time(),
+                                         error={"type": exc.kind, "message": exc.message}))
+    except InvokerError:
+        pass  # the invoker wrote the refusal into the record
+
+
+async def recent(svc: Services, function: str | None, limit: int) -> list[dict[str, Any]]:
+    """The ``limit`` most recent finished invocations, of one function or of all, newest
+    first."""
+    names = [function] if function else [f.name for f in svc.invoker.functions()]
+    records = [r for name in names for r in await svc.records.recent(name, limit)]
+    return sorted(records, key=lambda r: r["requested_at"], reverse=True)[:limit]
