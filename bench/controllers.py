@@ -34,15 +34,15 @@ from rich.console import Console
 from rich.table import Table
 
 from faasrl.config import Settings
-from faasrl.controllers.minions_training import (
+from faasrl.controllers.schedulers import save_scheduler
+from faasrl.embedded import EmbeddedPlatform
+from faasrl.scheduler_training.train import (
     SchedulerTrainer,
     TrainingConfig,
     job_episodes,
     simulated_episodes,
 )
-from faasrl.controllers.schedulers import save_scheduler
-from faasrl.controllers.workload import SimulatedWorkload
-from faasrl.embedded import EmbeddedPlatform
+from faasrl.scheduler_training.workload import SimulatedWorkload
 
 CONTROLLERS = ("fixed", "minions", "minions-adapt", "minions-max", "nitro", "kungfu", "hydrozoa")
 # Per env: the job (same for every controller but its controller section), I_max for a 2-core

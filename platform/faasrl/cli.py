@@ -531,15 +531,15 @@ def scheduler_train(
     platform, or on the simulated workload; saves it after every episode."""
     import torch
 
-    from faasrl.controllers.minions_training import (
+    from faasrl.controllers.schedulers import SchedulerNotFound, load_scheduler, save_scheduler
+    from faasrl.embedded import EmbeddedPlatform
+    from faasrl.scheduler_training.train import (
         SchedulerTrainer,
         TrainingConfig,
         job_episodes,
         simulated_episodes,
     )
-    from faasrl.controllers.schedulers import SchedulerNotFound, load_scheduler, save_scheduler
-    from faasrl.controllers.workload import SimulatedWorkload
-    from faasrl.embedded import EmbeddedPlatform
+    from faasrl.scheduler_training.workload import SimulatedWorkload
 
     if (env is None and spec is None) == (not simulated):
         raise typer.BadParameter("give --env or --spec (whole jobs), or --simulated",

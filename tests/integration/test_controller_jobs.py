@@ -10,8 +10,8 @@ import pytest
 from helpers import wait_for
 
 from faasrl.client import Client
-from faasrl.controllers.minions_training import new_scheduler, to_numpy
 from faasrl.controllers.schedulers import save_scheduler
+from faasrl.scheduler_training.train import new_scheduler, to_numpy
 
 SHORT = {"env_id": "CartPole-v1", "envs_per_actor": 2, "steps_per_actor": 32,
          "evaluation_episodes": 0, "stop": {"max_rounds": 3}}

@@ -183,7 +183,7 @@ def test_scheduler_state_reward_and_terminal_penalty():
 
 def test_numpy_scheduler_matches_the_torch_network(tmp_path):
     torch = pytest.importorskip("torch")
-    from faasrl.controllers.minions_training import new_scheduler, to_numpy
+    from faasrl.scheduler_training.train import new_scheduler, to_numpy
 
     model = new_scheduler(6, seed=3)
     model.update_obs_stats(torch.randn(50, 8) * 5 + 2)

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from faasrl.controllers.fixed import Fixed
-from faasrl.controllers.minions_training import (
+from faasrl.scheduler_training.train import (
     Episode,
     SchedulerTrainer,
     TrainingConfig,
@@ -16,7 +16,7 @@ from faasrl.controllers.minions_training import (
     evaluate_on_workload,
     simulated_episodes,
 )
-from faasrl.controllers.workload import SimulatedWorkload
+from faasrl.scheduler_training.workload import SimulatedWorkload
 
 
 @pytest.fixture(autouse=True)

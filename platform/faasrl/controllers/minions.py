@@ -16,7 +16,7 @@ passed J but the job ended otherwise; the guard keeps it a penalty, and dividing
 O(1) next to the time term.
 
 At run time the scheduler is a numpy forward pass of the saved weights (the gateway has no
-torch); its training (``faasrl.controllers.minions_training``) uses the PPO of ``faasrl.rl``.
+torch); its training (``faasrl.scheduler_training.train``) uses the PPO of ``faasrl.rl``.
 """
 
 from __future__ import annotations

@@ -4,8 +4,7 @@ One episode is one whole job: the scheduler (sampling) picks I_k every round, th
 rows give the states, actions and rewards afterwards. Every ``episodes_per_update`` episodes the
 scheduler gets a PPO update (``faasrl.rl.ppo``) with the paper's settings: separate 2x64 tanh
 policy and critic, Adam 5e-3, gamma 0.99, clip 0.2, KL target 0.01, entropy 0.01, value 0.5.
-The only module of ``faasrl.controllers`` that imports torch: the CLI and the benchmark use it,
-the gateway never does.
+It imports torch: the CLI and the benchmark use it, the gateway never does.
 """
 
 from __future__ import annotations
@@ -21,9 +20,9 @@ import torch
 
 from faasrl.controllers.minions import FEATURES, Minions, round_reward, terminal_penalty
 from faasrl.controllers.schedulers import save_scheduler
-from faasrl.controllers.workload import SimulatedWorkload
 from faasrl.rl.policy import ActorCritic, PolicySpec
 from faasrl.rl.ppo import PPOConfig, compute_gae, ppo_update
+from faasrl.scheduler_training.workload import SimulatedWorkload
 
 
 @dataclass
