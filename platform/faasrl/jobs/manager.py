@@ -1,4 +1,4 @@
-"""Submits, cancels, resumes and deletes jobs; owns their driver tasks in the gateway."""
+"""Submits, cancels, resumes and deletes jobs; owns their runs (asyncio tasks) in the gateway."""
 
 from __future__ import annotations
 
@@ -15,10 +15,9 @@ from faasrl.data import acl
 from faasrl.data.health import RedisHealth
 from faasrl.invoker import Invoker
 from faasrl.invoker.errors import FunctionNotFound
-from faasrl.jobs.async_driver import AsyncJobDriver
-from faasrl.jobs.driver import JobDriver
 from faasrl.jobs.spec import JobSpec
 from faasrl.jobs.store import ACTIVE, JobRecord, JobStore
+from faasrl.workflow import WORKFLOWS, JobRun
 
 
 class JobNotFound(LookupError):
@@ -49,15 +48,15 @@ class JobManager:
         self._schedulers = schedulers
         self._health = health
         self._outage_max_s = outage_max_s
-        self._running: dict[str, tuple[JobDriver, asyncio.Task[None]]] = {}
+        self._running: dict[str, tuple[JobRun, asyncio.Task[None]]] = {}
         if health is not None:
             health.on_recovery(self._grant_all)
 
     async def _grant_all(self) -> None:
         """Redis came back, maybe restarted without the jobs' ACL users: grant them again, so
         that functions riding out the outage can log in."""
-        for driver, _ in list(self._running.values()):
-            await driver.grant()
+        for job_run, _ in list(self._running.values()):
+            await job_run.grant()
 
     async def start(self) -> None:
         """Resume the jobs a stopped (or crashed) gateway was running."""
@@ -66,7 +65,7 @@ class JobManager:
                 self._launch(rec)
 
     async def close(self) -> None:
-        """Stop every driver; their jobs are marked interrupted and resume at the next start."""
+        """Stop every run; their jobs are marked interrupted and resume at the next start."""
         tasks = [self._stop(job_id, "interrupted") for job_id in list(self._running)]
         await asyncio.gather(*tasks, return_exceptions=True)
 
@@ -117,7 +116,7 @@ class JobManager:
         return rec
 
     async def list(self) -> list[JobRecord]:
-        """Every job, oldest first; running ones as their drivers hold them."""
+        """Every job, oldest first; running ones as their runs hold them."""
         return [self._running[rec.id][0].record if rec.id in self._running else rec
                 for rec in await self.store.list()]
 
@@ -151,18 +150,18 @@ class JobManager:
         await asyncio.to_thread(shutil.rmtree, self._checkpoints / job_id, True)
 
     def _stop(self, job_id: str, status: str) -> asyncio.Task[None]:
-        """Stop a running driver, ending its job with ``status``; returns its task."""
-        driver, task = self._running[job_id]
-        if driver.record.status in ACTIVE:  # else it is saving its end: let it finish
-            driver.stop_requested = status
+        """Stop a running job, ending its job with ``status``; returns its task."""
+        job_run, task = self._running[job_id]
+        if job_run.record.status in ACTIVE:  # else it is saving its end: let it finish
+            job_run.stop_requested = status
             task.cancel()
         return task
 
     def _launch(self, rec: JobRecord) -> None:
-        kind = AsyncJobDriver if rec.spec.execution == "async" else JobDriver
-        driver = kind(rec, store=self.store, invoker=self._invoker, redis=self._redis,
-                      checkpoints=self._checkpoints, schedulers=self._schedulers,
-                      health=self._health, outage_max_s=self._outage_max_s)
-        task = asyncio.create_task(driver.run(), name=f"job-{rec.id}")
-        self._running[rec.id] = (driver, task)
+        job_run = JobRun(rec, store=self.store, invoker=self._invoker, redis=self._redis,
+                        checkpoints=self._checkpoints, workflow=WORKFLOWS[rec.spec.execution],
+                        schedulers=self._schedulers, health=self._health,
+                        outage_max_s=self._outage_max_s)
+        task = asyncio.create_task(job_run.run(), name=f"job-{rec.id}")
+        self._running[rec.id] = (job_run, task)
         task.add_done_callback(lambda _: self._running.pop(rec.id, None))

@@ -1,0 +1,449 @@
+"""A job's run, whatever its workflow: the one start, stop, pause, restore, checkpoint and
+metrics-row path, as an asyncio task in the gateway.
+
+The run owns what every workflow shares: the record and its accounting, the controller (asked
+for I_k once per round), the stop conditions and target confirmation, evaluations, the job's
+Redis user, pausing while Redis is unreachable (its own writes are idempotent and retried), disk
+checkpoints and resuming from Redis or from them, and the metrics row. The workflow
+(:mod:`faasrl.workflow.sync`, :mod:`faasrl.workflow.stellaris`) owns what happens inside a round:
+its rules, the functions they invoke and the row's own columns. The run does no tensor work,
+so the gateway needs no torch.
+
+Faults: a workflow invokes through :meth:`JobRun.invoke_until_done`, which retries an
+invocation that failed for want of Redis once Redis answers again; a round that meets an
+unreachable Redis where it cannot simply retry pauses and then runs again (see the workflow's
+``interrupted``), so no round is lost or counted twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import statistics
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, TypeVar
+
+from redis.asyncio import Redis
+
+from faasrl.controllers import Controller, RoundContext, build_controller
+from faasrl.data import acl
+from faasrl.data.connection import UNREACHABLE, UNREACHABLE_NAMES
+from faasrl.data.health import RedisHealth
+from faasrl.data.keys import latest_key, optimizer_keys, params_key
+from faasrl.data.ops import put_weights
+from faasrl.invoker import InvocationRecord, Invoker, InvokerError
+from faasrl.jobs.checkpoint import read_checkpoint, write_checkpoint
+from faasrl.jobs.cost import serverful_cost
+from faasrl.jobs.store import Evaluation, JobRecord, JobStore
+
+log = logging.getLogger(__name__)
+CONFIRM_GAP = 5  # rounds between evaluations that try to confirm a reached target
+REDIS_ATTEMPTS = 5  # invocations of a function that keeps finding Redis unreachable
+RESTORED_FIELDS = ("round", "version", "env_steps", "wall_s", "cost_usd", "serverful_cost_usd",
+                   "recent_returns", "kl_coef", "controller_state", "last_row", "policy",
+                   "parameter_state")  # what a resume from a disk checkpoint brings back
+T = TypeVar("T")
+
+
+class JobError(RuntimeError):
+    """A round could not complete; the message says which function failed and why."""
+
+
+class RedisDown(RuntimeError):
+    """A function could not reach Redis: the round waits for it, then runs again."""
+
+
+def unreachable(rec: InvocationRecord) -> bool:
+    """Whether an invocation failed because Redis did not answer (its retries ran out)."""
+    return rec.status != "success" and (rec.error or {}).get("type") in UNREACHABLE_NAMES
+
+
+def describe(rec: InvocationRecord) -> str:
+    err = rec.error or {}
+    return f"{rec.function} ({rec.status}): {err.get('type', '?')}: {err.get('message', '')}"
+
+
+def mean(values: list[float]) -> float | None:
+    return statistics.fmean(values) if values else None
+
+
+class Workflow(Protocol):
+    """What happens inside a job's rounds (see :mod:`faasrl.workflow`)."""
+
+    async def start(self) -> None:
+        """Before the policy is built or restored: pre-warm what the workflow keeps warm."""
+
+    async def reconcile(self, latest: int) -> None:
+        """Redis holds policy ``latest``, not the recorded version: a round was cut off."""
+
+    async def reset(self) -> None:
+        """After a restore: drop what a cut-off round left in the data plane."""
+
+    async def round(self) -> None:
+        """Run round ``record.round``; it ends with :meth:`JobRun.close_round`."""
+
+    async def interrupted(self, exc: Exception) -> None:
+        """Redis went away mid-round: wait for it (``JobRun.pause``) so the round reruns."""
+
+    async def finish(self) -> None:
+        """The rounds are over: let work in flight end and bill it."""
+
+    async def abandon(self) -> None:
+        """The job was cancelled or failed: drop work in flight."""
+
+
+@dataclass
+class RoundOutcome:
+    """What a round did, for its row and the record: the workflow's own columns, the
+    successful rollouts (their summaries carry episodes and steps) and the costs."""
+
+    round: int
+    actors: int
+    version: int
+    started: float  # time.monotonic() at the round's start
+    rollouts: list[InvocationRecord]
+    invocations: list[InvocationRecord]  # every one billed, for cold starts and queueing
+    costs: dict[str, float]  # row column -> dollars (cost_actors, cost_learner, ...)
+    columns: dict[str, Any] = field(default_factory=dict)
+
+
+class JobRun:
+    def __init__(self, record: JobRecord, *, store: JobStore, invoker: Invoker, redis: Redis,
+                 checkpoints: Path, workflow: Callable[[JobRun], Workflow],
+                 schedulers: Path | None = None, health: RedisHealth | None = None,
+                 outage_max_s: float = 600.0):
+        self.record = record
+        self.store = store
+        self.invoker = invoker
+        self.redis = redis
+        self.health = health
+        self.outage_max_s = outage_max_s
+        self.schedulers = schedulers
+        self.folder = checkpoints / record.id
+        self.credentials = acl.JobCredentials.new(record.id)  # its functions' Redis user
+        self.paused_s = 0.0  # time spent waiting for Redis (reset per row)
+        self.stop_requested: str | None = None  # the status to end with: see _stop_if_requested
+        self.history: list[dict[str, Any]] = []
+        self.controller: Controller = build_controller(record.spec.controller,
+                                                       schedulers=schedulers)
+        self.workflow = workflow(self)
+        self._next_confirm = 0  # first round at which a reached target may be evaluated
+        # (round, actors, the controller's explanation, seconds it took) of the round's decision
+        self._planned: tuple[int, int, dict[str, Any], float] | None = None
+
+    # ------------------------------------------------------------------- the job
+    async def run(self) -> None:
+        rec, spec = self.record, self.record.spec
+        rec.status, rec.error, rec.stop_reason = "running", None, None
+        rec.started_at = rec.started_at or time.time()
+        self._clock, self._wall_before = time.monotonic(), rec.wall_s
+        try:
+            await self.with_redis(lambda: self.store.save(rec))
+            await self.with_redis(self.grant)
+            self.controller.load_state_dict(rec.controller_state)
+            self.history = await self.with_redis(lambda: self.store.rows(rec.id))
+            # The actors start while the learner builds the initial policy, not after it.
+            self.invoker.prewarm(spec.actor_function, self.actors_for_round(),
+                                 placement=spec.placement.actors)
+            await self.workflow.start()
+            if rec.version is None:
+                await self._initialize()
+            else:
+                await self.with_redis(self.restore)
+            while (reason := await self._stop_reason()) is None:
+                self._stop_if_requested()
+                await self.with_redis(self.grant)  # a restarted Redis forgot the user
+                try:
+                    await self.workflow.round()
+                except (RedisDown, *UNREACHABLE) as exc:
+                    await self.workflow.interrupted(exc)
+            await self.workflow.finish()
+            rec.stop_reason = reason
+            if spec.evaluation_episodes and (rec.evaluation is None
+                                             or rec.evaluation.version != rec.version):
+                rec.evaluation = await self._evaluate()
+            rec.status = "succeeded"
+        except asyncio.CancelledError:
+            rec.status = self.stop_requested or "cancelled"
+            raise
+        except Exception as exc:
+            log.warning("job %s failed: %s", rec.id, exc)
+            rec.status, rec.error = "failed", str(exc)
+        finally:
+            await self.workflow.abandon()
+            rec.wall_s = self.wall()
+            if rec.status != "interrupted":
+                rec.finished_at = time.time()
+            await self._save_final()
+
+    async def _save_final(self) -> None:
+        """Save the job's end (and checkpoint it), and take its functions' Redis user away.
+        With Redis gone, the job keeps its last saved round (it is still 'running' there),
+        and the next gateway resumes it."""
+        rec = self.record
+        try:
+            await self.store.save(rec)
+            if rec.version is not None:
+                await self._checkpoint()
+            await acl.revoke(self.redis, rec.id)
+        except UNREACHABLE as exc:
+            log.error("job %s: could not save its end (%s): Redis is unreachable; it resumes "
+                      "from its last saved round", rec.id, exc)
+
+    async def grant(self) -> None:
+        """(Re)create the job's Redis user for its functions (idempotent)."""
+        await acl.grant(self.redis, self.record.id, self.credentials)
+
+    async def with_redis(self, op: Callable[[], Awaitable[T]]) -> T:
+        """Run one of the run's own (idempotent) Redis operations; while Redis is unreachable
+        the job pauses, and the operation runs again when it is back."""
+        while True:
+            try:
+                return await op()
+            except UNREACHABLE as exc:
+                await self.pause(f"Redis is unreachable ({exc})")
+
+    async def pause(self, why: str) -> None:
+        """Wait (at most ``outage_max_s``) until Redis answers; then grant the job's user
+        again, since a restarted Redis has none."""
+        rec, t0 = self.record, time.monotonic()
+        log.warning("job %s paused: %s", rec.id, why)
+        while True:
+            if self.health is None:
+                await asyncio.sleep(0.5)
+                up = True
+            else:
+                up = await self.health.wait_up(max(0.0, self.outage_max_s - (time.monotonic()
+                                                                               - t0)))
+            if not up:
+                raise JobError(f"Redis stayed unreachable for {self.outage_max_s:g} s ({why})")
+            try:
+                await self.grant()
+                break
+            except UNREACHABLE:
+                if time.monotonic() - t0 > self.outage_max_s:
+                    raise JobError(f"Redis stayed unreachable for {self.outage_max_s:g} s "
+                                   f"({why})") from None
+                await asyncio.sleep(0.2)
+        self.paused_s += time.monotonic() - t0
+        log.warning("job %s continues after %.1f s without Redis", rec.id,
+                    time.monotonic() - t0)
+
+    def _stop_if_requested(self) -> None:
+        """The manager cancels the run's task and also sets ``stop_requested``, checked here
+        between rounds: a cancellation can be lost, since Python 3.11's ``asyncio.wait_for``
+        (which redis-py awaits on each command it sends) drops one that arrives as its inner
+        await finishes, and the job would then run on."""
+        if self.stop_requested is not None:
+            raise asyncio.CancelledError
+
+    async def _stop_reason(self) -> str | None:
+        rec, stop = self.record, self.record.spec.stop
+        if (reached := await self._target_reached()) is not None:
+            return reached
+        if stop.max_rounds is not None and rec.round >= stop.max_rounds:
+            return f"max_rounds ({stop.max_rounds}) done"
+        if stop.max_env_steps is not None and rec.env_steps >= stop.max_env_steps:
+            return f"max_env_steps ({stop.max_env_steps}) reached"
+        if stop.budget_usd is not None and rec.cost_usd >= stop.budget_usd:
+            return f"budget (${stop.budget_usd:g}) spent"
+        if stop.max_wall_s is not None and self.wall() >= stop.max_wall_s:
+            return f"max_wall_s ({stop.max_wall_s:g}) reached"
+        if self.actors_for_round() == 0:
+            return "the controller ended the job: the budget left cannot pay for another round"
+        return None
+
+    async def _target_reached(self) -> str | None:
+        """Whether the policy reached ``target_reward``.
+
+        Training returns come from several recent versions of a sampling policy, so a window
+        that reaches the target is confirmed by evaluating the current version (when the job
+        evaluates at all); a failed confirmation is retried only ``CONFIRM_GAP`` rounds later.
+        """
+        rec, spec = self.record, self.record.spec
+        target, mean_ = spec.stop.target_reward, rec.recent_mean_return
+        if (target is None or mean_ is None or len(rec.recent_returns) < spec.stop.target_window
+                or mean_ < target):
+            return None
+        reached = f"target reward reached: training mean {mean_:.1f} over " \
+                  f"{spec.stop.target_window} episodes"
+        if not spec.stop.confirm_target or not spec.evaluation_episodes:
+            return reached
+        if rec.round < self._next_confirm:
+            return None
+        rec.evaluation = await self._evaluate()
+        await self.with_redis(lambda: self.store.save(rec))
+        if rec.evaluation.mean >= target:
+            return f"{reached}, evaluation mean {rec.evaluation.mean:.1f} over " \
+                   f"{rec.evaluation.episodes}"
+        self._next_confirm = rec.round + CONFIRM_GAP
+        return None
+
+    # --------------------------------------------------------- the controller
+    def actors_for_round(self) -> int:
+        """I_k for the current round, asked of the controller once per round (0: stop)."""
+        rec = self.record
+        if self._planned is None or self._planned[0] != rec.round:
+            t0 = time.perf_counter()
+            n = max(0, self.controller.actors(self.context(rec.round)))
+            self._planned = (rec.round, n, self.controller.explain(), time.perf_counter() - t0)
+        return self._planned[1]
+
+    def context(self, round_: int, partial: dict[str, Any] | None = None) -> RoundContext:
+        """What the controller sees before ``round_``; for a forecast, ``partial`` is the
+        running round's row so far (its actors' results)."""
+        rec, stop = self.record, self.record.spec.stop
+        spent = rec.cost_usd + (partial or {}).get("cost_actors", 0.0)
+        left = None if stop.budget_usd is None else stop.budget_usd - spent
+        history = self.history if partial is None else [*self.history, partial]
+        return RoundContext(round_, history, left, stop.budget_usd, stop.target_reward,
+                            rec.spec.seed)
+
+    # -------------------------------------------------------------- a round's end
+    async def close_round(self, outcome: RoundOutcome) -> None:
+        """Account a finished round on the record and append its row, once, whatever Redis
+        does: the one metrics-row builder every workflow ends its rounds with."""
+        rec, spec = self.record, self.record.spec
+        summaries = [r.result for r in outcome.rollouts]
+        returns = [float(ret) for s in summaries for ret, _ in s["episodes"]]
+        steps = sum(int(s["steps"]) for s in summaries)
+        run_times = [r.run_s for r in outcome.rollouts]
+        cost_round = sum(outcome.costs.values())
+        rec.round, rec.version = outcome.round + 1, outcome.version
+        rec.env_steps += steps
+        rec.recent_returns = (rec.recent_returns + returns)[-spec.stop.target_window:]
+        rec.cost_usd += cost_round
+        rec.wall_s = self.wall()
+        rec.serverful_cost_usd = serverful_cost(rec.wall_s, spec.pricing)
+        rec.controller_state = self.controller.state_dict()
+        _, _, decision, decision_s = self._planned or (outcome.round, outcome.actors, {}, 0.0)
+        row = {
+            "round": outcome.round, "actors": outcome.actors, "version": rec.version,
+            "env_steps": steps, "total_env_steps": rec.env_steps, "episodes": len(returns),
+            "mean_return": mean(returns), "max_return": max(returns) if returns else None,
+            "recent_mean_return": rec.recent_mean_return,
+            "round_s": time.monotonic() - outcome.started,
+            "actor_s_max": max(run_times, default=0.0), "actor_s_mean": mean(run_times),
+            "cold_starts": sum(r.cold for r in outcome.invocations),
+            "queue_s_max": max((r.queue_s for r in outcome.invocations), default=0.0),
+            "paused_s": self.paused_s, "controller": decision, "controller_s": decision_s,
+            **outcome.columns, **outcome.costs, "cost_round": cost_round,
+            "cost_total": rec.cost_usd, "serverful_cost_total": rec.serverful_cost_usd,
+            "wall_s": rec.wall_s,
+        }
+        rec.last_row = row
+        self.history.append(row)
+        self.paused_s = 0.0
+        index = len(self.history) - 1
+        await self.with_redis(lambda: self.store.save_round(rec, row, index))
+        if rec.round % spec.checkpoint_every == 0:
+            await self.with_redis(self._checkpoint)
+
+    # ---------------------------------------------------------------- invoking
+    async def invoke(self, function: str, args: dict[str, Any], affinity: str | None = None
+                     ) -> InvocationRecord:
+        spec = self.record.spec
+        # Actors go where the job places them; learners always run locally.
+        placement = spec.placement.actors if function == spec.actor_function else "local"
+        try:
+            return await self.invoker.invoke(function, args, affinity=affinity,
+                                             placement=placement)
+        except InvokerError as exc:
+            raise JobError(f"{function}: {exc.kind}: {exc.message}") from exc
+
+    async def invoke_until_done(self, function: str, args: dict[str, Any], *,
+                                affinity: str | None = None, retries: int = 0
+                                ) -> list[InvocationRecord]:
+        """Invoke until it succeeds: ``retries`` more times after any failure, and after one
+        for want of Redis (up to ``REDIS_ATTEMPTS`` in all) once Redis answers again. Returns
+        every attempt's record (the caller bills them all and reads the last)."""
+        records: list[InvocationRecord] = []
+        while True:
+            r = await self.invoke(function, args, affinity=affinity)
+            records.append(r)
+            if r.status == "success":
+                return records
+            redis_down = unreachable(r)
+            failures = sum(not unreachable(x) for x in records)
+            if failures > retries or len(records) >= max(REDIS_ATTEMPTS, retries + 1):
+                return records
+            log.warning("job %s: %s; invoking it again", self.record.id, describe(r))
+            if redis_down:
+                await self.pause(f"{function} could not reach Redis")
+
+    def job_args(self) -> dict[str, Any]:
+        rec, spec = self.record, self.record.spec
+        hp = spec.hyperparameters
+        return {"id": rec.id, "env_id": spec.env_id, "policy": rec.policy, "seed": spec.seed,
+                "envs": spec.envs_per_actor, "steps": spec.steps_per_actor, "gamma": hp.gamma,
+                "gae_lambda": hp.gae_lambda, "compress": spec.compress,
+                "redis": self.credentials.to_args(), "sequences": spec.algorithm == "impact"}
+
+    # ------------------------------------------------- the policy: build, restore, save
+    async def _initialize(self) -> None:
+        """The learner builds the seeded initial policy and publishes it as version 0."""
+        rec = self.record
+        out = (await self.invoke_until_done(rec.spec.learner_function,
+                                            {"mode": "init", "job": self.job_args()}))[-1]
+        if out.status != "success":
+            raise JobError(f"initializing the policy: {describe(out)}")
+        rec.policy, rec.version = out.result["policy"], int(out.result["version"])
+        rec.kl_coef = rec.spec.hyperparameters.kl_coef
+        await self.with_redis(lambda: self.store.save(rec))
+
+    async def restore(self) -> None:
+        """Continue from the last recorded state: the policy in Redis, or the disk checkpoint
+        when Redis lost it; then the workflow drops what a cut-off round left."""
+        rec = self.record
+        latest = await self.redis.get(latest_key(rec.id))
+        if latest is None:
+            await self._restore_from_disk()
+        elif int(latest) != rec.version:
+            await self.workflow.reconcile(int(latest))
+        await self.workflow.reset()
+
+    async def _restore_from_disk(self) -> None:
+        """Redis lost the job's weights: put the disk checkpoint's record fields, weights and
+        optimizer back."""
+        rec = self.record
+        saved = await asyncio.to_thread(read_checkpoint, self.folder)
+        if saved is None:
+            raise JobError(f"job {rec.id}: no weights in Redis and no checkpoint in "
+                           f"{self.folder}")
+        record_json, weights, optimizer = saved
+        disk = JobRecord.model_validate_json(record_json)
+        for name in RESTORED_FIELDS:
+            setattr(rec, name, getattr(disk, name))
+        async with self.redis.pipeline(transaction=True) as pipe:
+            put_weights(pipe, rec.id, rec.version, weights, optimizer=optimizer)
+            await pipe.execute()
+        self._wall_before = rec.wall_s
+
+    async def _evaluate(self) -> Evaluation:
+        rec = self.record
+        out = (await self.invoke_until_done(rec.spec.actor_function, {
+            "mode": "evaluate", "job": self.job_args(), "version": rec.version,
+            "episodes": rec.spec.evaluation_episodes, "seed": rec.spec.seed + 1_000_003}))[-1]
+        if out.status != "success":
+            raise JobError(f"evaluation: {describe(out)}")
+        returns = [float(x) for x in out.result["returns"]]
+        return Evaluation(version=rec.version or 0, episodes=len(returns),
+                          mean=statistics.fmean(returns),
+                          std=statistics.pstdev(returns) if len(returns) > 1 else 0.0,
+                          min=min(returns), max=max(returns), returns=returns)
+
+    async def _checkpoint(self) -> None:
+        rec = self.record
+        weights = await self.redis.get(params_key(rec.id, rec.version))
+        if weights is None:
+            return
+        optimizer = await self.redis.get(optimizer_keys(rec.id)[0])
+        await asyncio.to_thread(write_checkpoint, self.folder, rec.model_dump_json(), weights,
+                                optimizer)
+
+    def wall(self) -> float:
+        return self._wall_before + (time.monotonic() - self._clock)
+

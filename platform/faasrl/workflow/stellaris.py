@@ -1,0 +1,319 @@
+"""Asynchronous training (``execution: async``), Stellaris's loop, as three rules:
+
+- ObjectKeyTrigger(policy, any version) -> an actor: every idle actor slot (below the round's
+  I_k) samples again with the newest policy it finds (``version: null``), unless ``backlog``
+  batches already wait;
+- DataKeyTrigger(n = 1) -> a learner (FIFO training): whenever a batch waits and one of the
+  ``max_learners`` learner slots is free, a learner gets that batch's stream entry (a key, not
+  data), computes one gradient on the newest policy and pushes it, with the clock it used, to
+  the job's gradient stream;
+- DataKeyTrigger(n = 1, gradients) -> the parameter function (one at a time, kept warm): it
+  takes the new gradients into its queue and aggregates as its rule says, publishing versions.
+
+A round is the training on I_k batches (the same env steps per round as the synchronous
+workflow): it ends once that many batches went to learners and those learners finished; the
+parameter function then flushes its queue and advances its rule (``flush``), and the round's row
+is written. Actors keep sampling across the boundary, so the next round's first batches are
+usually already waiting. Rounds, not seconds, bound everything.
+
+A round cut off by an unreachable Redis is dropped and run again from the newest published
+policy and the rule state of the last round end: nothing of it was recorded, so it is neither
+lost nor counted twice.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from faasrl.data.keys import learners_key
+from faasrl.data.ops import drop_batches, reset_round, unregister_learner
+from faasrl.invoker import InvocationRecord
+from faasrl.jobs.cost import actor_cost, learner_cost, parameter_cost
+from faasrl.workflow.buffer import GRADIENTS, POLICY, TRAJECTORIES, Buffer, Item
+from faasrl.workflow.engine import Engine
+from faasrl.workflow.job import (
+    JobError,
+    JobRun,
+    RedisDown,
+    RoundOutcome,
+    describe,
+    mean,
+    unreachable,
+)
+from faasrl.workflow.triggers import DataKeyTrigger, Message, ObjectKeyTrigger, Rule
+
+log = logging.getLogger(__name__)
+STAT_KEYS = ("loss", "pg_loss", "v_loss", "entropy", "approx_kl", "kl", "clipfrac",
+             "truncated", "rho_mean", "grad_norm", "policy_lag", "peers")
+
+
+@dataclass
+class _Round:
+    """A round's invocations and counts, for its row."""
+
+    actors: list[InvocationRecord] = field(default_factory=list)
+    learners: list[InvocationRecord] = field(default_factory=list)
+    parameter: list[InvocationRecord] = field(default_factory=list)
+    outputs: list[dict[str, Any]] = field(default_factory=list)  # successful learners' results
+    errors: list[str] = field(default_factory=list)
+    learner_slots: dict[int, str] = field(default_factory=dict)  # running: slot -> entry
+    assigned: int = 0
+    peak: int = 0
+    actor_failures: int = 0
+    learner_failures: int = 0
+    failing_actors: int = 0  # in a row
+    failing_learners: int = 0
+
+
+class StellarisWorkflow:
+    def __init__(self, run: JobRun):
+        self.run = run
+        self.settings = run.record.spec.asynchronous
+        self.buffer = Buffer()
+        self.engine = Engine(self.buffer, [
+            Rule("rollout", ObjectKeyTrigger(POLICY, new_only=False), self._rollout,
+                 ready=self._actor_idle),
+            Rule("gradient", DataKeyTrigger(n=1), self._learn, ready=self._learner_free),
+            Rule("aggregate", DataKeyTrigger(n=1, stream=GRADIENTS), self._aggregate,
+                 ready=lambda: not self.engine.running("parameter")),
+        ])
+        self._actors: set[int] = set()  # slots with a rollout in flight (across rounds)
+        self._n = 0
+        self._round = _Round()
+        self._session = uuid.uuid4().hex[:12]  # a parameter function from another run reloads
+
+    # ---------------------------------------------------------------- lifecycle
+    async def start(self) -> None:
+        spec = self.run.record.spec
+        self.run.invoker.prewarm(spec.learner_function, self.settings.max_learners)
+        self.run.invoker.prewarm(spec.parameter_function, 1)
+
+    async def reconcile(self, latest: int) -> None:
+        """The parameter function published mid-round: continue from its newest version."""
+        rec = self.run.record
+        log.info("job %s: continuing from version %s, published mid-round", rec.id, latest)
+        rec.version = latest
+
+    async def reset(self) -> None:
+        """A round cut off mid-way starts afresh: its batches, gradients and learner
+        registrations dropped, the rule state of the last round end put back."""
+        rec, redis = self.run.record, self.run.redis
+        slots = await redis.hkeys(learners_key(rec.id))
+        async with redis.pipeline(transaction=True) as pipe:
+            reset_round(pipe, rec.id, (int(s) for s in slots),
+                        json.dumps({"rule": rec.parameter_state.get("rule", {})}))
+            await pipe.execute()
+        self.buffer.clear()
+
+    async def interrupted(self, exc: Exception) -> None:
+        """Redis went away mid-round: let the rollouts in flight end (they ride out the outage
+        or fail), wait for Redis, and start the round afresh as a resume does."""
+        await self.engine.settle(("actor",))
+        self._actors.clear()
+        self.buffer.clear()
+        await self.run.pause(str(exc))
+        await self.run.with_redis(self.run.restore)
+
+    async def finish(self) -> None:
+        """Let the rollouts in flight finish (their containers stay warm); bill them, and drop
+        the batches no round will train on."""
+        rec = self.run.record
+        done = [r for r in await self.engine.settle(("actor",))
+                if isinstance(r, InvocationRecord)]
+        self._actors.clear()
+        entries = [i.entry for i in self.buffer.drain(TRAJECTORIES)]
+        entries += [r.result["entry"] for r in done if r.status == "success"]
+        rec.cost_usd += actor_cost(done, rec.spec.pricing)
+
+        async def drop() -> None:
+            async with self.run.redis.pipeline(transaction=True) as pipe:
+                drop_batches(pipe, rec.id, entries)
+                await pipe.execute()
+
+        await self.run.with_redis(drop)
+
+    async def abandon(self) -> None:
+        await self.engine.cancel(("actor", "learner", "parameter"))
+        self._actors.clear()
+
+    # ------------------------------------------------------------------ a round
+    async def round(self) -> None:
+        run, rec, spec = self.run, self.run.record, self.run.record.spec
+        k = rec.round
+        self._n, self._round = run.actors_for_round(), _Round()
+        st = self._round
+        run.invoker.prewarm(spec.actor_function, self._n, placement=spec.placement.actors)
+        self.buffer.publish(POLICY, rec.version or 0)
+        t0 = time.monotonic()
+        try:
+            await self.engine.run(finished=lambda: st.assigned >= self._n
+                                  and not self.engine.running("learner"))
+            await self.engine.wait_for("parameter")
+        finally:
+            await self.engine.cancel(("learner", "parameter"))
+        if not any(o.get("pushed") for o in st.outputs):
+            reasons = "; ".join(x["reason"] for o in st.outputs for x in o.get("rejected", []))
+            raise JobError(f"round {k}: no valid trajectories "
+                           f"({reasons or st.errors or 'none'})")
+        flush_record = await self._invoke_parameter("flush")
+        st.parameter.append(self._parameter_done(flush_record))
+        self.buffer.drain(GRADIENTS)  # the flush aggregated them
+        await self._close(t0, flush_record.result)
+
+    def _actor_idle(self) -> bool:
+        backlog = self.settings.backlog or self.settings.max_learners
+        return (len(self.buffer.pending(TRAJECTORIES)) < backlog
+                and any(s not in self._actors for s in range(self._n)))
+
+    def _rollout(self, message: Message) -> None:
+        """An idle actor slot samples with the newest policy."""
+        run, rec = self.run, self.run.record
+        slot = next(s for s in range(self._n) if s not in self._actors)
+        self._actors.add(slot)
+        args = {"mode": "rollout", "job": run.job_args(), "round": rec.round, "slot": slot,
+                "version": None}
+        self.engine.start("actor", run.invoke(rec.spec.actor_function, args,
+                                              affinity=f"{rec.id}:actor:{slot}"),
+                          lambda r, slot=slot: self._rolled_out(slot, r))
+
+    def _rolled_out(self, slot: int, r: InvocationRecord) -> None:
+        st = self._round
+        self._actors.discard(slot)
+        st.actors.append(r)
+        if r.status == "success":
+            st.failing_actors = 0
+            out = r.result
+            self.buffer.put(TRAJECTORIES, Item(entry=out["entry"], slot=slot,
+                                               version=out["version"], size=int(out["steps"])))
+        elif unreachable(r):
+            raise RedisDown(f"round {self.run.record.round}: {describe(r)}")
+        else:
+            st.actor_failures += 1
+            st.failing_actors += 1
+            st.errors.append(describe(r))
+            if st.failing_actors >= self._n:
+                raise JobError(f"round {self.run.record.round}: every actor failed; "
+                               f"{st.errors[-1]}")
+
+    def _learner_free(self) -> bool:
+        st = self._round
+        return st.assigned < self._n and len(st.learner_slots) < self.settings.max_learners
+
+    def _learn(self, message: Message) -> None:
+        """A batch waits and a learner slot is free: a learner computes its gradient."""
+        run, rec, spec, st = self.run, self.run.record, self.run.record.spec, self._round
+        item: Item = message["items"][0]
+        self.buffer.take(TRAJECTORIES, [item])
+        slot = min(set(range(self.settings.max_learners)) - set(st.learner_slots))
+        st.learner_slots[slot] = item.entry
+        st.assigned += 1
+        st.peak = max(st.peak, len(st.learner_slots))
+        cfg, impact = self.settings, self.settings.impact
+        args = {"mode": "gradient", "job": run.job_args(), "slot": slot,
+                "entries": [item.entry], "algorithm": spec.algorithm,
+                "hyperparameters": spec.hyperparameters.model_dump(),
+                "truncation": cfg.truncation, "rho": cfg.rho,
+                "impact": {"rho_bar": impact.rho_bar, "c_bar": impact.c_bar,
+                           "is_ratio_clip": impact.is_ratio_clip},
+                "target_lag": impact.target_update_frequency}
+        self.engine.start("learner", run.invoke(spec.learner_function, args,
+                                                affinity=f"{rec.id}:learner:{slot}"),
+                          lambda r, slot=slot: self._learned(slot, r))
+
+    async def _learned(self, slot: int, r: InvocationRecord) -> None:
+        st = self._round
+        entry = st.learner_slots.pop(slot)
+        st.learners.append(r)
+        if unreachable(r):
+            raise RedisDown(f"round {self.run.record.round}: {describe(r)}")
+        if r.status != "success":
+            st.learner_failures += 1
+            st.failing_learners += 1
+            st.errors.append(describe(r))
+            await self._forget_learner(slot, entry)
+            if st.failing_learners >= self.settings.max_learners:
+                raise JobError(f"round {self.run.record.round}: {st.failing_learners} learners "
+                               f"failed in a row; {st.errors[-1]}")
+            return
+        st.failing_learners = 0
+        st.outputs.append(r.result)
+        if r.result.get("pushed"):
+            self.buffer.put(GRADIENTS, Item(entry=r.id, slot=slot,
+                                            version=r.result.get("clock")))
+
+    async def _forget_learner(self, slot: int, entry: str) -> None:
+        """A learner that failed: unregister it and drop its batch."""
+        rec = self.run.record
+        async with self.run.redis.pipeline(transaction=True) as pipe:
+            unregister_learner(pipe, rec.id, slot)
+            drop_batches(pipe, rec.id, [entry])
+            await pipe.execute()
+
+    def _aggregate(self, message: Message) -> None:
+        """New gradients: the parameter function takes them into its queue."""
+        self.buffer.drain(GRADIENTS)
+        self.engine.start("parameter", self._invoke_parameter("step"),
+                          lambda r: self._round.parameter.append(self._parameter_done(r)))
+
+    async def _invoke_parameter(self, mode: str) -> InvocationRecord:
+        run, rec, spec = self.run, self.run.record, self.run.record.spec
+        cfg = self.settings
+        aggregation = cfg.aggregation.model_dump()
+        if aggregation["rule"] == "softsync" and aggregation["k"] is None:
+            aggregation["k"] = cfg.max_learners
+        hp = spec.hyperparameters
+        return await run.invoke(spec.parameter_function, {
+            "mode": mode, "job": run.job_args(), "round": rec.round, "session": self._session,
+            "hyperparameters": {"learning_rate": hp.learning_rate, "anneal_lr": hp.anneal_lr},
+            "total_rounds": spec.stop.max_rounds, "aggregation": aggregation,
+            "optimizer_step": cfg.optimizer_step, "learners": cfg.max_learners,
+            "keep": 8 + cfg.impact.target_update_frequency,  # IMPACT's target + slow actors
+        }, affinity=f"{rec.id}:parameter")
+
+    def _parameter_done(self, r: InvocationRecord) -> InvocationRecord:
+        rec = self.run.record
+        if unreachable(r):
+            raise RedisDown(f"round {rec.round}: {describe(r)}")
+        if r.status != "success":
+            raise JobError(f"round {rec.round}: {describe(r)}")
+        rec.version = int(r.result["clock"])  # what a checkpoint now saves
+        self.buffer.publish(POLICY, rec.version)
+        return r
+
+    async def _close(self, t0: float, flush: dict[str, Any]) -> None:
+        rec, spec, st = self.run.record, self.run.record.spec, self._round
+        rec.parameter_state = flush["state"]
+        pushed = [o for o in st.outputs if o.get("pushed")]
+        columns: dict[str, Any] = {
+            "actor_failures": st.actor_failures, "clock": int(flush["clock"]),
+            "actor_rollouts": len(st.actors),
+            "learners_invoked": len(st.learners), "learners_peak": st.peak,
+            "learner_failures": st.learner_failures,
+            "learner_s": sum(r.run_s for r in st.learners),
+            "parameter_invocations": len(st.parameter),
+            "parameter_s": sum(r.run_s for r in st.parameter),
+            "gradients_aggregated": flush["gradients_aggregated"],
+            "gradients_dropped": flush["gradients_dropped"],
+            "aggregations": flush["round_aggregations"], "aggregation_reasons": flush["reasons"],
+            "staleness_mean": flush["staleness_mean"], "staleness_max": flush["staleness_max"],
+            "threshold": flush["threshold"], "next_threshold": flush["next_threshold"],
+            "samples": sum(int(o.get("samples", 0)) for o in st.outputs),
+            "rejected": sum(len(o.get("rejected", [])) for o in st.outputs),
+            **{key: mean([float(o[key]) for o in pushed if o.get(key) is not None])
+               for key in STAT_KEYS},
+        }
+        if st.errors:
+            columns["error"] = st.errors[0]
+        await self.run.close_round(RoundOutcome(
+            round=rec.round, actors=self._n, version=int(flush["clock"]), started=t0,
+            rollouts=[r for r in st.actors if r.status == "success"],
+            invocations=[*st.actors, *st.learners, *st.parameter],
+            costs={"cost_actors": actor_cost(st.actors, spec.pricing),
+                   "cost_learner": learner_cost(st.learners, spec.pricing),
+                   "cost_parameter": parameter_cost(st.parameter, spec.pricing)},
+            columns=columns))

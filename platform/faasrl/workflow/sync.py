@@ -1,0 +1,209 @@
+"""Synchronous rounds (MinionsRL / Nitro; PPO's full-batch update) as two rules:
+
+- ObjectKeyTrigger(policy) -> the round's actors: a new policy version starts round k; the
+  controller's I_k actor slots roll it out in their warm envs, each writing one batch to the
+  job's trajectory stream. A slot that fails is invoked again (``ACTOR_ATTEMPTS`` in all), so a
+  round never trains on part of its batch;
+- DataKeyTrigger(n = I_k) -> the learner: once every slot's batch is in, the learner reads them,
+  runs the update, publishes version k+1 and measures what the controller asked for. While it
+  runs, the actors the controller forecasts for round k+1 are pre-warmed (predictive pre-warm:
+  a boosted round pays no cold starts).
+
+The learner's new version ends the round: the run appends its row and asks the controller for
+I_{k+1}. A round cut off by an unreachable Redis runs again from the same version; each step is
+idempotent (a retried actor's second batch replaces its first, a retried learner answers with
+the update it already published).
+"""
+
+from __future__ import annotations
+
+import logging
+import statistics
+import time
+from typing import Any
+
+from faasrl.controllers.nitro import convexity_ratio
+from faasrl.data.keys import optimizer_keys
+from faasrl.data.ops import roll_back
+from faasrl.invoker import InvocationRecord
+from faasrl.jobs.cost import actor_cost, learner_cost
+from faasrl.workflow.buffer import POLICY, TRAJECTORIES, Buffer, Item
+from faasrl.workflow.engine import Engine
+from faasrl.workflow.job import JobError, JobRun, RoundOutcome, describe
+from faasrl.workflow.triggers import DataKeyTrigger, Message, ObjectKeyTrigger, Rule
+
+log = logging.getLogger(__name__)
+ACTOR_ATTEMPTS = 3  # invocations of one actor slot in a round before the job fails
+
+
+def measurements(out: dict[str, Any]) -> dict[str, Any]:
+    """The learner's measurements for controllers, flattened into metrics-row columns."""
+    row: dict[str, Any] = {}
+    if (h := out.get("hessian")) is not None:
+        row.update(hessian_lambda_min=h["lambda_min"], hessian_lambda_max=h["lambda_max"],
+                   hessian_ratio=convexity_ratio(h["lambda_min"], h["lambda_max"]),
+                   hessian_s=h["seconds"], hessian_samples=h["samples"],
+                   hessian_iterations=h["iterations"])
+    if (g := out.get("gns")) is not None:
+        row.update(gns=g["gns"], gns_grad_sq=g["grad_sq"], gns_trace=g["trace"])
+    return row
+
+
+class SyncWorkflow:
+    def __init__(self, run: JobRun):
+        self.run = run
+        self.buffer = Buffer()
+        self.new_policy = ObjectKeyTrigger(POLICY)
+        self.engine = Engine(self.buffer, [
+            Rule("rollout", self.new_policy, self._rollout),
+            Rule("update", DataKeyTrigger(n=lambda: self._n), self._update),
+        ])
+        self._n = 0
+        self._attempts: dict[int, list[InvocationRecord]] = {}
+        self._learners: list[InvocationRecord] = []
+        self._t0 = self._t1 = 0.0
+        self._forecast = 0
+
+    async def start(self) -> None:
+        """Nothing beyond the run's actors: the learner is pre-warmed each round."""
+
+    async def reconcile(self, latest: int) -> None:
+        """The learner published a version whose round the run never recorded (the gateway
+        stopped in between): go back to the recorded version, so that the round runs again
+        and gets its row (its batches were consumed; new rollouts replace them)."""
+        rec = self.run.record
+        version = rec.version or 0
+        if latest < version:
+            return
+        log.warning("job %s: rolling back from version %d, published after the last recorded "
+                    "round, to %d", rec.id, latest, version)
+        kept = await self.run.redis.get(optimizer_keys(rec.id, previous=True)[1])
+        async with self.run.redis.pipeline(transaction=True) as pipe:
+            roll_back(pipe, rec.id, to=version, latest=latest,
+                      optimizer_kept=kept is not None and int(kept) == version)
+            await pipe.execute()
+
+    async def reset(self) -> None:
+        """A synchronous round leaves nothing behind: its batches are replaced on rerun."""
+
+    async def interrupted(self, exc: Exception) -> None:
+        await self.run.pause(str(exc))
+
+    async def finish(self) -> None:
+        """Every invocation of a finished round has ended."""
+
+    async def abandon(self) -> None:
+        await self.engine.cancel(("actor", "learner"))
+
+    # ------------------------------------------------------------------ a round
+    async def round(self) -> None:
+        run, rec, spec = self.run, self.run.record, self.run.record.spec
+        self._n = run.actors_for_round()
+        self._attempts, self._learners = {}, []
+        run.invoker.prewarm(spec.actor_function, self._n, placement=spec.placement.actors)
+        run.invoker.prewarm(spec.learner_function, 1)
+        self.buffer.clear()
+        self.new_policy.reset()
+        self.buffer.publish(POLICY, rec.version or 0)
+        self._t0 = time.monotonic()
+        try:
+            await self.engine.run(finished=lambda: bool(self._learners))
+        finally:
+            await self.engine.cancel(("actor", "learner"))
+        await self._close()
+
+    def _rollout(self, message: Message) -> None:
+        """A new policy: the round's I_k actor slots roll it out."""
+        for slot in range(self._n):
+            self.engine.start("actor", self._actor_slot(slot, message["version"]),
+                              lambda attempts, slot=slot: self._rolled_out(slot, attempts))
+
+    async def _actor_slot(self, slot: int, version: int) -> list[InvocationRecord]:
+        """One slot's rollout: every attempt, the last one successful. A slot that fails is
+        invoked again; one that fails ``ACTOR_ATTEMPTS`` times ends the job, since training
+        on a partial batch would change what a round means."""
+        run, rec = self.run, self.run.record
+        args = {"mode": "rollout", "job": run.job_args(), "round": rec.round, "slot": slot,
+                "version": version}
+        attempts = await run.invoke_until_done(rec.spec.actor_function, args,
+                                               affinity=f"{rec.id}:actor:{slot}",
+                                               retries=ACTOR_ATTEMPTS - 1)
+        if attempts[-1].status != "success":
+            raise JobError(f"round {rec.round}: actor slot {slot} failed {len(attempts)} "
+                           f"times; {describe(attempts[-1])}")
+        return attempts
+
+    def _rolled_out(self, slot: int, attempts: list[InvocationRecord]) -> None:
+        self._attempts[slot] = attempts
+        out = attempts[-1].result
+        self.buffer.put(TRAJECTORIES, Item(entry=out["entry"], slot=slot,
+                                           version=out["version"], size=int(out["steps"])))
+
+    def _update(self, message: Message) -> None:
+        """Every slot's batch is in: pre-warm the next round's forecast, run the learner."""
+        run, rec, spec = self.run, self.run.record, self.run.record.spec
+        items: list[Item] = message["items"]
+        self.buffer.take(TRAJECTORIES, items)
+        self._t1 = time.monotonic()
+        # Predictive pre-warm: containers for the next round start while the learner runs.
+        # The forecast sees what the actors already told (a row without the learner's columns).
+        ok = [self._attempts[s][-1] for s in sorted(self._attempts)]
+        returns = [float(ret) for r in ok for ret, _ in r.result["episodes"]]
+        run_times = [r.run_s for r in ok]
+        partial = {"round": rec.round, "actors": self._n,
+                   "mean_return": statistics.fmean(returns) if returns else None,
+                   "actor_s_mean": statistics.fmean(run_times), "actor_s_max": max(run_times),
+                   "cost_actors": actor_cost(self._every_actor(), spec.pricing)}
+        self._forecast = max(0, run.controller.forecast(run.context(rec.round + 1, partial)))
+        run.invoker.prewarm(spec.actor_function, self._forecast,
+                            placement=spec.placement.actors)
+        args = {"mode": "update", "job": run.job_args(), "round": rec.round,
+                "version": rec.version, "slots": sorted(i.slot for i in items),
+                "kl_coef": rec.kl_coef, "hyperparameters": spec.hyperparameters.model_dump(),
+                "total_rounds": spec.stop.max_rounds, **run.controller.learner_requests()}
+        self.engine.start("learner", run.invoke_until_done(spec.learner_function, args,
+                                                           affinity=f"{rec.id}:learner"),
+                          self._learned)
+
+    def _learned(self, learners: list[InvocationRecord]) -> None:
+        if learners[-1].status != "success":
+            raise JobError(f"round {self.run.record.round}: {describe(learners[-1])}")
+        self._learners = learners
+        self.buffer.publish(POLICY, int(learners[-1].result["version"]))
+
+    def _every_actor(self) -> list[InvocationRecord]:
+        """Every attempt of every slot: each one is billed."""
+        return [r for attempts in self._attempts.values() for r in attempts]
+
+    async def _close(self) -> None:
+        rec, spec = self.run.record, self.run.record.spec
+        actors, learners = self._every_actor(), self._learners
+        failed = [r for r in actors if r.status != "success"]
+        summaries = [self._attempts[s][-1].result for s in sorted(self._attempts)]
+        learner, out = learners[-1], learners[-1].result
+        t2 = time.monotonic()
+        rec.kl_coef = float(out.get("kl_coef", rec.kl_coef))
+        columns = {
+            "actor_failures": len(failed),
+            "actor_phase_s": self._t1 - self._t0, "learner_phase_s": t2 - self._t1,
+            "learner_s": learner.run_s, "actor_cold_starts": sum(r.cold for r in actors),
+            "prewarm_forecast": self._forecast,
+            "loss": out.get("loss"), "pg_loss": out.get("pg_loss"), "v_loss": out.get("v_loss"),
+            "entropy": out.get("entropy"), "approx_kl": out.get("approx_kl"),
+            "clipfrac": out.get("clipfrac"), "explained_variance": out.get("explained_variance"),
+            "lr": out.get("lr"), "learner_device": out.get("device"), "samples": out.get("samples"),
+            "policy_kl": out.get("policy_kl"), **measurements(out),
+            "rejected": len(out.get("rejected", [])),
+            "transfer_s": out.get("read_s", 0.0) + max(s.get("write_s", 0.0) for s in summaries),
+        }
+        if failed:
+            columns["actor_error"] = describe(failed[0])
+        if out.get("rejected"):
+            columns["rejected_reasons"] = [r["reason"] for r in out["rejected"]][:5]
+        await self.run.close_round(RoundOutcome(
+            round=rec.round, actors=self._n, version=int(out["version"]), started=self._t0,
+            rollouts=[self._attempts[s][-1] for s in sorted(self._attempts)],
+            invocations=[*actors, *learners],
+            costs={"cost_actors": actor_cost(actors, spec.pricing),
+                   "cost_learner": learner_cost(learners, spec.pricing)},
+            columns=columns))
