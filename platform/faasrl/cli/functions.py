@@ -1,0 +1,85 @@
+"""``faasrl functions``, ``invoke`` and ``invocations``: register functions and call them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from faasrl.cli.app import connect, console
+
+functions_app = typer.Typer(help="Register, list and delete functions.", no_args_is_help=True)
+
+
+@functions_app.command("ls")
+def functions_ls() -> None:
+    """List registered functions."""
+    with connect() as client:
+        specs = client.functions()
+    table = Table("name", "handler", "cpu", "memory_mb", "gpu", "timeout_s", "min_warm",
+                  "keep_alive_s", "concurrency")
+    for s in specs:
+        table.add_row(s["name"], s["handler"], f"{s['cpu']:g}", str(s["memory_mb"]),
+                      str(s["gpu"]), f"{s['timeout_s']:g}", str(s["min_warm"]),
+                      f"{s['keep_alive_s']:g}", str(s["max_concurrency"]))
+    console.print(table)
+
+
+@functions_app.command("deploy")
+def functions_deploy(
+    paths: Annotated[list[Path], typer.Argument(help="function folders (or manifest files)")],
+) -> None:
+    """Register or replace functions from their manifests."""
+    with connect() as client:
+        for path in paths:
+            spec = client.deploy(path)
+            console.print(f"deployed [bold]{spec['name']}[/bold] ({spec['handler']})")
+
+
+@functions_app.command("rm")
+def functions_rm(names: Annotated[list[str], typer.Argument(help="function names")]) -> None:
+    """Delete functions; their containers stop once idle."""
+    with connect() as client:
+        for name in names:
+            client.delete(name)
+            console.print(f"deleted {name}")
+
+
+def invoke(
+    name: Annotated[str, typer.Argument(help="function name")],
+    args_json: Annotated[str, typer.Option("--json", help="arguments as JSON")] = "null",
+    timeout: Annotated[float | None, typer.Option(help="seconds, below the function's")] = None,
+    background: Annotated[bool, typer.Option("--async", help="return the id at once")] = False,
+) -> None:
+    """Invoke a function and print its invocation record."""
+    try:
+        args = json.loads(args_json)
+    except ValueError as exc:
+        raise typer.BadParameter(f"not JSON: {exc}", param_hint="--json") from None
+    with connect() as client:
+        if background:
+            console.print(client.invoke_async(name, args, timeout))
+            return
+        rec = client.invoke(name, args, timeout)
+    console.print_json(data=rec)
+    if rec["status"] != "success":
+        raise typer.Exit(2)
+
+
+def invocations(
+    function: Annotated[str | None, typer.Option(help="only this function's")] = None,
+    limit: Annotated[int, typer.Option(help="how many")] = 20,
+) -> None:
+    """Recent invocations, newest first."""
+    with connect() as client:
+        recs = client.invocations(function, limit)
+    table = Table("id", "function", "status", "start", "queue ms", "init ms", "run ms",
+                  "billed ms")
+    for r in recs:
+        table.add_row(r["id"][:12], r["function"], r["status"], "cold" if r["cold"] else "warm",
+                      f"{r['queue_s'] * 1e3:.1f}", f"{r['init_s'] * 1e3:.1f}",
+                      f"{r['run_s'] * 1e3:.1f}", str(r["billed_ms"]))
+    console.print(table)

@@ -1,0 +1,171 @@
+"""``faasrl submit``, ``run``, ``jobs`` and ``plot``: training jobs and their progress."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+import yaml
+from rich.panel import Panel
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from faasrl.cli.app import connect, console
+from faasrl.client import Client
+from faasrl.config import Settings
+from faasrl.inputs import load_yaml
+
+jobs_app = typer.Typer(help="Training jobs: list (no command), show, cancel, resume, rm.",
+                       invoke_without_command=True)
+
+
+def read_spec(path: Path) -> dict[str, Any]:
+    """A job spec file (YAML or JSON) as a mapping; a bad one is the SPEC argument's error."""
+    try:
+        spec = load_yaml(path.read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise typer.BadParameter(f"{path}: {exc}", param_hint="SPEC") from None
+    if not isinstance(spec, dict):
+        raise typer.BadParameter(f"{path}: a job spec is a mapping", param_hint="SPEC")
+    return spec
+
+
+def _num(value: float | None, fmt: str = ".1f") -> str:
+    return "-" if value is None else format(value, fmt)
+
+
+def _follow(client: Client, job_id: str) -> dict[str, Any]:
+    """Show a job's rounds as a progress bar until it ends; returns the final record."""
+    job = client.job(job_id)
+    stop = job["spec"]["stop"]
+    final: dict[str, Any] = job
+    columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+               TextColumn("{task.fields[info]}"), TimeElapsedColumn())
+    with Progress(*columns, console=console) as progress:
+        task = progress.add_task(f"{job['spec']['env_id']} {job_id}",
+                                 total=stop.get("max_rounds"), info="starting")
+        for event, data in client.job_events(job_id):
+            if event == "round":
+                progress.update(task, completed=data["round"] + 1, info=(
+                    f"steps {data['total_env_steps']:>9,}  return "
+                    f"{_num(data['recent_mean_return']):>7}  actors {data['actors']}  "
+                    f"cost ${data['cost_total']:.4f}"))
+            elif event == "end":
+                final = data
+    return final
+
+
+def _summary(job: dict[str, Any]) -> None:
+    ev = job.get("evaluation")
+    lines = [f"status      {job['status']}: {job.get('stop_reason') or job.get('error') or ''}",
+             f"rounds      {job['round']}   env steps {job['env_steps']:,}   "
+             f"wall {job['wall_s']:.1f} s",
+             f"cost        serverless ${job['cost_usd']:.4f}   serverful (same run) "
+             f"${job['serverful_cost_usd']:.4f}"]
+    if ev:
+        lines.append(f"evaluation  mean return {ev['mean']:.1f} ± {ev['std']:.1f} over "
+                     f"{ev['episodes']} episodes (min {ev['min']:.0f}, max {ev['max']:.0f})")
+    console.print(Panel("\n".join(lines), title=f"job {job['id']}", expand=False))
+
+
+def submit(
+    spec: Annotated[Path, typer.Argument(help="job spec (YAML or JSON)")],
+    follow: Annotated[bool, typer.Option(help="show progress until the job ends")] = False,
+) -> None:
+    """Submit a training job."""
+    with connect() as client:
+        job = client.submit(read_spec(spec))
+        console.print(f"submitted job [bold]{job['id']}[/bold]")
+        if follow:
+            _summary(_follow(client, job["id"]))
+
+
+def run(
+    spec: Annotated[Path, typer.Argument(help="job spec (YAML or JSON)")],
+    state_dir: Annotated[Path | None, typer.Option(help="default: a temporary folder")] = None,
+) -> None:
+    """Run a job start to finish on an embedded platform started for it, then stop it."""
+    from faasrl.embedded import EmbeddedPlatform
+
+    body = read_spec(spec)
+    with tempfile.TemporaryDirectory(prefix="faasrl-") as tmp:
+        settings = Settings(state_dir=state_dir or Path(tmp), port=0, resume_jobs=False)
+        with console.status("starting the platform (embedded Redis, gateway, invoker)"):
+            platform = EmbeddedPlatform(settings).start()
+        try:
+            with platform.client() as client:
+                job = client.submit(body)
+                console.print(f"platform up at {platform.url}; job [bold]{job['id']}[/bold]: "
+                              f"{job['spec']['algorithm'].upper()} on {job['spec']['env_id']}")
+                job = _follow(client, job["id"])
+        finally:
+            with console.status("stopping: containers, gateway, Redis"):
+                platform.stop()
+    _summary(job)
+    if job["status"] != "succeeded":
+        raise typer.Exit(1)
+
+
+@jobs_app.callback()
+def jobs_ls(ctx: typer.Context) -> None:
+    """List training jobs."""
+    if ctx.invoked_subcommand is not None:
+        return
+    with connect() as client:
+        jobs = client.jobs()
+    table = Table("id", "env", "status", "round", "env steps", "return", "eval", "cost $")
+    for j in jobs:
+        ev = j.get("evaluation")
+        last = j.get("last_row") or {}
+        table.add_row(j["id"], j["spec"]["env_id"], j["status"], str(j["round"]),
+                      f"{j['env_steps']:,}", _num(last.get("recent_mean_return")),
+                      _num(ev["mean"] if ev else None), f"{j['cost_usd']:.4f}")
+    console.print(table)
+
+
+@jobs_app.command("show")
+def jobs_show(job_id: str) -> None:
+    """A job's status, cost and evaluation."""
+    with connect() as client:
+        _summary(client.job(job_id))
+
+
+@jobs_app.command("cancel")
+def jobs_cancel(job_id: str) -> None:
+    """Stop a job; it can be resumed later."""
+    with connect() as client:
+        console.print(f"job {job_id}: {client.cancel_job(job_id)['status']}")
+
+
+@jobs_app.command("resume")
+def jobs_resume(job_id: str, follow: bool = False) -> None:
+    """Continue a cancelled, failed or interrupted job from its last round."""
+    with connect() as client:
+        client.resume_job(job_id)
+        console.print(f"job {job_id}: resumed")
+        if follow:
+            _summary(_follow(client, job_id))
+
+
+@jobs_app.command("rm")
+def jobs_rm(job_id: str) -> None:
+    """Delete a job and all its data."""
+    with connect() as client:
+        client.delete_job(job_id)
+        console.print(f"deleted job {job_id}")
+
+
+def plot(
+    job_id: Annotated[str, typer.Argument(help="job id")],
+    out: Annotated[Path, typer.Option("-o", "--out", help="image file")] = Path("curve.png"),
+) -> None:
+    """Plot a job's learning curves, actors per round and cumulative cost."""
+    from faasrl.plot import plot_job
+
+    with connect() as client:
+        job, rows = client.job(job_id), client.job_metrics(job_id)
+    if not rows:
+        raise typer.BadParameter(f"job {job_id} has no rounds yet", param_hint="JOB_ID")
+    console.print(f"wrote {plot_job(job, rows, out)}")
