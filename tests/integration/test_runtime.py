@@ -46,8 +46,15 @@ def test_health_init_run_and_warm_state(runtime):
     with httpx.Client(base_url=url) as http:  # one keep-alive connection
         outs = [http.post("/run", json={"args": i, "deadline_s": 5}).json() for i in range(3)]
     assert [o["result"]["calls"] for o in outs] == [1, 2, 3]
-    assert all(o["duration_s"] >= 0 for o in outs)
     assert httpx.get(f"{url}/healthz").json()["invocations"] == 3
+
+
+def test_duration_is_the_handler_s_time_in_seconds(runtime):
+    _, url = runtime
+    httpx.post(f"{url}/init", json={"handler": "fns:sleep"})
+    t0 = time.monotonic()
+    out = httpx.post(f"{url}/run", json={"args": {"s": 0.2}}).json()
+    assert 0.2 <= out["duration_s"] <= time.monotonic() - t0
 
 
 def test_init_errors(runtime):
