@@ -1,7 +1,9 @@
-"""Shared fixtures: one real Redis per session, real platforms on temporary state dirs."""
+"""Shared fixtures: one real Redis per session, real platforms on temporary state dirs, the
+Docker engine."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -9,6 +11,7 @@ from typing import Any
 
 import pytest
 import redis
+from helpers import TEST_NETWORK
 
 from faasrl.config import Settings
 from faasrl.embedded import EmbeddedPlatform
@@ -56,11 +59,31 @@ def make_platform(tmp_path: Path, redis_url: str) -> Iterator[Callable[..., Embe
 
 
 @pytest.fixture
-def platform(make_platform: Callable[..., EmbeddedPlatform]) -> EmbeddedPlatform:
-    return make_platform()
+def platform(make_platform: Callable[..., EmbeddedPlatform],
+             request: pytest.FixtureRequest) -> EmbeddedPlatform:
+    """A platform with the settings in the test module's ``PLATFORM`` (e.g.
+    ``{"register_builtins": True}`` for the built-in actor and learner), else the defaults."""
+    return make_platform(**getattr(request.module, "PLATFORM", {}))
 
 
 @pytest.fixture
 def client(platform: EmbeddedPlatform):
     with platform.client() as c:
         yield c
+
+
+@pytest.fixture(scope="session")
+def docker_client() -> Iterator[Any]:
+    """The Docker engine's client; a test that needs it is skipped, saying why, where there is
+    none. Removes the tests' network at the end (left alone while still in use)."""
+    docker = pytest.importorskip("docker")
+    try:
+        client = docker.from_env()
+        client.ping()
+    except Exception as exc:  # no socket, no permission, no daemon: all mean no engine here
+        pytest.skip(f"no Docker engine reachable ({exc}); run 'make docker-engine'")
+    yield client
+    for network in client.networks.list(names=[TEST_NETWORK]):
+        with contextlib.suppress(docker.errors.APIError):
+            network.remove()
+    client.close()

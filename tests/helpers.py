@@ -1,8 +1,9 @@
-"""Helpers the tests share: test-function manifests, waiting, process checks."""
+"""Helpers the tests share: test-function manifests, waiting, ports, process checks, jobs."""
 
 from __future__ import annotations
 
 import os
+import socket
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -31,6 +32,13 @@ def wait_for(predicate: Callable[[], Any], timeout_s: float = 10.0, what: str = 
         time.sleep(poll_s)
 
 
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on (for a server the test starts)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -44,9 +52,18 @@ def pid_alive(pid: int) -> bool:
 
 
 def finished(client: Any, job_id: str, timeout_s: float = 120) -> dict[str, Any]:
-    """The job's record once it is no longer pending or running."""
-    return wait_for(lambda: (j := client.job(job_id))["status"] not in ("pending", "running")
-                    and j, timeout_s=timeout_s, what=f"job {job_id} to finish", poll_s=0.1)
+    """The job's record once it has ended: not pending, running, or interrupted (which a
+    restarted gateway resumes)."""
+    return wait_for(lambda: (j := client.job(job_id))["status"] not in
+                    ("pending", "running", "interrupted") and j,
+                    timeout_s=timeout_s, what=f"job {job_id} to finish", poll_s=0.1)
+
+
+def succeeded(client: Any, job_id: str, timeout_s: float = 120) -> dict[str, Any]:
+    """The job's record once it has ended, which must be a success."""
+    job = finished(client, job_id, timeout_s)
+    assert job["status"] == "succeeded", job
+    return job
 
 
 def assert_rows_whole(rows: list[dict[str, Any]], rounds: int,

@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
-import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -14,7 +13,7 @@ from pathlib import Path
 
 import docker
 import pytest
-from helpers import REPO, assert_rows_whole, stall, wait_for
+from helpers import REPO, assert_rows_whole, free_port, stall, succeeded, wait_for
 
 from faasrl.client import Client, GatewayError
 
@@ -30,12 +29,6 @@ def _compose_command() -> list[str]:
         return ["docker-compose"]
     pytest.skip("neither 'docker compose' nor 'docker-compose' is installed "
                 "(make docker-engine installs docker-compose)")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Cluster:
@@ -78,7 +71,7 @@ class Cluster:
 def cluster(docker_client: docker.DockerClient, platform_image: str, runtime_image: str
             ) -> Iterator[Cluster]:
     project = f"faasrl-test-{secrets.token_hex(3)}"
-    port = _free_port()
+    port = free_port()
     # As users run it: no token given, the gateway makes one.
     env = {**{k: v for k, v in os.environ.items() if k != "FAASRL_TOKEN"},
            "FAASRL_PUBLISH": f"127.0.0.1:{port}", "FAASRL_NETWORK": project,
@@ -103,16 +96,9 @@ def job(max_rounds: int, **extra) -> dict:
             "stop": {"max_rounds": max_rounds}, "evaluation_episodes": 0, **extra}
 
 
-def finished(client: Client, job_id: str, timeout_s: float = 240) -> dict:
-    rec = wait_for(lambda: (r := client.job(job_id))["status"] not in
-                   ("pending", "running", "interrupted") and r, timeout_s, "the job to end")
-    assert rec["status"] == "succeeded", rec
-    return rec
-
-
 def test_cartpole_job_over_rest(cluster: Cluster):
     with cluster.client() as client:
-        rec = finished(client, client.submit(job(3))["id"])
+        rec = succeeded(client, client.submit(job(3))["id"], timeout_s=240)
         rows = client.job_metrics(rec["id"])
         assert [r["round"] for r in rows] == [0, 1, 2]
         assert all(r["env_steps"] == 2 * CLASSIC_STEPS == r["samples"] for r in rows)
@@ -179,7 +165,7 @@ def test_a_function_container_killed_mid_round(cluster: Cluster, function: str):
         killed_at = time.time()
         for container in cluster.functions(container=victim["id"]):
             container.kill()
-        rec = finished(client, job_id)
+        rec = succeeded(client, job_id, timeout_s=240)
         rows = client.job_metrics(job_id)
         # Every round exactly once, each with both actors' steps trained on exactly once.
         assert_rows_whole(rows, 8, 2 * 4 * 1024)
@@ -206,7 +192,7 @@ def test_a_redis_restart_during_the_actors_phase(cluster: Cluster):
                           if c["state"] == "busy"], 120, "actors mid-round")
         [redis] = cluster.containers("redis")
         redis.restart(timeout=10)
-        rec = finished(client, job_id)
+        rec = succeeded(client, job_id, timeout_s=240)
         rows = client.job_metrics(job_id)
         assert_rows_whole(rows, 8, 2 * 4 * 1024)
         assert all(r["samples"] == r["env_steps"] for r in rows), rows
@@ -232,7 +218,7 @@ def test_registrations_and_a_job_survive_a_gateway_restart(cluster: Cluster, tmp
     with cluster.client() as client:
         assert {"actor", "learner", "echo", "hello"} <= {f["name"] for f in client.functions()}
         assert client.invoke("hello", "again")["result"] == "hi again"
-        rec = finished(client, job_id)
+        rec = succeeded(client, job_id, timeout_s=240)
         assert rec["round"] == 40
         rounds = [r["round"] for r in client.job_metrics(job_id)]
         assert len(rounds) == len(set(rounds)) and rounds[-1] == 39

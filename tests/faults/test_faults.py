@@ -29,12 +29,8 @@ SYNC = {"env_id": "CartPole-v1", "envs_per_actor": 2, "steps_per_actor": 256,
         "stop": {"max_rounds": ROUNDS}}
 SYNC_STEPS = 2 * 2 * 256
 ASYNC = {**SYNC, "execution": "async", "asynchronous": {"max_learners": 2}}
-
-
-@pytest.fixture
-def platform(make_platform):
-    """A platform on its own embedded (supervised, password-protected) Redis."""
-    return make_platform(redis_url=None, register_builtins=True)
+# conftest's platform: on its own embedded (supervised, password-protected) Redis
+PLATFORM = {"redis_url": None, "register_builtins": True}
 
 
 def busy_pid(client: Client, function: str, timeout_s: float = 60) -> int:

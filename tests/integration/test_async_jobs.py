@@ -15,11 +15,7 @@ ASYNC = {"env_id": "CartPole-v1", "execution": "async", "envs_per_actor": 4,
          "steps_per_actor": 32, "controller": {"name": "fixed", "actors": 4},
          "asynchronous": {"max_learners": 2}, "evaluation_episodes": 0,
          "hyperparameters": {"learning_rate": 3e-3}}
-
-
-@pytest.fixture
-def platform(make_platform):
-    return make_platform(register_builtins=True)
+PLATFORM = {"register_builtins": True}  # conftest's platform: with the built-in functions
 
 
 @pytest.mark.slow

@@ -7,7 +7,7 @@ import itertools
 
 import httpx
 import pytest
-from helpers import wait_for
+from helpers import succeeded
 
 from faasrl.client import Client
 from faasrl.controllers.schedulers import save_scheduler
@@ -15,19 +15,13 @@ from faasrl.scheduler_training.train import new_scheduler, to_numpy
 
 SHORT = {"env_id": "CartPole-v1", "envs_per_actor": 2, "steps_per_actor": 32,
          "evaluation_episodes": 0, "stop": {"max_rounds": 3}}
-
-
-@pytest.fixture
-def platform(make_platform):
-    return make_platform(register_builtins=True)
+PLATFORM = {"register_builtins": True}  # conftest's platform: with the built-in functions
 
 
 def run(client: Client, controller: dict, **stop) -> tuple[dict, list[dict]]:
     job = client.submit({**SHORT, "controller": controller,
                          "stop": {**SHORT["stop"], **stop}})
-    done = wait_for(lambda: (j := client.job(job["id"]))["status"] not in ("pending", "running")
-                    and j, timeout_s=120, what="the job to finish")
-    assert done["status"] == "succeeded", done
+    done = succeeded(client, job["id"])
     rows = client.job_metrics(job["id"])
     assert len(rows) == 3
     for row in rows:

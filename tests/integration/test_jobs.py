@@ -17,11 +17,7 @@ from faasrl.data.keys import job_prefix
 SHORT = {"env_id": "CartPole-v1", "envs_per_actor": 2, "steps_per_actor": 32,
          "controller": {"name": "fixed", "actors": 2}, "evaluation_episodes": 2,
          "stop": {"max_rounds": 3}}
-
-
-@pytest.fixture
-def platform(make_platform):
-    return make_platform(register_builtins=True)
+PLATFORM = {"register_builtins": True}  # conftest's platform: with the built-in functions
 
 
 def test_short_job_rows_cost_model_and_events(client: Client, platform):

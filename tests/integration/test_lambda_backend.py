@@ -8,7 +8,7 @@ HTTP + SigV4 → Lambda API → a real local container, and back.
 from __future__ import annotations
 
 import pytest
-from helpers import REPO, fn, wait_for
+from helpers import REPO, finished, fn, wait_for
 
 from faasrl.client import Client, GatewayError
 from faasrl.manifest import load_manifest
@@ -112,8 +112,7 @@ def test_cartpole_job_with_actors_on_lambda_and_the_learner_local(make_platform)
                         "controller": {"name": "fixed", "actors": 2},
                         "placement": {"actors": "lambda"}, "evaluation_episodes": 2,
                         "stop": {"max_rounds": 2}})
-        done = wait_for(lambda: (j := c.job(job["id"]))["status"] not in ("pending", "running")
-                        and j, timeout_s=120, what="the job to finish")
+        done = finished(c, job["id"])
         # Records are written in batches: wait for rollouts + evaluation, each twice (through
         # the Lambda backend, and served by the Lambda API).
         actors = wait_for(lambda: len(r := c.invocations("actor", 100)) >= 2 * (2 * 2 + 1)

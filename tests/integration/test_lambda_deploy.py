@@ -7,7 +7,6 @@ from __future__ import annotations
 import io
 import json
 import shutil
-import socket
 import subprocess
 import tarfile
 import time
@@ -17,6 +16,7 @@ from pathlib import Path
 import boto3
 import httpx
 import pytest
+from helpers import free_port
 from moto import mock_aws
 from typer.testing import CliRunner
 
@@ -98,31 +98,13 @@ def test_control_plane_steps_create_then_update(aws):
 
 
 # ------------------------------------------------------------------- the push
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture
-def docker_client():
-    docker = pytest.importorskip("docker")
-    try:
-        client = docker.from_env()
-        client.ping()
-    except docker.errors.DockerException as exc:
-        pytest.skip(f"no Docker engine running: {exc}")
-    yield client
-    client.close()
-
-
 @pytest.fixture
 def registry(tmp_path: Path) -> Iterator[str]:
     """A real image registry (Debian's docker-registry) on 127.0.0.1."""
     binary = shutil.which("docker-registry")
     if binary is None:
         pytest.skip("no docker-registry binary (apt-get install docker-registry)")
-    port = _free_port()
+    port = free_port()
     config = tmp_path / "registry.yml"
     config.write_text(f"version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: "
                       f"{tmp_path / 'data'}\nhttp:\n  addr: 127.0.0.1:{port}\n"
