@@ -51,6 +51,11 @@ def pid_alive(pid: int) -> bool:
         return False
 
 
+def error_fields(exc: Any) -> set[str]:
+    """The fields a pydantic ``ValidationError`` names, dotted as the API's 422 names them."""
+    return {".".join(str(p) for p in e["loc"]) for e in exc.errors()}
+
+
 def finished(client: Any, job_id: str, timeout_s: float = 120) -> dict[str, Any]:
     """The job's record once it has ended: not pending, running, or interrupted (which a
     restarted gateway resumes)."""

@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 import pytest
+from helpers import error_fields
 from pydantic import ValidationError
 
 from faasrl.controllers import RoundContext, build_controller
@@ -228,10 +229,6 @@ def test_scheduler_store(tmp_path):
 
 
 # -------------------------------------------------------------------- specs
-def fields(exc: ValidationError) -> set[str]:
-    return {".".join(str(p) for p in e["loc"]) for e in exc.errors()}
-
-
 @pytest.mark.parametrize(("controller", "cls"), [
     ({"name": "nitro", "min_actors": 1, "max_actors": 4}, Nitro),
     ({"name": "kungfu", "max_actors": 4}, KungFu),
@@ -261,7 +258,7 @@ def test_minions_max_is_i_max_every_round():
 def test_bad_controller_specs_name_the_field(controller, field):
     with pytest.raises(ValidationError) as err:
         JobSpec(env_id="CartPole-v1", controller=controller)
-    assert field in fields(err.value)
+    assert field in error_fields(err.value)
 
 
 def test_budget_cap_in_a_forecast_uses_the_last_known_learner_cost():
