@@ -29,6 +29,7 @@ from jobrun import run_job, write_results
 from rich.console import Console
 from rich.table import Table
 
+from faasrl.algorithms import ppo
 from faasrl.rl.envs import make_vec_env
 from faasrl.rl.policy import ActorCritic, policy_spec_for
 from faasrl.rl.rollout import Rollout
@@ -42,12 +43,13 @@ def plain_loop(env_id: str, envs: int, steps: int, rounds: int) -> float:
     torch.manual_seed(0)
     policy = ActorCritic(policy_spec_for(env_id))
     rollout = Rollout(make_vec_env(env_id, envs, seed=0), policy, num_steps=steps, gamma=0.99,
-                      gae_lambda=0.95, seed=0)
-    rollout.collect()  # warm-up, as the platform's first round is excluded
+                      seed=0)
+    cfg = ppo.Config()
+    ppo.actor_batch(rollout.collect()[0], cfg)  # warm-up: the platform's first round is excluded
     rates = []
     for _ in range(rounds):
         t0 = time.perf_counter()
-        rollout.collect()
+        ppo.actor_batch(rollout.collect()[0], cfg)
         rates.append(envs * steps / (time.perf_counter() - t0))
     return statistics.median(rates)
 

@@ -29,8 +29,9 @@ from jobrun import run_job, write_results
 from rich.console import Console
 from rich.table import Table
 
-from faasrl.cache.server import EmbeddedRedis
-from faasrl.cache.trajectories import TrajectorySchema, TrajectoryStream
+from faasrl.algorithms import ppo
+from faasrl.data.trajectories import TrajectorySchema, TrajectoryStream
+from faasrl.redis_server import EmbeddedRedis
 from faasrl.rl.envs import make_vec_env
 from faasrl.rl.policy import ActorCritic, policy_spec_for
 from faasrl.rl.rollout import Rollout
@@ -44,11 +45,9 @@ def real_batch(env_id: str, envs: int, steps: int) -> tuple[dict[str, np.ndarray
                                                              TrajectorySchema]:
     spec = policy_spec_for(env_id)
     rollout = Rollout(make_vec_env(env_id, envs, seed=0), ActorCritic(spec), num_steps=steps,
-                      gamma=0.99, gae_lambda=0.95, seed=0)
-    batch, _ = rollout.collect()
-    schema = TrajectorySchema.for_policy(spec.obs_shape, spec.obs_dtype, spec.action_shape,
-                                         spec.action_dtype)
-    return batch, schema
+                      gamma=0.99, seed=0)
+    collected, _ = rollout.collect()
+    return ppo.actor_batch(collected, ppo.Config()), ppo.batch_schema(spec, envs)
 
 
 def through_cache(r: redis.Redis, batch: dict[str, np.ndarray], schema: TrajectorySchema,

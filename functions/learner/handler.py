@@ -1,26 +1,25 @@
-"""The learner function: one PPO update per round on that round's trajectories.
+"""The learner function: the job's algorithm's learner step, kept warm between invocations.
 
-It keeps the model and its optimizer warm between rounds, and loads both from Redis when this
-container has not seen the job's current version (a cold start, or another container did the
-last update). The round's batches are acknowledged only after the new version is published, so a
+In ``update`` mode (synchronous rounds) it runs one update on the round's trajectories. It keeps
+the model and its optimizer warm between rounds, and loads both from Redis when this container
+has not seen the job's current version (a cold start, or another container did the last
+update). The round's batches are acknowledged only after the new version is published, so a
 learner that dies mid-update loses no data. Uses CUDA when the container has a GPU.
 
-    args: {mode: "init", job}  -> builds the seeded initial policy, publishes version 0
-          {mode: "update", job, round, version, slots, hyperparameters, kl_coef, total_rounds,
-           hessian?: {samples, iterations}, gns?: {parts}}
-          {mode: "gradient", job, slot, entries, algorithm, hyperparameters, truncation, rho,
-           impact, target_lag}  -> asynchronous training: one gradient, pushed to the stream
+    args: faasrl.contracts.InitArgs | UpdateArgs | GradientArgs (``mode``)
+    result: InitResult (builds the seeded initial policy, publishes version 0) | UpdateResult
+            | GradientResult (asynchronous training: one gradient, pushed to the stream)
 
 Every update also reports ``policy_kl``, the KL between the new and the old policy on the batch
 (MinionsRL's state). Controllers that ask get more: ``hessian`` (Nitro: the extreme eigenvalues
 of the surrogate's Hessian on the new policy, with their compute time) and ``gns`` (KungFu: the
-gradient noise scale of the batch before the update).
+gradient noise scale of the algorithm's loss on the batch before the update).
 
 In ``gradient`` mode (asynchronous training) the learner does not step: it takes the newest
 published policy (its clock), registers it so that concurrent learners can compute the
-cross-learner ratios, computes one gradient on the batches it was handed (PPO with Stellaris's
-truncation, or IMPACT with V-trace against a target network ``target_lag`` versions older), and
-pushes (gradient, clock, learner slot) to the job's gradient stream for the parameter function.
+cross-learner ratios, has the algorithm compute one gradient on the batches it was handed (PPO
+with Stellaris's truncation, IMPACT with V-trace against a target network), and pushes
+(gradient, clock, learner slot) to the job's gradient stream for the parameter function.
 """
 
 from __future__ import annotations
@@ -28,26 +27,37 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Sequence
+from types import ModuleType
 from typing import Any
 
 import numpy as np
 import torch
 
-from faasrl.cache.connection import function_redis
-from faasrl.cache.gradients import GradientStream, LearnerRegistry
-from faasrl.cache.keys import update_key
-from faasrl.cache.params import MissingVersion, ParameterStore
-from faasrl.cache.trajectories import TrajectorySchema, TrajectoryStream
-from faasrl.rl.aggregation import combine
+from faasrl.algorithms import LearnerContext, algorithm, annealed_lr
+from faasrl.contracts import (
+    LEARNER_ARGS,
+    ContractError,
+    GradientArgs,
+    GradientResult,
+    InitArgs,
+    InitResult,
+    JobContext,
+    UpdateArgs,
+    UpdateResult,
+    parse,
+)
+from faasrl.data.connection import function_redis
+from faasrl.data.gradients import GradientStream, LearnerRegistry
+from faasrl.data.keys import update_key
+from faasrl.data.params import MissingVersion, ParameterStore
+from faasrl.data.trajectories import Batch, TrajectorySchema, TrajectoryStream
 from faasrl.rl.diagnostics import action_distributions, gradient_noise_scale, mean_policy_kl
 from faasrl.rl.hessian import surrogate_hessian_extremes
-from faasrl.rl.impact import ImpactConfig, impact_gradient
 from faasrl.rl.policy import ActorCritic, PolicySpec, obs_batch_stats, policy_spec_for
-from faasrl.rl.ppo import PPOConfig, annealed_lr, ppo_gradient, ppo_update
 
 DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
-KEYS = ("obs", "actions", "logprobs", "values", "advantages", "returns")
 _learners: dict[str, _Learner] = {}
 
 
@@ -63,25 +73,39 @@ class _Learner:
         self.version: int | None = None
 
 
-def _metadata(job: dict[str, Any], spec: PolicySpec) -> dict[str, str]:
-    return {"env_id": job["env_id"], "policy": json.dumps(spec.to_dict())}
+def _metadata(job: JobContext, spec: PolicySpec) -> dict[str, str]:
+    return {"env_id": job.env_id, "policy": json.dumps(spec.to_dict())}
 
 
-def init(job: dict[str, Any], store: ParameterStore) -> dict[str, Any]:
-    spec = policy_spec_for(job["env_id"])
-    torch.manual_seed(job["seed"])
+def _redis(job: JobContext) -> Any:
+    return function_redis(job.model_dump(include={"redis"}))
+
+
+def _tensors(batches: Sequence[Batch], keys: Sequence[str]) -> dict[str, torch.Tensor]:
+    """The batches' arrays of ``keys``, concatenated along the rows, on the device."""
+    return {k: torch.as_tensor(np.concatenate([b.arrays[k] for b in batches])).to(DEVICE)
+            for k in keys}
+
+
+def init(call: InitArgs, store: ParameterStore) -> InitResult:
+    job = call.job
+    spec = policy_spec_for(job.env_id)
+    torch.manual_seed(job.seed)
     model = ActorCritic(spec)
     store.publish(0, model.state_dict(), _metadata(job, spec))
-    return {"policy": spec.to_dict(), "version": 0,
-            "parameters": sum(p.numel() for p in model.parameters())}
+    return InitResult(policy=spec.to_dict(), version=0,
+                      parameters=sum(p.numel() for p in model.parameters()),
+                      algorithm_state=algorithm(job.hyperparameters.algorithm)
+                      .initial_state(job.hyperparameters))
 
 
-def _warm(job: dict[str, Any], cfg: PPOConfig, store: ParameterStore, version: int) -> _Learner:
+def _warm(job: JobContext, store: ParameterStore, version: int) -> _Learner:
     """The job's learner at ``version``: kept from the last round, else loaded from Redis."""
-    learner = _learners.get(job["id"])
+    learning_rate = job.hyperparameters.learning_rate
+    learner = _learners.get(job.id)
     if learner is None:
-        learner = _learners[job["id"]] = _Learner(PolicySpec.from_dict(job["policy"]),
-                                                  cfg.learning_rate)
+        learner = _learners[job.id] = _Learner(PolicySpec.from_dict(job.policy_spec()),
+                                               learning_rate)
     if learner.version != version:
         weights, _ = store.load(version)
         learner.model.load_state_dict(weights)
@@ -89,13 +113,13 @@ def _warm(job: dict[str, Any], cfg: PPOConfig, store: ParameterStore, version: i
         if saved is not None and saved[1] == version:
             learner.optimizer.load_state_dict(saved[0])
         else:
-            learner.optimizer = _adam(learner.model, cfg.learning_rate)
+            learner.optimizer = _adam(learner.model, learning_rate)
         learner.version = version
     return learner
 
 
 class _GradientLearner:
-    """A job's networks in a warm learner container: the current policy, a scratch copy for
+    """A job's networks in a warm learner container: the current policy, a second one for
     peers' and target policies."""
 
     def __init__(self, spec: PolicySpec):
@@ -108,160 +132,149 @@ class _GradientLearner:
 _gradient_learners: dict[str, _GradientLearner] = {}
 
 
-def _logprobs(model: ActorCritic, weights: dict[str, torch.Tensor],
-              data: dict[str, torch.Tensor]) -> torch.Tensor:
-    model.load_state_dict(weights)
-    with torch.no_grad():
-        return model.get_action_and_value(data["obs"], data["actions"])[1]
+def _published_or_none(store: ParameterStore, version: int) -> dict[str, torch.Tensor] | None:
+    try:
+        return store.load(version)[0]
+    except MissingVersion:  # evicted
+        return None
 
 
-def gradient(args: dict[str, Any], store: ParameterStore) -> dict[str, Any]:
-    job, slot = args["job"], int(args["slot"])
-    r = function_redis(job)
-    learner = _gradient_learners.get(job["id"])
+def gradient(call: GradientArgs, store: ParameterStore) -> GradientResult:
+    job, slot, cfg = call.job, call.slot, call.job.hyperparameters
+    module = _algorithm(job, "async")
+    r = _redis(job)
+    learner = _gradient_learners.get(job.id)
     if learner is None:
-        learner = _gradient_learners[job["id"]] = _GradientLearner(
-            PolicySpec.from_dict(job["policy"]))
-    spec, impact = learner.spec, args["algorithm"] == "impact"
+        learner = _gradient_learners[job.id] = _GradientLearner(
+            PolicySpec.from_dict(job.policy_spec()))
+    spec = learner.spec
     t0 = time.monotonic()
     clock = store.latest()
     weights, _ = store.load(clock)
     if learner.version != clock:
         learner.model.load_state_dict(weights)
         learner.version = clock
-    registry = LearnerRegistry(r, job["id"])
+    registry = LearnerRegistry(r, job.id)
     registry.register(slot, clock, weights)
     try:
-        schema = TrajectorySchema.for_policy(spec.obs_shape, spec.obs_dtype, spec.action_shape,
-                                             spec.action_dtype,
-                                             sequences_of=int(job["envs"]) if impact else 0)
-        stream = TrajectoryStream(r, job["id"])
-        batches, rejected = stream.read_entries(args["entries"], schema)
-        out: dict[str, Any] = {"clock": clock, "pushed": False, "samples": 0,
-                               "rejected": [x.to_dict() for x in rejected]}
+        schema: TrajectorySchema = module.batch_schema(spec, job.envs_per_actor)
+        stream = TrajectoryStream(r, job.id)
+        batches, rejected = stream.read_entries(call.entries, schema)
+        out = GradientResult(clock=clock, pushed=False, samples=0,
+                             rejected=[x.to_dict() for x in rejected])
         if not batches:
             registry.unregister(slot)
             return out
-        keys = (*KEYS, *(("rewards", "ends") if impact else ()))
-        data = {k: torch.as_tensor(np.concatenate([b.arrays[k] for b in batches])).to(DEVICE)
-                for k in keys}
+        data = [_tensors([b], [*schema.fields, *schema.env_fields]) for b in batches]
         t1 = time.monotonic()
-
-        hp = args["hyperparameters"]
-        if impact:
-            cfg = ImpactConfig(gamma=hp["gamma"], clip_coef=hp["clip_coef"],
-                               ent_coef=hp["ent_coef"], vf_coef=hp["vf_coef"],
-                               kl_coef=hp["kl_coef"], max_grad_norm=hp["max_grad_norm"],
-                               **args["impact"])
-            try:  # the target network: the policy target_lag aggregations back
-                target_weights, _ = store.load(max(0, clock - int(args.get("target_lag", 1))))
-            except MissingVersion:  # already evicted: the current policy stands in
-                target_weights = weights
-            learner.other.load_state_dict(target_weights)
-            grads, stats = [], {}
-            for b in batches:  # V-trace runs along each batch's own time axis
-                one = {k: torch.as_tensor(b.arrays[k]).to(DEVICE)
-                       for k in (*keys, "last_obs")}
-                g, stats = impact_gradient(learner.model, learner.other, one, cfg,
-                                           num_envs=len(b.arrays["last_obs"]))
-                grads.append(g)
-            tensors = combine(grads, [1.0] * len(grads))
-        else:
-            peers = registry.peers(slot, skip_clock=clock)
-            peer_logprobs = [_logprobs(learner.other, p.weights, data) for p in peers]
-            cfg = PPOConfig(**hp)
-            tensors, stats = ppo_gradient(learner.model, data, cfg, peer_logprobs=peer_logprobs,
-                                          truncation=args.get("truncation", "paper"),
-                                          rho=float(args.get("rho", 1.0)))
-            stats["peers"] = len(peers)
+        context = LearnerContext(
+            model=learner.model, other=learner.other, clock=clock,
+            peers=lambda: [p.weights for p in registry.peers(slot, skip_clock=clock)],
+            version=lambda v: _published_or_none(store, v))
+        tensors, stats = module.gradient(context, data, cfg)
         if spec.normalize_obs:  # the parameter function merges what this learner saw
-            mean, var, n = obs_batch_stats(data["obs"], spec.obs_shape)
+            mean, var, n = obs_batch_stats(torch.cat([d["obs"] for d in data]), spec.obs_shape)
             tensors.update({"obs_stats.mean": mean, "obs_stats.var": var,
                             "obs_stats.count": torch.tensor(float(n), dtype=torch.float64)})
         t2 = time.monotonic()
-        _, nbytes = GradientStream(r, job["id"]).push(slot, clock, tensors, stats)
+        _, nbytes = GradientStream(r, job.id).push(slot, clock, tensors, stats)
     except BaseException:
         registry.unregister(slot)
         raise
     stream.delete([b.entry_id for b in batches])
     t3 = time.monotonic()
     lags = [clock - b.version for b in batches]
-    return {**out, **stats, "pushed": True, "samples": len(data["obs"]),
-            "policy_lag": sum(lags) / len(lags), "read_s": t1 - t0, "compute_s": t2 - t1,
-            "push_s": t3 - t2, "bytes": nbytes, "device": str(DEVICE)}
+    return out.model_copy(update={
+        "stats": stats, "pushed": True, "samples": sum(b.rows for b in batches),
+        "policy_lag": sum(lags) / len(lags), "read_s": t1 - t0, "compute_s": t2 - t1,
+        "push_s": t3 - t2, "bytes": nbytes, "device": str(DEVICE)})
 
 
-def main(args: dict[str, Any], context: Any) -> dict[str, Any]:
-    job = args["job"]
-    r = function_redis(job)
-    store = ParameterStore(r, job["id"])
-    if args["mode"] == "init":
-        return init(job, store)
-    if args["mode"] == "gradient":
-        return gradient(args, store)
+def _algorithm(job: JobContext, execution: str) -> ModuleType:
+    module = algorithm(job.hyperparameters.algorithm)
+    if execution not in module.EXECUTIONS:
+        raise ContractError(f"job.hyperparameters.algorithm: {module.NAME} does not run "
+                            f"{execution}")
+    return module
 
-    round_, version = int(args["round"]), int(args["version"])
+
+def update(call: UpdateArgs, store: ParameterStore) -> UpdateResult:
+    job, round_, version, cfg = call.job, call.round, call.version, call.job.hyperparameters
+    module = _algorithm(job, "sync")
+    r = _redis(job)
     if (done := _published(r, job, store, version)) is not None:
         return done
-    cfg = PPOConfig(**args["hyperparameters"])
-    cfg.kl_coef = float(args.get("kl_coef", cfg.kl_coef))
-    learner = _warm(job, cfg, store, version)
+    learner = _warm(job, store, version)
     spec = learner.spec
-    schema = TrajectorySchema.for_policy(spec.obs_shape, spec.obs_dtype, spec.action_shape,
-                                         spec.action_dtype)
-    stream = TrajectoryStream(r, job["id"])
+    schema: TrajectorySchema = module.batch_schema(spec, job.envs_per_actor)
+    stream = TrajectoryStream(r, job.id)
 
     t0 = time.monotonic()
-    batches, rejected = stream.read_round(round_, args["slots"], schema, timeout_s=30)
+    batches, rejected = stream.read_round(round_, call.slots, schema, timeout_s=30)
     if not batches:
         reasons = "; ".join(x.reason for x in rejected) or "none arrived"
         raise RuntimeError(f"round {round_}: no valid trajectories ({reasons})")
-    data = {k: torch.as_tensor(np.concatenate([b.arrays[k] for b in batches])).to(DEVICE)
-            for k in KEYS}
+    data = _tensors(batches, list(schema.fields))
     t1 = time.monotonic()
 
-    generator = torch.Generator().manual_seed(job["seed"] * 7919 + round_)
-    extra: dict[str, Any] = {}
-    if args.get("gns"):
-        extra["gns"] = gradient_noise_scale(learner.model, data, cfg,
-                                            parts=int(args["gns"]["parts"]),
-                                            generator=torch.Generator().manual_seed(round_))
+    generator = torch.Generator().manual_seed(job.seed * 7919 + round_)
+    gns = None
+    if call.gns:
+        gns = gradient_noise_scale(learner.model, data,
+                                   lambda part: module.loss(learner.model, part, cfg)[0],
+                                   parts=call.gns.parts,
+                                   generator=torch.Generator().manual_seed(round_))
     before = action_distributions(learner.model, data["obs"])
-    lr = annealed_lr(cfg, round_, args.get("total_rounds"))
-    stats = ppo_update(learner.model, learner.optimizer, data, cfg, generator=generator, lr=lr)
+    lr = annealed_lr(cfg, round_, call.total_rounds)
+    stats, state = module.update(learner.model, learner.optimizer, data, cfg,
+                                 generator=generator, lr=lr, state=call.algorithm_state)
     if spec.normalize_obs:  # after the update: the batch was collected under the old stats
         learner.model.update_obs_stats(data["obs"])
-    extra["policy_kl"] = mean_policy_kl(action_distributions(learner.model, data["obs"]), before)
-    if args.get("hessian"):  # on the new policy, which the next round's actors will run
-        extra["hessian"] = surrogate_hessian_extremes(
-            learner.model, data, samples=int(args["hessian"]["samples"]),
-            iterations=int(args["hessian"]["iterations"]),
-            generator=torch.Generator().manual_seed(job["seed"] * 7919 + round_))
+    policy_kl = mean_policy_kl(action_distributions(learner.model, data["obs"]), before)
+    hessian = None
+    if call.hessian:  # on the new policy, which the next round's actors will run
+        hessian = surrogate_hessian_extremes(
+            learner.model, data, samples=call.hessian.samples,
+            iterations=call.hessian.iterations,
+            generator=torch.Generator().manual_seed(job.seed * 7919 + round_))
     t2 = time.monotonic()
 
-    out = {"version": version + 1, **stats, **extra, "samples": len(data["obs"]),
-           "rejected": [x.to_dict() for x in rejected], "read_s": t1 - t0,
-           "update_s": t2 - t1, "device": str(DEVICE)}
+    out = UpdateResult(version=version + 1, stats=stats, algorithm_state=state,
+                       policy_kl=policy_kl, hessian=hessian, gns=gns,
+                       samples=len(data["obs"]), rejected=[x.to_dict() for x in rejected],
+                       read_s=t1 - t0, update_s=t2 - t1, device=str(DEVICE))
     # One transaction: the weights, the optimizer, this result and the acknowledgement of the
     # batches, so that a learner invoked again finds either all of them or none.
     store.publish(version + 1, learner.model.state_dict(), _metadata(job, spec),
                   optimizer=learner.optimizer.state_dict(),
-                  also=lambda pipe: (pipe.set(update_key(job["id"]), json.dumps(out)),
+                  also=lambda pipe: (pipe.set(update_key(job.id), out.model_dump_json()),
                                      stream.ack(batches, pipe)))
     learner.version = version + 1
-    return {**out, "publish_s": time.monotonic() - t2}
+    return out.model_copy(update={"publish_s": time.monotonic() - t2})
 
 
-def _published(r: Any, job: dict[str, Any], store: ParameterStore, version: int
-               ) -> dict[str, Any] | None:
+def _published(r: Any, job: JobContext, store: ParameterStore, version: int
+               ) -> UpdateResult | None:
     """The result of this update when a learner already published it (an invocation retried
     after its answer was lost); None when it is still to be done."""
     latest = store.latest()
     if latest is None or latest <= version:
         return None
-    raw = r.get(update_key(job["id"]))
-    done = json.loads(raw) if raw else None
-    if done is None or int(done["version"]) != version + 1:
+    raw = r.get(update_key(job.id))
+    done = UpdateResult.model_validate_json(raw) if raw else None
+    if done is None or done.version != version + 1:
         raise RuntimeError(f"update of version {version}: version {latest} is already "
                            "published, by another run of this job")
-    return {**done, "replayed": True}
+    return done.model_copy(update={"replayed": True})
+
+
+def main(args: dict[str, Any], context: Any) -> dict[str, Any]:
+    call = parse(LEARNER_ARGS, args, "learner args")
+    store = ParameterStore(_redis(call.job), call.job.id)
+    if isinstance(call, InitArgs):
+        out: InitResult | UpdateResult | GradientResult = init(call, store)
+    elif isinstance(call, GradientArgs):
+        out = gradient(call, store)
+    else:
+        out = update(call, store)
+    return out.model_dump(mode="json")

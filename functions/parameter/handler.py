@@ -18,9 +18,11 @@ update, so ``optimizer_step: weighted_mean`` (the default) applies one Adam step
 (1/H) Σ w_j g_j, where only the rule's relative weights w_j = α_j/α_0 matter; ``per_gradient``
 applies each queued gradient as its own Adam step with lr α_0·w_j (the clock still ticks once).
 
-    args: {mode: "step" | "flush", job, round, session, hyperparameters: {learning_rate,
-           anneal_lr}, total_rounds, aggregation: {rule, ...params}, optimizer_step, learners,
-           keep}
+    args: faasrl.contracts.StepArgs | FlushArgs (``mode``: step | flush)
+    result: StepResult | FlushResult
+
+The learning rate is the job's algorithm's (``learning_rate``, annealed over ``total_rounds``
+when ``anneal_lr``).
 """
 
 from __future__ import annotations
@@ -33,13 +35,22 @@ from typing import Any
 
 import torch
 
-from faasrl.cache.connection import function_redis
-from faasrl.cache.gradients import Gradient, GradientStream, LearnerRegistry
-from faasrl.cache.keys import parameter_state_key
-from faasrl.cache.params import ParameterStore
+from faasrl.algorithms import annealed_lr
+from faasrl.contracts import (
+    PARAMETER_ARGS,
+    FlushArgs,
+    FlushResult,
+    JobContext,
+    StepArgs,
+    StepResult,
+    parse,
+)
+from faasrl.data.connection import function_redis
+from faasrl.data.gradients import Gradient, GradientStream, LearnerRegistry
+from faasrl.data.keys import parameter_state_key
+from faasrl.data.params import ParameterStore
 from faasrl.rl.aggregation import AggregationRule, build_rule, combine
 from faasrl.rl.policy import ActorCritic, PolicySpec
-from faasrl.rl.ppo import PPOConfig, annealed_lr
 
 DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
@@ -54,59 +65,60 @@ def _fresh_round() -> dict[str, Any]:
 class _Server:
     """One job's parameter server, as a warm container holds it."""
 
-    def __init__(self, job: dict[str, Any], args: dict[str, Any], store: ParameterStore):
-        r = self.redis = function_redis(job)
-        self.job = job["id"]
-        self.spec = PolicySpec.from_dict(job["policy"])
+    def __init__(self, call: StepArgs, store: ParameterStore):
+        job = call.job
+        r = self.redis = _redis(job)
+        self.job = job.id
+        self.spec = PolicySpec.from_dict(job.policy_spec())
         self.model = ActorCritic(self.spec).to(DEVICE)
         self.clock = store.latest()
         weights, _ = store.load(self.clock)
         self.model.load_state_dict(weights)
         self.optimizer = torch.optim.Adam(self.model.parameters(),
-                                          lr=args["hyperparameters"]["learning_rate"], eps=1e-5)
+                                          lr=job.hyperparameters.learning_rate, eps=1e-5)
         saved = store.load_optimizer()
         if saved is not None and saved[1] == self.clock:
             self.optimizer.load_state_dict(saved[0])
-        self.rule = _rule(args)
+        self.rule = _rule(call)
         raw = r.get(parameter_state_key(self.job))
         state = json.loads(raw) if raw else {}
         self.rule.load_state_dict(state.get("rule", {}))
         self.round_stats = state.get("round_stats") or _fresh_round()
         self.queue: list[Gradient] = []
         self.cursor: str | None = None  # the last stream entry this server has seen
-        self.session = args.get("session")
+        self.session = call.session
 
     def state_json(self) -> str:
         return json.dumps({"rule": self.rule.state_dict(), "round_stats": self.round_stats,
                            "clock": self.clock})
 
 
-def _rule(args: dict[str, Any]) -> AggregationRule:
-    params = dict(args["aggregation"])
-    return build_rule(params.pop("rule"), **params)
+def _redis(job: JobContext) -> Any:
+    return function_redis(job.model_dump(include={"redis"}))
 
 
-def _server(args: dict[str, Any], store: ParameterStore) -> _Server:
+def _rule(call: StepArgs) -> AggregationRule:
+    return build_rule(call.aggregation.rule, **call.aggregation.model_dump(exclude={"rule"}))
+
+
+def _server(call: StepArgs, store: ParameterStore) -> _Server:
     """The warm server, unless another container published since or the job was restarted
     (a new driver session): then it is rebuilt from Redis."""
-    job = args["job"]
-    server = _servers.get(job["id"])
-    if server is None or server.clock != store.latest() or server.session != args.get("session"):
-        server = _servers[job["id"]] = _Server(job, args, store)
+    server = _servers.get(call.job.id)
+    if server is None or server.clock != store.latest() or server.session != call.session:
+        server = _servers[call.job.id] = _Server(call, store)
     return server
 
 
 def _aggregate(server: _Server, store: ParameterStore, stream: GradientStream,
-               args: dict[str, Any], reason: str) -> None:
+               call: StepArgs, reason: str) -> None:
     queue, server.queue = server.queue, []
     staleness = [server.clock - g.clock for g in queue]
     weights = server.rule.weights(staleness)
-    hp = args["hyperparameters"]
-    lr = annealed_lr(PPOConfig(learning_rate=hp["learning_rate"], anneal_lr=hp["anneal_lr"]),
-                     int(args["round"]), args.get("total_rounds"))
+    lr = annealed_lr(call.job.hyperparameters, call.round, call.total_rounds)
     params = dict(server.model.named_parameters())
     grads = [{k: v.to(DEVICE) for k, v in g.tensors.items() if k in params} for g in queue]
-    if args.get("optimizer_step", "weighted_mean") == "per_gradient":
+    if call.optimizer_step == "per_gradient":
         steps = [(g, lr * w) for g, w in zip(grads, weights, strict=True)]
     else:
         steps = [(combine(grads, weights), lr)]
@@ -127,7 +139,7 @@ def _aggregate(server: _Server, store: ParameterStore, stream: GradientStream,
     stats["aggregations"] += 1
     stats["reasons"][reason] = stats["reasons"].get(reason, 0) + 1
     store.publish(server.clock, server.model.state_dict(),
-                  {"env_id": args["job"]["env_id"], "policy": json.dumps(server.spec.to_dict())},
+                  {"env_id": call.job.env_id, "policy": json.dumps(server.spec.to_dict())},
                   optimizer=server.optimizer.state_dict(),
                   also=lambda pipe: (stream.delete([g.entry_id for g in queue], pipe),
                                      pipe.set(parameter_state_key(server.job),
@@ -152,9 +164,9 @@ def _finite(g: Gradient, names: set[str]) -> str | None:
 
 
 def step(server: _Server, store: ParameterStore, stream: GradientStream,
-         args: dict[str, Any]) -> None:
+         call: StepArgs) -> None:
     """Enqueue every new gradient, one at a time, aggregating whenever the rule says so."""
-    learners = int(args["learners"])
+    learners = call.learners
     names = {name for name, _ in server.model.named_parameters()}
     while entries := stream.read(after=server.cursor):
         for entry in entries:
@@ -173,37 +185,37 @@ def step(server: _Server, store: ParameterStore, stream: GradientStream,
             reason = server.rule.ready([server.clock - g.clock for g in server.queue],
                                        learners=learners, in_flight=in_flight)
             if reason is not None:
-                _aggregate(server, store, stream, args, reason)
+                _aggregate(server, store, stream, call, reason)
 
 
 def main(args: dict[str, Any], context: Any) -> dict[str, Any]:
     t0 = time.monotonic()
-    job = args["job"]
-    r = function_redis(job)
-    store = ParameterStore(r, job["id"], keep=int(args.get("keep", 8)))
-    stream = GradientStream(r, job["id"])
-    server = _server(args, store)
+    call = parse(PARAMETER_ARGS, args, "parameter args")
+    r = _redis(call.job)
+    store = ParameterStore(r, call.job.id, keep=call.keep)
+    stream = GradientStream(r, call.job.id)
+    server = _server(call, store)
     server.redis = r  # the job's credentials of this invocation
     before = server.clock
-    step(server, store, stream, args)
-    out: dict[str, Any] = {"clock": server.clock, "aggregations": server.clock - before,
-                           "queued": len(server.queue)}
-    if args["mode"] == "flush":
-        if server.queue:
-            _aggregate(server, store, stream, args, "round end")
-        stats = server.round_stats
-        staleness = stats["staleness"]
-        out.update({
-            "clock": server.clock, "aggregations": server.clock - before,
-            "round_aggregations": stats["aggregations"], "gradients_aggregated": len(staleness),
-            "gradients_dropped": stats["dropped"], "reasons": stats["reasons"],
-            "staleness_mean": statistics.fmean(staleness) if staleness else None,
-            "staleness_max": max(staleness) if staleness else None,
-            "threshold": server.rule.threshold()})
-        server.rule.end_round()
-        server.round_stats = _fresh_round()
-        out["next_threshold"] = server.rule.threshold()
-        out["state"] = {"rule": server.rule.state_dict()}
-        r.set(parameter_state_key(server.job), server.state_json())
-    out["run_s"] = time.monotonic() - t0
-    return out
+    step(server, store, stream, call)
+    if not isinstance(call, FlushArgs):
+        return StepResult(clock=server.clock, aggregations=server.clock - before,
+                          queued=len(server.queue), run_s=time.monotonic() - t0
+                          ).model_dump(mode="json")
+    queued = len(server.queue)
+    if server.queue:
+        _aggregate(server, store, stream, call, "round end")
+    stats = server.round_stats
+    staleness = stats["staleness"]
+    threshold = server.rule.threshold()
+    server.rule.end_round()
+    server.round_stats = _fresh_round()
+    r.set(parameter_state_key(server.job), server.state_json())
+    return FlushResult(
+        clock=server.clock, aggregations=server.clock - before, queued=queued,
+        round_aggregations=stats["aggregations"], gradients_aggregated=len(staleness),
+        gradients_dropped=stats["dropped"], reasons=stats["reasons"],
+        staleness_mean=statistics.fmean(staleness) if staleness else None,
+        staleness_max=max(staleness) if staleness else None, threshold=threshold,
+        next_threshold=server.rule.threshold(), state={"rule": server.rule.state_dict()},
+        run_s=time.monotonic() - t0).model_dump(mode="json")

@@ -77,9 +77,11 @@ def half_bad_actor(args, context):
 
     if args.get("mode") == "rollout" and args["slot"] == 0:
         r = function_redis(args["job"])
-        TrajectoryStream(r, args["job"]["id"]).put(
+        entry, nbytes = TrajectoryStream(r, args["job"]["id"]).append(
             args["round"], 0, args["version"], {"obs": np.zeros((3, 7), np.float32)})
-        return {"steps": 3, "episodes": [], "write_s": 0.0}
+        return {"steps": 3, "version": args["version"], "entry": entry, "episodes": [],
+                "weights_fetched": False, "fetch_s": 0.0, "rollout_s": 0.0, "write_s": 0.0,
+                "bytes": nbytes}
     global _actor
     if "_actor" not in globals():
         path = os.path.join(os.path.dirname(__file__), "..", "..", "functions", "actor",

@@ -1,15 +1,15 @@
-"""The cache pieces of asynchronous training against a real Redis: trajectory entries handed
-out by key, sequence batches (V-trace), the gradient stream and the learner registry."""
+"""The data plane of asynchronous training against a real Redis: trajectory entries handed
+out by key, the gradient stream and the learner registry."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 import redis
 import torch
 
+from faasrl.algorithms import impact
 from faasrl.data.gradients import GradientStream, LearnerRegistry
-from faasrl.data.trajectories import TrajectorySchema, TrajectoryStream
+from faasrl.data.trajectories import TrajectoryStream
 from faasrl.rl.envs import make_vec_env
 from faasrl.rl.policy import ActorCritic, policy_spec_for
 from faasrl.rl.rollout import Rollout
@@ -25,25 +25,12 @@ def r(redis_url):
 
 @pytest.fixture(scope="module")
 def sequence_batch():
+    """An IMPACT actor's batch of 3 envs and 40 steps, and its schema."""
     spec = policy_spec_for("CartPole-v1")
-    policy = ActorCritic(spec)
-    rollout = Rollout(make_vec_env("CartPole-v1", 3, seed=0), policy, num_steps=40, gamma=0.99,
-                      gae_lambda=0.95, seed=0, sequences=True)
-    batch, _ = rollout.collect()
-    schema = TrajectorySchema.for_policy(spec.obs_shape, spec.obs_dtype, spec.action_shape,
-                                         spec.action_dtype, sequences_of=3)
-    return batch, schema
-
-
-def test_sequence_batches_carry_rewards_ends_and_the_last_observation(sequence_batch):
-    batch, schema = sequence_batch
-    assert batch["rewards"].shape == batch["ends"].shape == (120,)
-    assert batch["last_obs"].shape == (3, 4)
-    assert set(np.unique(batch["ends"])) <= {0.0, 1.0} and batch["ends"].sum() >= 1
-    assert schema.problem(batch) is None
-    assert "env rows" in schema.problem({**batch, "last_obs": batch["last_obs"][:2]})
-    plain = TrajectorySchema.for_policy((4,), "float32", (), "int64")
-    assert "unexpected" in plain.problem(batch)
+    rollout = Rollout(make_vec_env("CartPole-v1", 3, seed=0), ActorCritic(spec), num_steps=40,
+                      gamma=0.99, seed=0)
+    steps, _ = rollout.collect()
+    return impact.actor_batch(steps, impact.Config()), impact.batch_schema(spec, 3)
 
 
 def test_learners_read_the_entries_they_are_handed(r, sequence_batch):

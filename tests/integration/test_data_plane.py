@@ -9,6 +9,7 @@ import pytest
 import redis
 import torch
 
+from faasrl.algorithms import ppo
 from faasrl.data.codec import (
     CodecError,
     decode_arrays,
@@ -20,9 +21,10 @@ from faasrl.data.codec import (
 )
 from faasrl.data.keys import job_key
 from faasrl.data.params import MissingVersion, ParameterStore
-from faasrl.data.trajectories import TrajectorySchema, TrajectoryStream
+from faasrl.data.trajectories import TrajectoryStream
+from faasrl.rl.policy import PolicySpec
 
-SCHEMA = TrajectorySchema.for_policy((4,), "float32", (), "int64")
+SCHEMA = ppo.batch_schema(PolicySpec((4,), "float32", "discrete", 2), envs=4)
 
 
 def batch(rows: int = 8, seed: int = 0) -> dict[str, np.ndarray]:

@@ -39,10 +39,12 @@ def r(redis_url):
 
 
 def _args(mode: str, rule: dict, learners: int = 3, **kw) -> dict:
-    return {"mode": mode, "job": {"id": JOB, "env_id": "CartPole-v1", "policy": SPEC.to_dict()},
-            "round": 1, "session": "s1", "total_rounds": 10, "learners": learners,
-            "hyperparameters": {"learning_rate": 1e-2, "anneal_lr": False},
-            "aggregation": rule, "optimizer_step": "weighted_mean", "keep": 8, **kw}
+    job = {"id": JOB, "env_id": "CartPole-v1", "policy": SPEC.to_dict(), "seed": 1,
+           "envs_per_actor": 4, "steps_per_actor": 32,
+           "hyperparameters": {"algorithm": "ppo", "learning_rate": 1e-2, "anneal_lr": False}}
+    return {"mode": mode, "job": job, "round": 1, "session": "s1", "total_rounds": 10,
+            "learners": learners, "aggregation": rule, "optimizer_step": "weighted_mean",
+            "keep": 8, **kw}
 
 
 def _push(r, learner: int, clock: int, value: float = 1.0) -> None:

@@ -2,18 +2,25 @@
 
 from __future__ import annotations
 
+import json
 import math
+import subprocess
+import sys
 import typing
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from helpers import REPO
 from pydantic import BaseModel, ValidationError
 
+from faasrl.algorithms import impact, ppo
 from faasrl.controllers import RoundContext, build_controller
+from faasrl.inputs import load_yaml
 from faasrl.invoker.records import InvocationRecord
 from faasrl.jobs.cost import Pricing, actor_cost, learner_cost, serverful_cost
 from faasrl.jobs.spec import JobSpec
+from faasrl.jobs.store import JobRecord
 
 
 def fields(exc: ValidationError) -> set[str]:
@@ -89,22 +96,28 @@ def test_cost_from_billed_durations():
 
 
 _VALUE = object()  # where a float field's test value goes in a body template
+# Unions validated by their member's own model (the algorithm's): errors name no tag.
+UNTAGGED = {"hyperparameters"}
 
 
-def _float_fields(model: type[BaseModel]) -> Iterator[tuple[str, dict[str, Any]]]:
-    """(error location, body template) of every float field of a spec model, through nested
-    models and tagged unions (whose members the tag selects)."""
+def _float_fields(model: type[BaseModel]) -> Iterator[tuple[str, str, dict[str, Any]]]:
+    """(name, error location, body template) of every float field of a spec model, through
+    nested models and tagged unions (whose members the tag selects; it is part of the name,
+    and of the error location unless the union is UNTAGGED)."""
     for name, info in model.model_fields.items():
         args = typing.get_args(info.annotation) or (info.annotation,)
         if float in args:
-            yield name, {name: _VALUE}
+            yield name, name, {name: _VALUE}
         for arg in args:
             if not (isinstance(arg, type) and issubclass(arg, BaseModel)):
                 continue
             tag = {} if info.discriminator is None else \
                 {info.discriminator: arg.model_fields[str(info.discriminator)].default}
-            for loc, body in _float_fields(arg):
-                yield ".".join([name, *map(str, tag.values()), loc]), {name: {**tag, **body}}
+            tags = list(map(str, tag.values()))
+            for inner, loc, body in _float_fields(arg):
+                yield (".".join([name, *tags, inner]),
+                       ".".join([name, *([] if name in UNTAGGED else tags), loc]),
+                       {name: {**tag, **body}})
 
 
 def _fill(template: Any, value: object) -> Any:
@@ -113,22 +126,24 @@ def _fill(template: Any, value: object) -> Any:
     return value if template is _VALUE else template
 
 
-FLOAT_FIELDS = dict(_float_fields(JobSpec))
+FLOAT_FIELDS = {name: (loc, body) for name, loc, body in _float_fields(JobSpec)}
 
 
 def test_float_fields_are_found():
-    assert {"stop.target_reward", "hyperparameters.learning_rate", "pricing.lambda_gb_s",
-            "asynchronous.impact.rho_bar", "asynchronous.aggregation.stellaris.decay",
-            "controller.schedule.factor", "controller.nitro.decay"} <= set(FLOAT_FIELDS)
+    assert {"stop.target_reward", "hyperparameters.ppo.learning_rate",
+            "hyperparameters.impact.rho_bar", "pricing.lambda_gb_s",
+            "asynchronous.aggregation.stellaris.decay", "controller.schedule.factor",
+            "controller.nitro.decay"} <= set(FLOAT_FIELDS)
 
 
-@pytest.mark.parametrize("loc", sorted(FLOAT_FIELDS))
+@pytest.mark.parametrize("name", sorted(FLOAT_FIELDS))
 @pytest.mark.parametrize("value", [math.nan, math.inf, -math.inf])
-def test_no_float_field_takes_nan_or_infinity(loc, value):
+def test_no_float_field_takes_nan_or_infinity(name, value):
+    loc, body = FLOAT_FIELDS[name]
     with pytest.raises(ValidationError) as err:
-        JobSpec.model_validate({"env_id": "CartPole-v1", **_fill(FLOAT_FIELDS[loc], value)})
+        JobSpec.model_validate({"env_id": "CartPole-v1", **_fill(body, value)})
     assert loc in fields(err.value), err.value
-    assert JobSpec.model_validate({"env_id": "CartPole-v1", **_fill(FLOAT_FIELDS[loc], 0.5)})
+    assert JobSpec.model_validate({"env_id": "CartPole-v1", **_fill(body, 0.5)})
 
 
 @pytest.mark.parametrize(("body", "field"), [
@@ -156,3 +171,104 @@ def test_floats_take_ints():
                                    "pricing": {"lambda_gb_s": 0}})
     assert spec.stop.target_reward == 475.0 and isinstance(spec.stop.target_reward, float)
     assert spec.hyperparameters.learning_rate == 1.0 and spec.pricing.lambda_gb_s == 0.0
+
+
+def test_hyperparameters_are_the_algorithms_own_model():
+    spec = JobSpec.model_validate({"env_id": "CartPole-v1",
+                                   "hyperparameters": {"algorithm": "impact", "rho_bar": 0.5}})
+    assert (spec.algorithm, spec.execution) == ("impact", "async")
+    assert isinstance(spec.hyperparameters, impact.Config)
+    assert spec.hyperparameters.rho_bar == 0.5 and spec.hyperparameters.clip_coef == 0.4
+    assert JobSpec.model_validate_json(spec.model_dump_json()) == spec
+    assert isinstance(JobSpec(env_id="CartPole-v1").hyperparameters, ppo.Config)
+
+
+@pytest.mark.parametrize(("body", "field"), [
+    ({"algorithm": "ppo", "hyperparameters": {"algorithm": "impact"}},
+     "hyperparameters.algorithm"),
+    ({"hyperparameters": {"algorithm": "impact", "update_epochs": 2}},
+     "hyperparameters.update_epochs"),
+    ({"algorithm": "impact", "hyperparameters": {"rho_bar": 0}}, "hyperparameters.rho_bar"),
+    # The layout before algorithm modules: errors name where the value was written.
+    ({"execution": "async", "asynchronous": {"truncation": "sometimes"}},
+     "asynchronous.truncation"),
+    ({"algorithm": "impact", "asynchronous": {"impact": {"c_bar": 0}}},
+     "asynchronous.impact.c_bar"),
+])
+def test_bad_hyperparameters_name_the_field(body, field):
+    with pytest.raises(ValidationError) as err:
+        JobSpec.model_validate({"env_id": "CartPole-v1", **body})
+    assert fields(err.value) == {field}, err.value
+
+
+def test_the_layout_before_algorithm_modules_means_the_same():
+    old = {"env_id": "CartPole-v1", "execution": "async",
+           "asynchronous": {"max_learners": 2, "truncation": "off", "rho": 2.0,
+                            "impact": {"rho_bar": 0.5}},
+           "hyperparameters": {"learning_rate": 3e-3}}
+    hp = JobSpec.model_validate(old).hyperparameters
+    assert (hp.truncation, hp.rho, hp.learning_rate) == ("off", 2.0, 3e-3)
+    # PPO's hyper-parameters, which IMPACT jobs took and ignored, are dropped; its own move in.
+    spec = JobSpec.model_validate({**old, "algorithm": "impact",
+                                   "hyperparameters": {"update_epochs": 3, "kl_coef": 0.5},
+                                   "asynchronous": {"truncation": "off",
+                                                    "impact": {"target_update_frequency": 3}}})
+    assert spec.hyperparameters == impact.Config(kl_coef=0.5, target_update_frequency=3)
+
+
+@pytest.mark.parametrize("path", sorted((REPO / "examples").glob("*.yaml")), ids=str)
+def test_examples_validate(path):
+    assert JobSpec.model_validate(load_yaml(path.read_text()))
+
+
+# A record as the gateway stored it before algorithm modules (an IMPACT job's).
+OLD_RECORD = {"id": "j1", "created_at": 1.0, "kl_coef": 1.0, "spec": json.loads("""{
+    "name": null, "algorithm": "impact", "execution": "async", "env_id": "CartPole-v1",
+    "controller": {"name": "fixed", "actors": 2},
+    "asynchronous": {"max_learners": 4, "aggregation": {"rule": "stellaris", "decay": 0.96,
+        "root": 3.0, "delta_max": "max"}, "optimizer_step": "weighted_mean",
+        "truncation": "paper", "rho": 1.0, "backlog": null, "impact": {"rho_bar": 1.0,
+        "c_bar": 1.0, "is_ratio_clip": 2.0, "target_update_frequency": 1}},
+    "hyperparameters": {"learning_rate": 0.0005, "anneal_lr": true, "gamma": 0.99,
+        "gae_lambda": 0.95, "update_epochs": 4, "num_minibatches": 4, "norm_adv": true,
+        "clip_coef": 0.4, "clip_vloss": true, "ent_coef": 0.01, "vf_coef": 1.0,
+        "max_grad_norm": 0.5, "target_kl": null, "kl_coef": 1.0, "kl_target": 0.01},
+    "envs_per_actor": 4, "steps_per_actor": 128, "seed": 1,
+    "stop": {"target_reward": null, "target_window": 20, "confirm_target": true,
+        "max_rounds": 3, "max_env_steps": null, "budget_usd": null, "max_wall_s": null},
+    "pricing": {"lambda_gb_s": 1.66667e-05, "lambda_request": 2e-07,
+        "learner_vm_hour": 3.06, "learners_per_vm": 4, "serverful_vm_hour": 3.74},
+    "evaluation_episodes": 20, "checkpoint_every": 10, "compress_trajectories": null,
+    "placement": {"actors": null}, "actor_function": "actor", "learner_function": "learner",
+    "parameter_function": "parameter"}""")}
+
+
+def test_records_stored_before_algorithm_modules_load():
+    rec = JobRecord.model_validate_json(json.dumps(OLD_RECORD))
+    assert rec.spec.hyperparameters == impact.Config()
+    old_ppo = {**OLD_RECORD, "kl_coef": 0.4,
+               "spec": {**OLD_RECORD["spec"], "algorithm": "ppo", "execution": "sync"}}
+    rec = JobRecord.model_validate_json(json.dumps(old_ppo))
+    assert rec.algorithm_state == {"kl_coef": 0.4}
+    assert rec.spec.hyperparameters == ppo.Config(learning_rate=5e-4, clip_coef=0.4,
+                                                  kl_coef=1.0, vf_coef=1.0)
+    assert JobRecord.model_validate_json(rec.model_dump_json()) == rec
+
+
+def test_the_gateway_validates_jobs_without_torch():
+    """The platform image has no torch (nor lz4): the job spec, the algorithms' configs and
+    the function contracts must import and validate without it."""
+    code = """if True:
+        import sys
+        for name in ("torch", "lz4"):
+            sys.modules[name] = None  # importing it now raises ModuleNotFoundError
+        from faasrl.jobs import function_calls
+        from faasrl.jobs.spec import JobSpec
+        for body in ({"env_id": "CartPole-v1"}, {"env_id": "Hopper-v5", "algorithm": "impact"}):
+            print(JobSpec.model_validate(body).hyperparameters.algorithm)
+        print("torch" in sys.modules and sys.modules["torch"] is None)
+    """
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["ppo", "impact", "True"]

@@ -8,10 +8,10 @@ import pytest
 import torch
 from torch.distributions import Categorical, Normal
 
+from faasrl.algorithms import ppo
 from faasrl.rl.diagnostics import action_distributions, gradient_noise_scale, mean_policy_kl
 from faasrl.rl.hessian import lanczos_extremes, surrogate_hessian_extremes, surrogate_objective
 from faasrl.rl.policy import ActorCritic, PolicySpec
-from faasrl.rl.ppo import PPOConfig
 
 CARTPOLE = PolicySpec((4,), "float32", "discrete", 2, hidden=(8, 8))
 PENDULUM = PolicySpec((3,), "float32", "continuous", 2, (-1.0, -1.0), (1.0, 1.0), hidden=(8,))
@@ -108,13 +108,17 @@ def test_gradient_noise_scale_is_zero_without_noise():
     model = ActorCritic(PENDULUM)
     one = batch_for(PENDULUM, 1)
     same = {k: v.repeat(8, *[1] * (v.dim() - 1)) for k, v in one.items()}  # 8 equal rows
-    cfg = PPOConfig(norm_adv=False)
-    out = gradient_noise_scale(model, same, cfg, parts=4, generator=torch.Generator())
+    cfg = ppo.Config(norm_adv=False)
+
+    def loss(batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        return ppo.loss(model, batch, cfg)[0]
+
+    out = gradient_noise_scale(model, same, loss, parts=4, generator=torch.Generator())
     assert out["trace"] == pytest.approx(0.0, abs=1e-8) and out["grad_sq"] > 0
     assert out["gns"] == pytest.approx(0.0, abs=1e-6)
     assert (out["batch_small"], out["batch_big"]) == (2, 8)
-    noisy = gradient_noise_scale(model, batch_for(PENDULUM, 64), cfg, parts=4,
+    noisy = gradient_noise_scale(model, batch_for(PENDULUM, 64), loss, parts=4,
                                  generator=torch.Generator().manual_seed(0))
     assert noisy["trace"] > 0
     with pytest.raises(ValueError, match="parts"):
-        gradient_noise_scale(model, one, cfg, parts=4, generator=torch.Generator())
+        gradient_noise_scale(model, one, loss, parts=4, generator=torch.Generator())

@@ -1,4 +1,5 @@
-"""Rollouts and evaluation on real gymnasium envs (plus two tiny registered ones)."""
+"""Rollouts and evaluation on real gymnasium envs (plus two tiny registered ones), and the
+batches PPO and IMPACT actors make of the steps."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 
+from faasrl.algorithms import impact, ppo
 from faasrl.rl.envs import make_vec_env
 from faasrl.rl.policy import ActorCritic, PolicySpec, policy_spec_for
 from faasrl.rl.rollout import Rollout, evaluate
@@ -49,11 +51,20 @@ def _constant_critic(value: float) -> ActorCritic:
 def _rollout(env_id: str, model: ActorCritic, *, steps: int, seed: int = 0,
              num_envs: int = 2) -> Rollout:
     envs = make_vec_env(env_id, num_envs, seed)
-    return Rollout(envs, model, num_steps=steps, gamma=0.5, gae_lambda=1.0, seed=seed)
+    return Rollout(envs, model, num_steps=steps, gamma=0.5, seed=seed)
+
+
+PPO = ppo.Config(gamma=0.5, gae_lambda=1.0)
+
+
+def _ppo_batch(rollout: Rollout) -> tuple[dict[str, np.ndarray], list[tuple[float, int]]]:
+    steps, episodes = rollout.collect()
+    return ppo.actor_batch(steps, PPO), episodes
 
 
 def test_truncated_episodes_bootstrap_from_the_final_observation():
-    batch, episodes = _rollout("faasrl-test/Truncated-v0", _constant_critic(4.0), steps=5).collect()
+    batch, episodes = _ppo_batch(_rollout("faasrl-test/Truncated-v0", _constant_critic(4.0),
+                                          steps=5))
     returns = batch["returns"].reshape(5, 2)
     # Step 5 is cut by the time limit: its return is 1 + gamma * V(final_obs) = 1 + 0.5 * 4.
     np.testing.assert_allclose(returns[-1], [3.0, 3.0])
@@ -62,7 +73,7 @@ def test_truncated_episodes_bootstrap_from_the_final_observation():
 
 
 def test_terminated_episodes_do_not_bootstrap():
-    batch, _ = _rollout("faasrl-test/Terminated-v0", _constant_critic(4.0), steps=5).collect()
+    batch, _ = _ppo_batch(_rollout("faasrl-test/Terminated-v0", _constant_critic(4.0), steps=5))
     np.testing.assert_allclose(batch["returns"].reshape(5, 2)[-1], [1.0, 1.0])
 
 
@@ -75,22 +86,37 @@ def test_episodes_continue_across_collects():
 
 def test_batch_shapes_and_dtypes_follow_the_spec():
     spec = policy_spec_for("CartPole-v1")
-    batch, _ = _rollout("CartPole-v1", ActorCritic(spec), steps=16, num_envs=3).collect()
+    batch, _ = _ppo_batch(_rollout("CartPole-v1", ActorCritic(spec), steps=16, num_envs=3))
     assert batch["obs"].shape == (48, 4) and batch["obs"].dtype == np.float32
     assert batch["actions"].shape == (48,) and batch["actions"].dtype == np.int64
     for key in ("logprobs", "values", "advantages", "returns"):
         assert batch[key].shape == (48,) and batch[key].dtype == np.float32
+    assert ppo.batch_schema(spec, 3).problem(batch) is None
+
+
+def test_impact_batches_carry_rewards_ends_and_the_last_observation():
+    spec = policy_spec_for("CartPole-v1")
+    rollout = _rollout("CartPole-v1", ActorCritic(spec), steps=40, num_envs=3)
+    steps, _ = rollout.collect()
+    batch = impact.actor_batch(steps, impact.Config())
+    assert batch["rewards"].shape == batch["ends"].shape == (120,)
+    assert set(np.unique(batch["ends"])) <= {0.0, 1.0} and batch["ends"].sum() >= 1
+    np.testing.assert_array_equal(batch["last_obs"], rollout.collect()[0].obs[0])
+    schema = impact.batch_schema(spec, 3)
+    assert schema.problem(batch) is None
+    assert "env rows" in schema.problem({**batch, "last_obs": batch["last_obs"][:2]})
+    assert "unexpected" in ppo.batch_schema(spec, 3).problem(batch)
 
 
 def test_continuous_actions_and_float64_envs_are_cast():
     spec = policy_spec_for("Pendulum-v1")
-    batch, _ = _rollout("Pendulum-v1", ActorCritic(spec), steps=4).collect()
+    batch, _ = _ppo_batch(_rollout("Pendulum-v1", ActorCritic(spec), steps=4))
     assert batch["obs"].dtype == np.float32 and batch["actions"].shape == (8, 1)
 
 
 def test_atari_batches_are_stacked_uint8_frames():
     spec = policy_spec_for("ALE/Pong-v5")
-    batch, _ = _rollout("ALE/Pong-v5", ActorCritic(spec), steps=2, num_envs=1).collect()
+    batch, _ = _ppo_batch(_rollout("ALE/Pong-v5", ActorCritic(spec), steps=2, num_envs=1))
     assert batch["obs"].shape == (2, 4, 84, 84) and batch["obs"].dtype == np.uint8
 
 
@@ -98,9 +124,9 @@ def test_rollouts_are_deterministic_under_a_seed():
     spec = policy_spec_for("CartPole-v1")
     torch.manual_seed(0)
     model = ActorCritic(spec)
-    first, _ = _rollout("CartPole-v1", model, steps=64, seed=7).collect()
-    second, _ = _rollout("CartPole-v1", model, steps=64, seed=7).collect()
-    other, _ = _rollout("CartPole-v1", model, steps=64, seed=8).collect()
+    first, _ = _ppo_batch(_rollout("CartPole-v1", model, steps=64, seed=7))
+    second, _ = _ppo_batch(_rollout("CartPole-v1", model, steps=64, seed=7))
+    other, _ = _ppo_batch(_rollout("CartPole-v1", model, steps=64, seed=8))
     for key in first:
         np.testing.assert_array_equal(first[key], second[key])
     assert not np.array_equal(first["obs"], other["obs"])

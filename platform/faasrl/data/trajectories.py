@@ -23,35 +23,20 @@ from faasrl.data.codec import CodecError, decode_arrays, encode_arrays
 from faasrl.data.keys import job_key, trajectories_key
 
 GROUP = "learners"
-SCALARS = ("logprobs", "values", "advantages", "returns")
-SEQUENCE_SCALARS = ("rewards", "ends")
 
 
 @dataclass(frozen=True)
 class TrajectorySchema:
-    """What a job's batches must look like: per key, its dtype and the shape after the row axis.
+    """What a job's batches must look like (its algorithm's ``batch_schema``): per key, its dtype
+    and the shape after the row axis.
 
-    ``env_fields`` have one row per env instead of one per step (``last_obs``): ``envs`` rows,
+    ``fields`` have one row per step; ``env_fields`` one per env (``last_obs``): ``envs`` rows,
     and the step rows must be a whole number of steps of that many envs.
     """
 
     fields: Mapping[str, tuple[str, tuple[int, ...]]]
     env_fields: Mapping[str, tuple[str, tuple[int, ...]]] = field(default_factory=dict)
     envs: int = 0
-
-    @classmethod
-    def for_policy(cls, obs_shape: tuple[int, ...], obs_dtype: str,
-                   action_shape: tuple[int, ...], action_dtype: str, *,
-                   sequences_of: int = 0) -> TrajectorySchema:
-        """``sequences_of``: batches also carry ``rewards`` and ``ends`` per step and the
-        ``last_obs`` of each of that many envs (what V-trace needs)."""
-        fields = {"obs": (obs_dtype, tuple(obs_shape)),
-                  "actions": (action_dtype, tuple(action_shape))}
-        fields.update({k: ("float32", ()) for k in SCALARS})
-        if not sequences_of:
-            return cls(fields)
-        fields.update({k: ("float32", ()) for k in SEQUENCE_SCALARS})
-        return cls(fields, {"last_obs": (obs_dtype, tuple(obs_shape))}, sequences_of)
 
     def problem(self, arrays: Mapping[str, np.ndarray]) -> str | None:
         """Why these arrays cannot be trained on, or None when they match."""

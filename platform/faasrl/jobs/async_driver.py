@@ -29,8 +29,9 @@ import statistics
 import time
 import uuid
 from collections import deque
-from typing import Any
+from typing import Any, Literal
 
+from faasrl.contracts import PARAMETER_RESULT, FlushResult, GradientResult, RolloutResult
 from faasrl.controllers import Controller
 from faasrl.data.keys import (
     gradients_key,
@@ -43,6 +44,7 @@ from faasrl.data.keys import (
 from faasrl.invoker import InvocationRecord
 from faasrl.jobs.cost import actor_cost, learner_cost, parameter_cost, serverful_cost
 from faasrl.jobs.driver import JobDriver, JobError, RedisDown, _describe, _unreachable
+from faasrl.jobs.function_calls import gradient_args, parameter_args, result, rollout_args
 from faasrl.jobs.store import JobRecord
 
 log = logging.getLogger(__name__)
@@ -85,7 +87,8 @@ class AsyncJobDriver(JobDriver):
         rec = self.record
         done = await asyncio.gather(*self._actors.values())
         self._actors.clear()
-        entries = [*self._waiting, *(r.result["entry"] for r in done if r.status == "success")]
+        entries = [*self._waiting, *(result(RolloutResult, r).entry for r in done
+                                     if r.status == "success")]
         self._waiting.clear()
         rec.cost_usd += actor_cost(done, rec.spec.pricing)
         if entries:
@@ -114,7 +117,7 @@ class AsyncJobDriver(JobDriver):
         actors: list[InvocationRecord] = []
         learner_records: list[InvocationRecord] = []
         parameter_records: list[InvocationRecord] = []
-        outputs: list[dict[str, Any]] = []  # what successful learners returned
+        outputs: list[GradientResult] = []  # what successful learners returned
         learners: dict[asyncio.Task[InvocationRecord], tuple[int, str]] = {}
         parameter: asyncio.Task[InvocationRecord] | None = None
         parameter_again = False
@@ -156,8 +159,8 @@ class AsyncJobDriver(JobDriver):
                                                f"in a row; {errors[-1]}")
                             continue
                         failing_learners = 0
-                        outputs.append(r.result)
-                        if r.result.get("pushed"):
+                        outputs.append(result(GradientResult, r))
+                        if outputs[-1].pushed:
                             if parameter is None:
                                 parameter = self._parameter_step(k)
                             else:
@@ -169,7 +172,7 @@ class AsyncJobDriver(JobDriver):
                         actors.append(r)
                         if r.status == "success":
                             failing_actors = 0
-                            self._waiting.append(r.result["entry"])
+                            self._waiting.append(result(RolloutResult, r).entry)
                         elif _unreachable(r):
                             raise RedisDown(f"round {k}: {_describe(r)}")
                         else:
@@ -184,37 +187,37 @@ class AsyncJobDriver(JobDriver):
         finally:
             for task in [*learners, *([parameter] if parameter else [])]:
                 task.cancel()
-        if not any(o.get("pushed") for o in outputs):
-            reasons = "; ".join(x["reason"] for o in outputs for x in o.get("rejected", []))
+        if not any(o.pushed for o in outputs):
+            reasons = "; ".join(x.reason for o in outputs for x in o.rejected)
             raise JobError(f"round {k}: no valid trajectories ({reasons or errors or 'none'})")
         flush_record = self._parameter_done(await self._invoke_parameter("flush", k))
         parameter_records.append(flush_record)
-        flush = flush_record.result
+        flush = result(FlushResult, flush_record)
         await self._append_row(self._record_round(
             k, n, t0, actors, learner_records, parameter_records, outputs, flush,
             actor_failures, learner_failures, peak, errors))
 
     def _record_round(self, k: int, n: int, t0: float, actors: list[InvocationRecord],
                       learner_records: list[InvocationRecord],
-                      parameter_records: list[InvocationRecord], outputs: list[dict[str, Any]],
-                      flush: dict[str, Any], actor_failures: int, learner_failures: int,
+                      parameter_records: list[InvocationRecord], outputs: list[GradientResult],
+                      flush: FlushResult, actor_failures: int, learner_failures: int,
                       peak: int, errors: list[str]) -> dict[str, Any]:
         """Account the round on the record; returns its metrics row."""
         rec, spec = self.record, self.record.spec
-        ok = [r.result for r in actors if r.status == "success"]
-        returns = [float(ret) for s in ok for ret, _ in s["episodes"]]
-        steps = sum(int(s["steps"]) for s in ok)
+        ok = [result(RolloutResult, r) for r in actors if r.status == "success"]
+        returns = [float(ret) for s in ok for ret, _ in s.episodes]
+        steps = sum(s.steps for s in ok)
         cost_actors = actor_cost(actors, spec.pricing)
         cost_learners = learner_cost(learner_records, spec.pricing)
         cost_parameter = parameter_cost(parameter_records, spec.pricing)
-        rec.round, rec.version = k + 1, int(flush["clock"])
-        rec.parameter_state = flush["state"]
+        rec.round, rec.version = k + 1, flush.clock
+        rec.parameter_state = flush.state
         rec.env_steps += steps
         rec.recent_returns = (rec.recent_returns + returns)[-spec.stop.target_window:]
         rec.cost_usd += cost_actors + cost_learners + cost_parameter
         rec.wall_s = self._wall()
         rec.serverful_cost_usd = serverful_cost(rec.wall_s, spec.pricing)
-        pushed = [o for o in outputs if o.get("pushed")]
+        pushed = [{**o.stats, "policy_lag": o.policy_lag} for o in outputs if o.pushed]
         every = [*actors, *learner_records, *parameter_records]
         row: dict[str, Any] = {
             "round": k, "actors": n, "actor_failures": actor_failures,
@@ -230,13 +233,13 @@ class AsyncJobDriver(JobDriver):
             "learner_s": sum(r.run_s for r in learner_records),
             "parameter_invocations": len(parameter_records),
             "parameter_s": sum(r.run_s for r in parameter_records),
-            "gradients_aggregated": flush["gradients_aggregated"],
-            "gradients_dropped": flush["gradients_dropped"],
-            "aggregations": flush["round_aggregations"], "aggregation_reasons": flush["reasons"],
-            "staleness_mean": flush["staleness_mean"], "staleness_max": flush["staleness_max"],
-            "threshold": flush["threshold"], "next_threshold": flush["next_threshold"],
-            "samples": sum(int(o.get("samples", 0)) for o in outputs),
-            "rejected": sum(len(o.get("rejected", [])) for o in outputs),
+            "gradients_aggregated": flush.gradients_aggregated,
+            "gradients_dropped": flush.gradients_dropped,
+            "aggregations": flush.round_aggregations, "aggregation_reasons": flush.reasons,
+            "staleness_mean": flush.staleness_mean, "staleness_max": flush.staleness_max,
+            "threshold": flush.threshold, "next_threshold": flush.next_threshold,
+            "samples": sum(o.samples for o in outputs),
+            "rejected": sum(len(o.rejected) for o in outputs),
             "cold_starts": sum(r.cold for r in every),
             "queue_s_max": max(r.queue_s for r in every),
             "cost_actors": cost_actors, "cost_learner": cost_learners,
@@ -258,23 +261,16 @@ class AsyncJobDriver(JobDriver):
         for slot in range(n):
             if slot in self._actors or len(self._waiting) >= backlog:
                 continue
-            args = {"mode": "rollout", "job": self._job_args(), "round": k, "slot": slot,
-                    "version": None}
+            args = rollout_args(rec, self.credentials.to_args(), k, slot, None)
             self._actors[slot] = asyncio.create_task(self._invoke(
-                spec.actor_function, args, affinity=f"{rec.id}:actor:{slot}"))
+                spec.actor_function, args.model_dump(mode="json"),
+                affinity=f"{rec.id}:actor:{slot}"))
 
     async def _learner(self, slot: int, entry: str) -> InvocationRecord:
         rec, spec = self.record, self.record.spec
-        cfg = spec.asynchronous
-        impact = cfg.impact
-        return await self._invoke(spec.learner_function, {
-            "mode": "gradient", "job": self._job_args(), "slot": slot, "entries": [entry],
-            "algorithm": spec.algorithm, "hyperparameters": spec.hyperparameters.model_dump(),
-            "truncation": cfg.truncation, "rho": cfg.rho,
-            "impact": {"rho_bar": impact.rho_bar, "c_bar": impact.c_bar,
-                       "is_ratio_clip": impact.is_ratio_clip},
-            "target_lag": impact.target_update_frequency,
-        }, affinity=f"{rec.id}:learner:{slot}")
+        args = gradient_args(rec, self.credentials.to_args(), slot, entry)
+        return await self._invoke(spec.learner_function, args.model_dump(mode="json"),
+                                  affinity=f"{rec.id}:learner:{slot}")
 
     async def _forget_learner(self, slot: int, entry: str) -> None:
         """A learner that failed: unregister it and drop its batch."""
@@ -288,35 +284,20 @@ class AsyncJobDriver(JobDriver):
     def _parameter_step(self, k: int) -> asyncio.Task[InvocationRecord]:
         return asyncio.create_task(self._invoke_parameter("step", k))
 
-    async def _invoke_parameter(self, mode: str, k: int) -> InvocationRecord:
+    async def _invoke_parameter(self, mode: Literal["step", "flush"], k: int
+                                ) -> InvocationRecord:
         rec, spec = self.record, self.record.spec
-        cfg = spec.asynchronous
-        aggregation = cfg.aggregation.model_dump()
-        if aggregation["rule"] == "softsync" and aggregation["k"] is None:
-            aggregation["k"] = cfg.max_learners
-        hp = spec.hyperparameters
-        return await self._invoke(spec.parameter_function, {
-            "mode": mode, "job": self._job_args(), "round": k, "session": self._session,
-            "hyperparameters": {"learning_rate": hp.learning_rate, "anneal_lr": hp.anneal_lr},
-            "total_rounds": spec.stop.max_rounds, "aggregation": aggregation,
-            "optimizer_step": cfg.optimizer_step, "learners": cfg.max_learners,
-            "keep": self._keep(),
-        }, affinity=f"{rec.id}:parameter")
+        args = parameter_args(rec, self.credentials.to_args(), mode, k, self._session)
+        return await self._invoke(spec.parameter_function, args.model_dump(mode="json"),
+                                  affinity=f"{rec.id}:parameter")
 
     def _parameter_done(self, r: InvocationRecord) -> InvocationRecord:
         if _unreachable(r):
             raise RedisDown(f"round {self.record.round}: {_describe(r)}")
         if r.status != "success":
             raise JobError(f"round {self.record.round}: {_describe(r)}")
-        self.record.version = int(r.result["clock"])  # what a checkpoint now saves
+        self.record.version = result(PARAMETER_RESULT, r).clock  # what a checkpoint saves
         return r
-
-    def _keep(self) -> int:
-        """Policy versions kept: enough for IMPACT's target network and slow actors."""
-        return 8 + self.record.spec.asynchronous.impact.target_update_frequency
-
-    def _job_args(self) -> dict[str, Any]:
-        return {**super()._job_args(), "sequences": self.record.spec.algorithm == "impact"}
 
     # -------------------------------------------------------------------- steps
     def _prewarm(self) -> None:

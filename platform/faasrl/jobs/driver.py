@@ -34,6 +34,7 @@ from typing import Any, TypeVar
 
 from redis.asyncio import Redis
 
+from faasrl.contracts import EvaluateResult, InitResult, RolloutResult, UpdateResult
 from faasrl.controllers import Controller, RoundContext, build_controller
 from faasrl.controllers.nitro import convexity_ratio
 from faasrl.data import acl
@@ -43,6 +44,13 @@ from faasrl.data.keys import latest_key, optimizer_keys, params_key, update_key
 from faasrl.invoker import InvocationRecord, Invoker, InvokerError
 from faasrl.jobs.checkpoint import read_checkpoint, write_checkpoint
 from faasrl.jobs.cost import actor_cost, learner_cost, serverful_cost
+from faasrl.jobs.function_calls import (
+    evaluate_args,
+    init_args,
+    result,
+    rollout_args,
+    update_args,
+)
 from faasrl.jobs.store import Evaluation, JobRecord, JobStore
 
 log = logging.getLogger(__name__)
@@ -65,16 +73,16 @@ def _unreachable(rec: InvocationRecord) -> bool:
     return rec.status != "success" and (rec.error or {}).get("type") in UNREACHABLE_NAMES
 
 
-def _measurements(out: dict[str, Any]) -> dict[str, Any]:
+def _measurements(out: UpdateResult) -> dict[str, Any]:
     """The learner's measurements for controllers, flattened into metrics-row columns."""
     row: dict[str, Any] = {}
-    if (h := out.get("hessian")) is not None:
-        row.update(hessian_lambda_min=h["lambda_min"], hessian_lambda_max=h["lambda_max"],
-                   hessian_ratio=convexity_ratio(h["lambda_min"], h["lambda_max"]),
-                   hessian_s=h["seconds"], hessian_samples=h["samples"],
-                   hessian_iterations=h["iterations"])
-    if (g := out.get("gns")) is not None:
-        row.update(gns=g["gns"], gns_grad_sq=g["grad_sq"], gns_trace=g["trace"])
+    if (h := out.hessian) is not None:
+        row.update(hessian_lambda_min=h.lambda_min, hessian_lambda_max=h.lambda_max,
+                   hessian_ratio=convexity_ratio(h.lambda_min, h.lambda_max),
+                   hessian_s=h.seconds, hessian_samples=h.samples,
+                   hessian_iterations=h.iterations)
+    if (g := out.gns) is not None:
+        row.update(gns=g.gns, gns_grad_sq=g.grad_sq, gns_trace=g.trace)
     return row
 
 
@@ -86,7 +94,7 @@ def _describe(rec: InvocationRecord) -> str:
 class JobDriver:
     restored_fields: tuple[str, ...] = (
         "round", "version", "env_steps", "wall_s", "cost_usd", "serverful_cost_usd",
-        "recent_returns", "kl_coef", "controller_state", "last_row", "policy")
+        "recent_returns", "algorithm_state", "controller_state", "last_row", "policy")
 
     def __init__(self, record: JobRecord, *, store: JobStore, invoker: Invoker, redis: Redis,
                  checkpoints: Path, schedulers: Path | None = None,
@@ -274,8 +282,8 @@ class JobDriver:
         actors = [r for attempts in slots for r in attempts]  # every attempt is billed
         failed = [r for r in actors if r.status != "success"]
 
-        summaries = [r.result for _, r in ok]
-        returns = [float(ret) for s in summaries for ret, _ in s["episodes"]]
+        summaries = [result(RolloutResult, r) for _, r in ok]
+        returns = [float(ret) for s in summaries for ret, _ in s.episodes]
         run_times = [r.run_s for _, r in ok]
         cost_actors = actor_cost(actors, spec.pricing)
         # Predictive pre-warm: containers for the next round start while the learner runs. The
@@ -285,23 +293,22 @@ class JobDriver:
                    "actor_s_max": max(run_times), "cost_actors": cost_actors}
         forecast = max(0, controller.forecast(self._context(k + 1, partial)))
         self.invoker.prewarm(spec.actor_function, forecast, placement=spec.placement.actors)
-        learners = await self._invoke_until_done(spec.learner_function, {
-            "mode": "update", "job": self._job_args(), "round": k, "version": version,
-            "slots": [slot for slot, _ in ok], "kl_coef": rec.kl_coef,
-            "hyperparameters": spec.hyperparameters.model_dump(),
-            "total_rounds": spec.stop.max_rounds, **controller.learner_requests()},
-            affinity=f"{rec.id}:learner")
+        args = update_args(rec, self.credentials.to_args(), k, [slot for slot, _ in ok],
+                           controller.learner_requests())
+        learners = await self._invoke_until_done(spec.learner_function,
+                                                 args.model_dump(mode="json"),
+                                                 affinity=f"{rec.id}:learner")
         learner = learners[-1]
         if learner.status != "success":
             raise JobError(f"round {k}: {_describe(learner)}")
-        out = learner.result
+        out = result(UpdateResult, learner)
         t2 = time.monotonic()
 
-        steps = sum(int(s["steps"]) for s in summaries)
+        steps = sum(s.steps for s in summaries)
         cost_learner = learner_cost(learners, spec.pricing)
-        rec.round, rec.version = k + 1, int(out["version"])
+        rec.round, rec.version = k + 1, out.version
         rec.env_steps += steps
-        rec.kl_coef = float(out.get("kl_coef", rec.kl_coef))
+        rec.algorithm_state = out.algorithm_state
         rec.recent_returns = (rec.recent_returns + returns)[-spec.stop.target_window:]
         rec.cost_usd += cost_actors + cost_learner
         rec.wall_s = self._wall()
@@ -321,22 +328,21 @@ class JobDriver:
             "actor_cold_starts": sum(r.cold for r in actors), "prewarm_forecast": forecast,
             "queue_s_max": max(r.queue_s for r in [*actors, *learners]),
             "paused_s": self.paused_s,
-            "loss": out.get("loss"), "pg_loss": out.get("pg_loss"), "v_loss": out.get("v_loss"),
-            "entropy": out.get("entropy"), "approx_kl": out.get("approx_kl"),
-            "clipfrac": out.get("clipfrac"), "explained_variance": out.get("explained_variance"),
-            "lr": out.get("lr"), "learner_device": out.get("device"), "samples": out.get("samples"),
-            "policy_kl": out.get("policy_kl"),
+            **{key: out.stats.get(key) for key in ("loss", "pg_loss", "v_loss", "entropy",
+                                                   "approx_kl", "clipfrac",
+                                                   "explained_variance", "lr")},
+            "learner_device": out.device, "samples": out.samples, "policy_kl": out.policy_kl,
             **_measurements(out), "controller": decision, "controller_s": decision_s,
-            "rejected": len(out.get("rejected", [])),
-            "transfer_s": out.get("read_s", 0.0) + max(s.get("write_s", 0.0) for s in summaries),
+            "rejected": len(out.rejected),
+            "transfer_s": out.read_s + max(s.write_s for s in summaries),
             "cost_actors": cost_actors, "cost_learner": cost_learner,
             "cost_round": cost_actors + cost_learner, "cost_total": rec.cost_usd,
             "serverful_cost_total": rec.serverful_cost_usd, "wall_s": rec.wall_s,
         }
         if failed:
             row["actor_error"] = _describe(failed[0])
-        if out.get("rejected"):
-            row["rejected_reasons"] = [r["reason"] for r in out["rejected"]][:5]
+        if out.rejected:
+            row["rejected_reasons"] = [r.reason for r in out.rejected][:5]
         await self._append_row(row)
 
     async def _append_row(self, row: dict[str, Any]) -> None:
@@ -356,9 +362,9 @@ class JobDriver:
         A slot that fails is invoked again; one that fails ``ACTOR_ATTEMPTS`` times ends the
         job, since training on a partial batch would change what a round means."""
         rec, spec = self.record, self.record.spec
-        args = {"mode": "rollout", "job": self._job_args(), "round": k, "slot": slot,
-                "version": version}
-        attempts = await self._invoke_until_done(spec.actor_function, args,
+        args = rollout_args(rec, self.credentials.to_args(), k, slot, version)
+        attempts = await self._invoke_until_done(spec.actor_function,
+                                                 args.model_dump(mode="json"),
                                                  affinity=f"{rec.id}:actor:{slot}",
                                                  retries=ACTOR_ATTEMPTS - 1)
         if attempts[-1].status != "success":
@@ -409,12 +415,14 @@ class JobDriver:
     async def _initialize(self) -> None:
         """The learner builds the seeded initial policy and publishes it as version 0."""
         rec = self.record
+        args = init_args(rec, self.credentials.to_args())
         out = (await self._invoke_until_done(rec.spec.learner_function,
-                                             {"mode": "init", "job": self._job_args()}))[-1]
+                                             args.model_dump(mode="json")))[-1]
         if out.status != "success":
             raise JobError(f"initializing the policy: {_describe(out)}")
-        rec.policy, rec.version = out.result["policy"], int(out.result["version"])
-        rec.kl_coef = rec.spec.hyperparameters.kl_coef
+        init = result(InitResult, out)
+        rec.policy, rec.version = init.policy, init.version
+        rec.algorithm_state = init.algorithm_state
         await self._with_redis(lambda: self.store.save(rec))
 
     async def _restore_from_disk(self) -> None:
@@ -470,12 +478,12 @@ class JobDriver:
 
     async def _evaluate(self) -> Evaluation:
         rec = self.record
-        out = (await self._invoke_until_done(rec.spec.actor_function, {
-            "mode": "evaluate", "job": self._job_args(), "version": rec.version,
-            "episodes": rec.spec.evaluation_episodes, "seed": rec.spec.seed + 1_000_003}))[-1]
+        args = evaluate_args(rec, self.credentials.to_args())
+        out = (await self._invoke_until_done(rec.spec.actor_function,
+                                             args.model_dump(mode="json")))[-1]
         if out.status != "success":
             raise JobError(f"evaluation: {_describe(out)}")
-        returns = [float(x) for x in out.result["returns"]]
+        returns = result(EvaluateResult, out).returns
         return Evaluation(version=rec.version or 0, episodes=len(returns),
                           mean=statistics.fmean(returns),
                           std=statistics.pstdev(returns) if len(returns) > 1 else 0.0,
@@ -500,14 +508,6 @@ class JobDriver:
                                              placement=placement)
         except InvokerError as exc:
             raise JobError(f"{function}: {exc.kind}: {exc.message}") from exc
-
-    def _job_args(self) -> dict[str, Any]:
-        rec, spec = self.record, self.record.spec
-        hp = spec.hyperparameters
-        return {"id": rec.id, "env_id": spec.env_id, "policy": rec.policy, "seed": spec.seed,
-                "envs": spec.envs_per_actor, "steps": spec.steps_per_actor, "gamma": hp.gamma,
-                "gae_lambda": hp.gae_lambda, "compress": spec.compress,
-                "redis": self.credentials.to_args()}
 
     def _wall(self) -> float:
         return self._wall_before + (time.monotonic() - self._clock)

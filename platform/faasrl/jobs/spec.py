@@ -1,110 +1,35 @@
 """What a training job is: algorithm, environment, controller, hyper-parameters, stop conditions.
 
-Hyper-parameters a job leaves out take defaults for its environment's family (classic control,
-MuJoCo, Atari), so ``{"env_id": "CartPole-v1"}`` alone is a complete job.
+The algorithm's own module (:mod:`faasrl.algorithms`) validates its hyper-parameters and says
+what a job leaves out takes, per environment family (classic control, MuJoCo, Atari), so
+``{"env_id": "CartPole-v1"}`` alone is a complete job.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 from pydantic import (
     BaseModel,
     Field,
+    ModelWrapValidatorHandler,
+    ValidationError,
     ValidationInfo,
     field_validator,
     model_validator,
 )
+from pydantic_core import PydanticOmit
 
+from faasrl.algorithms import ALGORITHMS, AlgorithmConfig, AlgorithmName
+from faasrl.contracts import AggregationSpec, StellarisAggregation
 from faasrl.controllers.spec import ControllerSpec, FixedController
 from faasrl.inputs import STRICT
 from faasrl.jobs.cost import Pricing
 from faasrl.rl.envs import check_env_id, env_family
 
-
-class PPOHyperparameters(BaseModel):
-    """The fields of ``faasrl.rl.ppo.PPOConfig``, validated."""
-
-    model_config = STRICT
-
-    learning_rate: float = Field(2.5e-4, gt=0, le=1)
-    anneal_lr: bool = True
-    gamma: float = Field(0.99, gt=0, le=1)
-    gae_lambda: float = Field(0.95, ge=0, le=1)
-    update_epochs: int = Field(4, ge=1, le=100)
-    num_minibatches: int = Field(4, ge=1, le=4096)
-    norm_adv: bool = True
-    clip_coef: float = Field(0.2, gt=0, le=10)
-    clip_vloss: bool = True
-    ent_coef: float = Field(0.01, ge=0)
-    vf_coef: float = Field(0.5, ge=0)
-    max_grad_norm: float = Field(0.5, gt=0)
-    target_kl: float | None = Field(None, gt=0)
-    kl_coef: float = Field(0.0, ge=0, description="adaptive KL penalty; 0 = off")
-    kl_target: float = Field(0.01, gt=0)
-
-
-# Per family: PPO hyper-parameters, envs per actor and steps per env per round.
-FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
-    "classic": {"hyperparameters": {"learning_rate": 1e-3, "ent_coef": 0.0},
-                "envs_per_actor": 4, "steps_per_actor": 128},
-    "mujoco": {"hyperparameters": {"learning_rate": 3e-4, "update_epochs": 10,
-                                   "num_minibatches": 32, "ent_coef": 0.0},
-               "envs_per_actor": 1, "steps_per_actor": 2048},
-    "atari": {"hyperparameters": {"learning_rate": 2.5e-4, "clip_coef": 0.1},
-              "envs_per_actor": 8, "steps_per_actor": 128},
-}
-FAMILY_DEFAULTS["other"] = FAMILY_DEFAULTS["classic"]
-
-
-class StellarisAggregation(BaseModel):
-    """Stellaris: threshold β_k = δ_max·decay^k on the queue's mean staleness, step sizes
-    α_0/δ^(1/root); δ_max from round 0 (no threshold) as its ``max`` (the paper) or
-    ``int(mean) + 1`` (``mean``, the authors' code)."""
-
-    model_config = STRICT
-    rule: Literal["stellaris"] = "stellaris"
-    decay: float = Field(0.96, gt=0, le=1, description="d; 1 = fully asynchronous")
-    root: float = Field(3.0, gt=0, description="v in α_0/δ^(1/v)")
-    delta_max: Literal["max", "mean"] = "max"
-
-
-class AsyncAggregation(BaseModel):
-    """Every gradient applied as it arrives (pure asynchronous, no staleness control)."""
-
-    model_config = STRICT
-    rule: Literal["async"] = "async"
-
-
-class SoftSyncAggregation(BaseModel):
-    """Aggregate every ``k`` gradients (default: the number of learners)."""
-
-    model_config = STRICT
-    rule: Literal["softsync"] = "softsync"
-    k: int | None = Field(None, ge=1, le=1024)
-
-
-class SSPAggregation(BaseModel):
-    """Stale synchronous parallel: no gradient staler than ``s`` is applied."""
-
-    model_config = STRICT
-    rule: Literal["ssp"] = "ssp"
-    s: int = Field(2, ge=0, le=1000)
-
-
-AggregationSpec = Annotated[StellarisAggregation | AsyncAggregation | SoftSyncAggregation
-                            | SSPAggregation, Field(discriminator="rule")]
-
-
-class ImpactSettings(BaseModel):
-    """IMPACT's V-trace and target network (its other coefficients are in hyperparameters)."""
-
-    model_config = STRICT
-    rho_bar: float = Field(1.0, gt=0, description="V-trace ρ̄")
-    c_bar: float = Field(1.0, gt=0, description="V-trace c̄")
-    is_ratio_clip: float = Field(2.0, gt=0, description="clip of π_target/μ in the surrogate")
-    target_update_frequency: int = Field(
-        1, ge=1, le=64, description="the target network trails the policy by this many versions")
+Loc = tuple[int | str, ...]  # where a value is in the spec, as pydantic's errors say
+# What a job's algorithm fills in: not missing when the algorithm is unknown (its error says it).
+FILLED: set[Loc] = {("hyperparameters",), ("envs_per_actor",), ("steps_per_actor",)}
 
 
 class AsyncSettings(BaseModel):
@@ -118,18 +43,52 @@ class AsyncSettings(BaseModel):
     optimizer_step: Literal["weighted_mean", "per_gradient"] = Field(
         "weighted_mean", description="one Adam step on the weighted mean (a uniform scale "
                                      "cancels in Adam), or one Adam step per gradient")
-    truncation: Literal["paper", "artifact", "off"] = Field(
-        "paper", description="PPO's cross-learner importance-ratio cap: min(r, R') (paper), "
-                             "min(r, max(min_i r_i, ρ)) (authors' code) or none")
-    rho: float = Field(1.0, gt=0, description="the truncation threshold ρ")
     backlog: int | None = Field(None, ge=1, le=4096, description="waiting batches at which "
                                 "actors pause (default: max_learners)")
-    impact: ImpactSettings = Field(default_factory=ImpactSettings)
 
 
-# IMPACT's coefficients from the Stellaris paper's table (RLlib's tuned examples).
-IMPACT_DEFAULTS: dict[str, Any] = {"learning_rate": 5e-4, "clip_coef": 0.4, "kl_coef": 1.0,
-                                   "ent_coef": 0.01, "vf_coef": 1.0}
+def _ignored_before(key: str, config: type[BaseModel]) -> bool:
+    """Whether a job of ``config``'s algorithm took ``key`` before issue 16 and ignored it: it
+    belongs to another algorithm's Config."""
+    return key not in config.model_fields and any(
+        key in m.Config.model_fields for m in ALGORITHMS.values())
+
+
+def _relocated(data: dict[str, Any], config: type[BaseModel]
+               ) -> tuple[dict[str, Any], dict[str, Any], dict[Loc, Loc]]:
+    """The spec's hyper-parameters and ``asynchronous`` in today's layout, and where each moved
+    key was written (its errors name that place).
+
+    The layout before issue 16, still accepted: ``hyperparameters`` was PPO's model for every
+    algorithm (no ``algorithm`` tag inside), and ``asynchronous`` held PPO's ``truncation`` and
+    ``rho`` and IMPACT's ``impact: {...}``. Keys the algorithm's Config has move into its
+    hyper-parameters (an explicit one wins); those it ignored then are dropped.
+    """
+    hp = {**data.get("hyperparameters", {})}
+    if "algorithm" not in hp:
+        hp = {k: v for k, v in hp.items() if not _ignored_before(k, config)}
+    asynchronous = data.get("asynchronous", {})
+    if not isinstance(asynchronous, dict):
+        return hp, asynchronous, {}
+    asynchronous = {**asynchronous}
+    old = [(k, asynchronous.pop(k), ("asynchronous", k)) for k in ("truncation", "rho")
+           if k in asynchronous]
+    if isinstance(asynchronous.get("impact"), dict):
+        old += [(k, v, ("asynchronous", "impact", k))
+                for k, v in asynchronous.pop("impact").items()]
+    moved: dict[Loc, Loc] = {}
+    for key, value, loc in old:
+        if not _ignored_before(key, config):
+            hp.setdefault(key, value)
+            moved[("hyperparameters", key)] = loc
+    return hp, asynchronous, moved
+
+
+def _where(loc: Loc, moved: dict[Loc, Loc]) -> Loc:
+    for new, old in moved.items():
+        if loc[:len(new)] == new:
+            return old + loc[len(new):]
+    return loc
 
 
 class StopConditions(BaseModel):
@@ -168,15 +127,17 @@ class JobSpec(BaseModel):
     model_config = STRICT
 
     name: str | None = Field(None, max_length=200)
-    algorithm: Literal["ppo", "impact"] = Field(
+    algorithm: AlgorithmName = Field(
         "ppo", description="impact (V-trace + target network) runs asynchronously")
     execution: Literal["sync", "async"] = Field(
         "sync", description="sync: rounds of actors then one learner; async: Stellaris-style "
-                          "asynchronous learners (default: async for impact, else sync)")
+                          "asynchronous learners (default: the algorithm's first: async for "
+                          "impact, else sync)")
     env_id: str = Field(description="a gymnasium id: CartPole-v1, Hopper-v5, ALE/Pong-v5, ...")
     controller: ControllerSpec = Field(default_factory=FixedController)
     asynchronous: AsyncSettings = Field(default_factory=AsyncSettings)
-    hyperparameters: PPOHyperparameters
+    hyperparameters: AlgorithmConfig = Field(
+        description="the algorithm's (its tag may be left out); defaults per env family")
     envs_per_actor: int = Field(ge=1, le=256, description="vector envs inside one actor")
     steps_per_actor: int = Field(ge=1, le=100_000, description="steps per env per round")
     seed: int = Field(1, ge=0, le=2**31 - 1)
@@ -190,30 +151,56 @@ class JobSpec(BaseModel):
     learner_function: str = "learner"
     parameter_function: str = Field("parameter", description="aggregates gradients (async)")
 
-    @model_validator(mode="before")
+    @model_validator(mode="wrap")
     @classmethod
-    def _family_defaults(cls, data: Any) -> Any:
+    def _family_defaults(cls, data: Any, handler: ModelWrapValidatorHandler[JobSpec]
+                         ) -> JobSpec:
+        """Fill what the spec leaves out with its algorithm's defaults for the env's family."""
         if not isinstance(data, dict) or not isinstance(data.get("env_id"), str):
-            return data
-        defaults = FAMILY_DEFAULTS[env_family(data["env_id"])]
+            return handler(data)
         data = {**data}
-        impact = data.get("algorithm") == "impact"
         hp = data.get("hyperparameters") or {}
-        if isinstance(hp, dict):
-            data["hyperparameters"] = {**defaults["hyperparameters"],
-                                       **(IMPACT_DEFAULTS if impact else {}), **hp}
-        if data.get("execution") is None:
-            data["execution"] = "async" if impact else "sync"
-        for key in ("envs_per_actor", "steps_per_actor"):
-            data.setdefault(key, defaults[key])
-        return data
+        if data.get("algorithm") is None and isinstance(hp, dict):
+            data["algorithm"] = hp.get("algorithm", "ppo")
+        name = data.get("algorithm")
+        module = ALGORITHMS.get(name) if isinstance(name, str) else None
+        moved: dict[Loc, Loc] = {}
+        if module is not None and isinstance(hp, dict):
+            defaults = module.FAMILY_DEFAULTS[env_family(data["env_id"])]
+            hp, data["asynchronous"], moved = _relocated({**data, "hyperparameters": hp},
+                                                         module.Config)
+            data["hyperparameters"] = {**defaults.get("hyperparameters", {}), **hp}
+            if data.get("execution") is None:
+                data["execution"] = module.EXECUTIONS[0]
+            for key in ("envs_per_actor", "steps_per_actor"):
+                data.setdefault(key, defaults[key])
+        try:
+            return handler(data)
+        except ValidationError as exc:
+            if module is not None and not moved:
+                raise
+            errors = [{**e, "loc": _where(e["loc"], moved)} for e in exc.errors()
+                      if module is not None or e["type"] != "missing" or e["loc"] not in FILLED]
+            raise ValidationError.from_exception_data(exc.title, errors) from None  # type: ignore[arg-type]
 
     @field_validator("execution")
     @classmethod
-    def _impact_is_async(cls, execution: str, info: ValidationInfo) -> str:
-        if info.data.get("algorithm") == "impact" and execution != "async":
-            raise ValueError("algorithm impact runs only with execution async")
+    def _supported_execution(cls, execution: str, info: ValidationInfo) -> str:
+        name = info.data.get("algorithm")
+        if name is not None and execution not in ALGORITHMS[name].EXECUTIONS:
+            raise ValueError(f"algorithm {name} runs only with execution "
+                             f"{' or '.join(ALGORITHMS[name].EXECUTIONS)}")
         return execution
+
+    @field_validator("hyperparameters", mode="before")
+    @classmethod
+    def _algorithm_config(cls, hp: Any, info: ValidationInfo) -> Any:
+        """Validated by the algorithm's own model, so that a refusal names
+        ``hyperparameters.<field>`` (the union alone would put the tag in the path)."""
+        name = info.data.get("algorithm")
+        if name is None:
+            raise PydanticOmit  # the algorithm's own error says it all
+        return ALGORITHMS[name].Config.model_validate(hp)
 
     @field_validator("env_id")
     @classmethod

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 from redis.asyncio import Redis
 from redis.exceptions import WatchError
 
@@ -44,13 +44,26 @@ class JobRecord(BaseModel):
     cost_usd: float = Field(0.0, description="serverless: actors + learner")
     serverful_cost_usd: float = Field(0.0, description="the same run on always-on VMs")
     recent_returns: list[float] = Field(default_factory=list)
-    kl_coef: float = 0.0
+    algorithm_state: dict[str, Any] = Field(
+        default_factory=dict, description="what the algorithm carries from one update to the "
+                                          "next (PPO: its adaptive kl_coef)")
     controller_state: dict[str, Any] = Field(default_factory=dict)
     parameter_state: dict[str, Any] = Field(
         default_factory=dict, description="async: the parameter function's aggregation-rule "
                                           "state at the last round end")
     last_row: dict[str, Any] | None = None
     evaluation: Evaluation | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _kl_coef_is_algorithm_state(cls, data: Any) -> Any:
+        """Records stored before issue 16 kept PPO's adaptive coefficient as ``kl_coef``."""
+        if not isinstance(data, dict) or "kl_coef" not in data:
+            return data
+        data = {**data}
+        kl_coef = data.pop("kl_coef")
+        data.setdefault("algorithm_state", {"kl_coef": kl_coef})
+        return data
 
     @property
     def recent_mean_return(self) -> float | None:

@@ -3,13 +3,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
 from torch.distributions import Categorical, Distribution, Normal, kl_divergence
 
 from faasrl.rl.policy import ActorCritic
-from faasrl.rl.ppo import PPOConfig, clipped_surrogate, entropy_bonus, value_loss
 
 CHUNK = 4096  # rows per forward pass, so a large Atari batch does not hold every activation
 
@@ -39,10 +39,12 @@ def mean_policy_kl(new: list[Distribution], old: list[Distribution]) -> float:
     return total / max(count, 1)
 
 
-def gradient_noise_scale(model: ActorCritic, batch: dict[str, torch.Tensor], cfg: PPOConfig,
-                         *, parts: int, generator: torch.Generator) -> dict[str, Any]:
-    """The simple gradient noise scale B_simple = tr(Σ)/|G|² of the PPO loss at the current
-    parameters (McCandlish et al. 2018, appendix A), what KungFu scales workers by.
+def gradient_noise_scale(model: ActorCritic, batch: dict[str, torch.Tensor],
+                         loss: Callable[[Mapping[str, torch.Tensor]], torch.Tensor], *,
+                         parts: int, generator: torch.Generator) -> dict[str, Any]:
+    """The simple gradient noise scale B_simple = tr(Σ)/|G|² of ``loss`` (the algorithm's, of
+    a minibatch) at ``model``'s current parameters (McCandlish et al. 2018, appendix A), what
+    KungFu scales workers by.
 
     The batch is split into ``parts`` random minibatches of size b; their gradients g_i give
     |G_b|² = mean |g_i|² and, with B = parts·b, |G_B|² = |mean g_i|². Then the unbiased
@@ -57,16 +59,8 @@ def gradient_noise_scale(model: ActorCritic, batch: dict[str, torch.Tensor], cfg
     params = [p for p in model.parameters() if p.requires_grad]
     flat: list[torch.Tensor] = []
     for part in idx.split(b):
-        _, logprob, entropy, value = model.get_action_and_value(batch["obs"][part],
-                                                                batch["actions"][part])
-        adv = batch["advantages"][part]
-        if cfg.norm_adv:
-            adv = (adv - adv.mean()) / (adv.std() + 1e-8)
-        pg, _, _ = clipped_surrogate(logprob, batch["logprobs"][part], adv, cfg.clip_coef)
-        v = value_loss(value, batch["values"][part], batch["returns"][part], cfg.clip_coef,
-                       cfg.clip_vloss)
-        loss = pg - cfg.ent_coef * entropy_bonus(entropy) + cfg.vf_coef * v
-        grads = torch.autograd.grad(loss, params, allow_unused=True)
+        grads = torch.autograd.grad(loss({k: v[part] for k, v in batch.items()}), params,
+                                    allow_unused=True)
         flat.append(torch.cat([(g if g is not None else torch.zeros_like(p)).reshape(-1)
                                for g, p in zip(grads, params, strict=True)]).double())
     g = torch.stack(flat)

@@ -1,7 +1,9 @@
-"""The actor's side of PPO: step vector envs with a policy, hand back a GAE-ready batch."""
+"""The actor's side of every algorithm: step vector envs with a policy, hand back the raw steps
+(the algorithm's ``actor_batch`` makes its batch of them)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -10,7 +12,6 @@ from gymnasium.vector import VectorEnv
 
 from faasrl.rl.envs import make_env
 from faasrl.rl.policy import ActorCritic
-from faasrl.rl.ppo import compute_gae
 
 
 def _finished_episodes(infos: dict[str, Any]) -> list[tuple[float, int]]:
@@ -23,14 +24,33 @@ def _finished_episodes(infos: dict[str, Any]) -> list[tuple[float, int]]:
     return [(float(r), int(n)) for r, n in zip(returns, lengths, strict=True)]
 
 
+@dataclass(frozen=True)
+class Steps:
+    """One rollout of T steps in N envs, time-major: (T, N, ...) per step, (N, ...) after it.
+
+    ``starts[t]`` is True where the observation at step t starts a new episode (the step before
+    ended one); ``ends[t]`` where an episode ended with step t. An episode cut by a time limit
+    has ``gamma * V(final_obs)`` added to its last reward, as if it went on.
+    """
+
+    obs: np.ndarray  # raw, spec.obs_dtype
+    actions: np.ndarray
+    logprobs: np.ndarray  # float32
+    values: np.ndarray  # float32
+    rewards: np.ndarray  # float32
+    starts: np.ndarray  # bool
+    ends: np.ndarray  # bool
+    next_obs: np.ndarray  # the observation after the last step
+    next_value: np.ndarray  # float32, its value
+    next_start: np.ndarray  # bool, whether it starts an episode
+
+
 class Rollout:
     """Collects fixed-length batches from ``envs`` (as :func:`make_vec_env` builds them).
 
     The envs are reset once here without a seed, which continues the streams ``make_vec_env``
     seeded; after that, episodes simply carry on from one :meth:`collect` to the next, so an actor
     can keep its envs warm between rounds. ``seed`` seeds the action sampling. Runs on the CPU.
-    ``sequences`` adds what off-policy corrections (V-trace) need to redo the returns under
-    another policy: per-step ``rewards`` and ``ends``, and the ``last_obs`` after the batch.
     """
 
     def __init__(
@@ -40,16 +60,12 @@ class Rollout:
         *,
         num_steps: int,
         gamma: float,
-        gae_lambda: float,
         seed: int,
-        sequences: bool = False,
     ) -> None:
         self.envs = envs
-        self.sequences = sequences
         self.policy = policy
         self.num_steps = num_steps
         self.gamma = gamma
-        self.gae_lambda = gae_lambda
         self._generator = torch.Generator().manual_seed(seed)
         obs, _ = envs.reset()
         self._obs = self._cast(obs)
@@ -62,15 +78,9 @@ class Rollout:
         return self.policy.get_value(torch.from_numpy(obs)).numpy()
 
     @torch.no_grad()
-    def collect(self) -> tuple[dict[str, np.ndarray], list[tuple[float, int]]]:
-        """``num_steps`` steps in every env: the flattened batch (time-major) and finished episodes.
-
-        Batch keys: ``obs`` (raw, spec.obs_dtype), ``actions``, and float32 ``logprobs``,
-        ``values``, ``advantages``, ``returns``; with ``sequences`` also float32 ``rewards`` and
-        ``ends`` (1 where an episode ended with the step) and ``last_obs`` (one row per env).
-        Episodes are (raw return, length). An episode cut by a time limit gets
-        ``gamma * V(final_obs)`` added to its last reward, as if it went on.
-        """
+    def collect(self) -> tuple[Steps, list[tuple[float, int]]]:
+        """``num_steps`` steps in every env, and the episodes that finished (raw return,
+        length)."""
         spec = self.policy.spec
         steps, n = self.num_steps, self.envs.num_envs
         obs = np.empty((steps, n, *spec.obs_shape), dtype=spec.obs_dtype)
@@ -93,16 +103,8 @@ class Rollout:
             episodes += _finished_episodes(infos)
             self._obs, self._done = self._cast(next_obs), terminated | truncated
             ends[t] = self._done
-        advantages, returns = compute_gae(rewards, values, dones, self._value(self._obs),
-                                          self._done, self.gamma, self.gae_lambda)
-        batch = {"obs": obs, "actions": actions, "logprobs": logprobs, "values": values,
-                 "advantages": advantages, "returns": returns}
-        if self.sequences:
-            batch.update(rewards=rewards, ends=ends.astype(np.float32))
-        flat = {k: v.reshape(steps * n, *v.shape[2:]) for k, v in batch.items()}
-        if self.sequences:
-            flat["last_obs"] = self._obs.copy()
-        return flat, episodes
+        return Steps(obs, actions, logprobs, values, rewards, dones, ends, self._obs,
+                     self._value(self._obs), self._done), episodes
 
 
 @torch.no_grad()

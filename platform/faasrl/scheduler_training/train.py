@@ -2,8 +2,9 @@
 
 One episode is one whole job: the scheduler (sampling) picks I_k every round, the job's metrics
 rows give the states, actions and rewards afterwards. Every ``episodes_per_update`` episodes the
-scheduler gets a PPO update (``faasrl.rl.ppo``) with the paper's settings: separate 2x64 tanh
-policy and critic, Adam 5e-3, gamma 0.99, clip 0.2, KL target 0.01, entropy 0.01, value 0.5.
+scheduler gets a PPO update (``faasrl.algorithms.ppo``) with the paper's settings: separate
+2x64 tanh policy and critic, Adam 5e-3, gamma 0.99, clip 0.2, KL target 0.01, entropy 0.01,
+value 0.5.
 It imports torch: the CLI and the benchmark use it, the gateway never does.
 """
 
@@ -11,17 +12,19 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
+from faasrl.algorithms.ppo import Config as PPOConfig
+from faasrl.algorithms.ppo import compute_gae
+from faasrl.algorithms.ppo import update as ppo_update
 from faasrl.controllers.minions import FEATURES, Minions, round_reward, terminal_penalty
 from faasrl.controllers.schedulers import save_scheduler
 from faasrl.rl.policy import ActorCritic, PolicySpec
-from faasrl.rl.ppo import PPOConfig, compute_gae, ppo_update
 from faasrl.scheduler_training.workload import SimulatedWorkload
 
 
@@ -134,8 +137,9 @@ class SchedulerTrainer:
                  "advantages": torch.as_tensor(np.concatenate(advantages)),
                  "returns": torch.as_tensor(np.concatenate(returns))}
         # at least 4 rounds per minibatch: a minibatch of one has no advantage spread
-        cfg = replace(cfg, num_minibatches=max(1, min(cfg.num_minibatches, len(obs) // 4)))
-        stats = ppo_update(model, self.optimizer, batch, cfg, generator=self.generator)
+        cfg = cfg.model_copy(update={
+            "num_minibatches": max(1, min(cfg.num_minibatches, len(obs) // 4))})
+        stats, _ = ppo_update(model, self.optimizer, batch, cfg, generator=self.generator)
         model.update_obs_stats(obs)
         return stats
 

@@ -28,6 +28,7 @@ from typing import Any, Protocol, TypeVar
 
 from redis.asyncio import Redis
 
+from faasrl.contracts import EvaluateResult, InitResult
 from faasrl.controllers import Controller, RoundContext, build_controller
 from faasrl.data import acl
 from faasrl.data.connection import UNREACHABLE, UNREACHABLE_NAMES
@@ -37,13 +38,14 @@ from faasrl.data.ops import put_weights
 from faasrl.invoker import InvocationRecord, Invoker, InvokerError
 from faasrl.jobs.checkpoint import read_checkpoint, write_checkpoint
 from faasrl.jobs.cost import serverful_cost
+from faasrl.jobs.function_calls import evaluate_args, init_args, result
 from faasrl.jobs.store import Evaluation, JobRecord, JobStore
 
 log = logging.getLogger(__name__)
 CONFIRM_GAP = 5  # rounds between evaluations that try to confirm a reached target
 REDIS_ATTEMPTS = 5  # invocations of a function that keeps finding Redis unreachable
 RESTORED_FIELDS = ("round", "version", "env_steps", "wall_s", "cost_usd", "serverful_cost_usd",
-                   "recent_returns", "kl_coef", "controller_state", "last_row", "policy",
+                   "recent_returns", "algorithm_state", "controller_state", "last_row", "policy",
                    "parameter_state")  # what a resume from a disk checkpoint brings back
 T = TypeVar("T")
 
@@ -374,24 +376,18 @@ class JobRun:
             if redis_down:
                 await self.pause(f"{function} could not reach Redis")
 
-    def job_args(self) -> dict[str, Any]:
-        rec, spec = self.record, self.record.spec
-        hp = spec.hyperparameters
-        return {"id": rec.id, "env_id": spec.env_id, "policy": rec.policy, "seed": spec.seed,
-                "envs": spec.envs_per_actor, "steps": spec.steps_per_actor, "gamma": hp.gamma,
-                "gae_lambda": hp.gae_lambda, "compress": spec.compress,
-                "redis": self.credentials.to_args(), "sequences": spec.algorithm == "impact"}
-
     # ------------------------------------------------- the policy: build, restore, save
     async def _initialize(self) -> None:
         """The learner builds the seeded initial policy and publishes it as version 0."""
         rec = self.record
+        args = init_args(rec, self.credentials.to_args())
         out = (await self.invoke_until_done(rec.spec.learner_function,
-                                            {"mode": "init", "job": self.job_args()}))[-1]
+                                            args.model_dump(mode="json")))[-1]
         if out.status != "success":
             raise JobError(f"initializing the policy: {describe(out)}")
-        rec.policy, rec.version = out.result["policy"], int(out.result["version"])
-        rec.kl_coef = rec.spec.hyperparameters.kl_coef
+        init = result(InitResult, out)
+        rec.policy, rec.version = init.policy, init.version
+        rec.algorithm_state = init.algorithm_state
         await self.with_redis(lambda: self.store.save(rec))
 
     async def restore(self) -> None:
@@ -424,12 +420,12 @@ class JobRun:
 
     async def _evaluate(self) -> Evaluation:
         rec = self.record
-        out = (await self.invoke_until_done(rec.spec.actor_function, {
-            "mode": "evaluate", "job": self.job_args(), "version": rec.version,
-            "episodes": rec.spec.evaluation_episodes, "seed": rec.spec.seed + 1_000_003}))[-1]
+        args = evaluate_args(rec, self.credentials.to_args())
+        out = (await self.invoke_until_done(rec.spec.actor_function,
+                                            args.model_dump(mode="json")))[-1]
         if out.status != "success":
             raise JobError(f"evaluation: {describe(out)}")
-        returns = [float(x) for x in out.result["returns"]]
+        returns = result(EvaluateResult, out).returns
         return Evaluation(version=rec.version or 0, episodes=len(returns),
                           mean=statistics.fmean(returns),
                           std=statistics.pstdev(returns) if len(returns) > 1 else 0.0,

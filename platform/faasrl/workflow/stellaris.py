@@ -28,12 +28,13 @@ import logging
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from faasrl.data.keys import learners_key
 from faasrl.data.ops import drop_batches, reset_round, unregister_learner
 from faasrl.invoker import InvocationRecord
 from faasrl.jobs.cost import actor_cost, learner_cost, parameter_cost
+from faasrl.jobs.function_calls import gradient_args, parameter_args, rollout_args
 from faasrl.workflow.buffer import GRADIENTS, POLICY, TRAJECTORIES, Buffer, Item
 from faasrl.workflow.engine import Engine
 from faasrl.workflow.job import (
@@ -175,9 +176,9 @@ class StellarisWorkflow:
         run, rec = self.run, self.run.record
         slot = next(s for s in range(self._n) if s not in self._actors)
         self._actors.add(slot)
-        args = {"mode": "rollout", "job": run.job_args(), "round": rec.round, "slot": slot,
-                "version": None}
-        self.engine.start("actor", run.invoke(rec.spec.actor_function, args,
+        args = rollout_args(rec, run.credentials.to_args(), rec.round, slot, None)
+        self.engine.start("actor", run.invoke(rec.spec.actor_function,
+                                              args.model_dump(mode="json"),
                                               affinity=f"{rec.id}:actor:{slot}"),
                           lambda r, slot=slot: self._rolled_out(slot, r))
 
@@ -213,15 +214,9 @@ class StellarisWorkflow:
         st.learner_slots[slot] = item.entry
         st.assigned += 1
         st.peak = max(st.peak, len(st.learner_slots))
-        cfg, impact = self.settings, self.settings.impact
-        args = {"mode": "gradient", "job": run.job_args(), "slot": slot,
-                "entries": [item.entry], "algorithm": spec.algorithm,
-                "hyperparameters": spec.hyperparameters.model_dump(),
-                "truncation": cfg.truncation, "rho": cfg.rho,
-                "impact": {"rho_bar": impact.rho_bar, "c_bar": impact.c_bar,
-                           "is_ratio_clip": impact.is_ratio_clip},
-                "target_lag": impact.target_update_frequency}
-        self.engine.start("learner", run.invoke(spec.learner_function, args,
+        args = gradient_args(rec, run.credentials.to_args(), slot, item.entry)
+        self.engine.start("learner", run.invoke(spec.learner_function,
+                                                args.model_dump(mode="json"),
                                                 affinity=f"{rec.id}:learner:{slot}"),
                           lambda r, slot=slot: self._learned(slot, r))
 
@@ -260,20 +255,11 @@ class StellarisWorkflow:
         self.engine.start("parameter", self._invoke_parameter("step"),
                           lambda r: self._round.parameter.append(self._parameter_done(r)))
 
-    async def _invoke_parameter(self, mode: str) -> InvocationRecord:
+    async def _invoke_parameter(self, mode: Literal["step", "flush"]) -> InvocationRecord:
         run, rec, spec = self.run, self.run.record, self.run.record.spec
-        cfg = self.settings
-        aggregation = cfg.aggregation.model_dump()
-        if aggregation["rule"] == "softsync" and aggregation["k"] is None:
-            aggregation["k"] = cfg.max_learners
-        hp = spec.hyperparameters
-        return await run.invoke(spec.parameter_function, {
-            "mode": mode, "job": run.job_args(), "round": rec.round, "session": self._session,
-            "hyperparameters": {"learning_rate": hp.learning_rate, "anneal_lr": hp.anneal_lr},
-            "total_rounds": spec.stop.max_rounds, "aggregation": aggregation,
-            "optimizer_step": cfg.optimizer_step, "learners": cfg.max_learners,
-            "keep": 8 + cfg.impact.target_update_frequency,  # IMPACT's target + slow actors
-        }, affinity=f"{rec.id}:parameter")
+        args = parameter_args(rec, run.credentials.to_args(), mode, rec.round, self._session)
+        return await run.invoke(spec.parameter_function, args.model_dump(mode="json"),
+                                affinity=f"{rec.id}:parameter")
 
     def _parameter_done(self, r: InvocationRecord) -> InvocationRecord:
         rec = self.run.record
@@ -288,7 +274,8 @@ class StellarisWorkflow:
     async def _close(self, t0: float, flush: dict[str, Any]) -> None:
         rec, spec, st = self.run.record, self.run.record.spec, self._round
         rec.parameter_state = flush["state"]
-        pushed = [o for o in st.outputs if o.get("pushed")]
+        pushed = [{**o["stats"], "policy_lag": o["policy_lag"]} for o in st.outputs
+                  if o.get("pushed")]
         columns: dict[str, Any] = {
             "actor_failures": st.actor_failures, "clock": int(flush["clock"]),
             "actor_rollouts": len(st.actors),

@@ -27,6 +27,7 @@ from faasrl.data.keys import optimizer_keys
 from faasrl.data.ops import roll_back
 from faasrl.invoker import InvocationRecord
 from faasrl.jobs.cost import actor_cost, learner_cost
+from faasrl.jobs.function_calls import rollout_args, update_args
 from faasrl.workflow.buffer import POLICY, TRAJECTORIES, Buffer, Item
 from faasrl.workflow.engine import Engine
 from faasrl.workflow.job import JobError, JobRun, RoundOutcome, describe
@@ -123,9 +124,9 @@ class SyncWorkflow:
         invoked again; one that fails ``ACTOR_ATTEMPTS`` times ends the job, since training
         on a partial batch would change what a round means."""
         run, rec = self.run, self.run.record
-        args = {"mode": "rollout", "job": run.job_args(), "round": rec.round, "slot": slot,
-                "version": version}
-        attempts = await run.invoke_until_done(rec.spec.actor_function, args,
+        args = rollout_args(rec, run.credentials.to_args(), rec.round, slot, version)
+        attempts = await run.invoke_until_done(rec.spec.actor_function,
+                                               args.model_dump(mode="json"),
                                                affinity=f"{rec.id}:actor:{slot}",
                                                retries=ACTOR_ATTEMPTS - 1)
         if attempts[-1].status != "success":
@@ -157,11 +158,10 @@ class SyncWorkflow:
         self._forecast = max(0, run.controller.forecast(run.context(rec.round + 1, partial)))
         run.invoker.prewarm(spec.actor_function, self._forecast,
                             placement=spec.placement.actors)
-        args = {"mode": "update", "job": run.job_args(), "round": rec.round,
-                "version": rec.version, "slots": sorted(i.slot for i in items),
-                "kl_coef": rec.kl_coef, "hyperparameters": spec.hyperparameters.model_dump(),
-                "total_rounds": spec.stop.max_rounds, **run.controller.learner_requests()}
-        self.engine.start("learner", run.invoke_until_done(spec.learner_function, args,
+        args = update_args(rec, run.credentials.to_args(), rec.round,
+                           sorted(i.slot for i in items), run.controller.learner_requests())
+        self.engine.start("learner", run.invoke_until_done(spec.learner_function,
+                                                           args.model_dump(mode="json"),
                                                            affinity=f"{rec.id}:learner"),
                           self._learned)
 
@@ -182,16 +182,16 @@ class SyncWorkflow:
         summaries = [self._attempts[s][-1].result for s in sorted(self._attempts)]
         learner, out = learners[-1], learners[-1].result
         t2 = time.monotonic()
-        rec.kl_coef = float(out.get("kl_coef", rec.kl_coef))
+        rec.algorithm_state = out["algorithm_state"]
         columns = {
             "actor_failures": len(failed),
             "actor_phase_s": self._t1 - self._t0, "learner_phase_s": t2 - self._t1,
             "learner_s": learner.run_s, "actor_cold_starts": sum(r.cold for r in actors),
             "prewarm_forecast": self._forecast,
-            "loss": out.get("loss"), "pg_loss": out.get("pg_loss"), "v_loss": out.get("v_loss"),
-            "entropy": out.get("entropy"), "approx_kl": out.get("approx_kl"),
-            "clipfrac": out.get("clipfrac"), "explained_variance": out.get("explained_variance"),
-            "lr": out.get("lr"), "learner_device": out.get("device"), "samples": out.get("samples"),
+            **{key: out["stats"].get(key) for key in ("loss", "pg_loss", "v_loss", "entropy",
+                                                      "approx_kl", "clipfrac",
+                                                      "explained_variance", "lr")},
+            "learner_device": out.get("device"), "samples": out.get("samples"),
             "policy_kl": out.get("policy_kl"), **measurements(out),
             "rejected": len(out.get("rejected", [])),
             "transfer_s": out.get("read_s", 0.0) + max(s.get("write_s", 0.0) for s in summaries),

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 import torch
 
-from faasrl.rl.impact import ImpactConfig, impact_gradient
+from faasrl.algorithms import LearnerContext, impact, ppo
+from faasrl.algorithms.impact import batch_gradient, vtrace
+from faasrl.algorithms.ppo import compute_gae, truncated_gradient
 from faasrl.rl.policy import ActorCritic, PolicySpec
-from faasrl.rl.ppo import PPOConfig, compute_gae, ppo_gradient
-from faasrl.rl.vtrace import vtrace
 
 LOG_HALF = math.log(0.5)
 
@@ -92,20 +92,24 @@ def test_impact_gradient_descends_toward_the_better_action():
     before = _p_good(model)
     for _ in range(10):
         target.load_state_dict(model.state_dict())
-        grads, stats = impact_gradient(model, target, batch, ImpactConfig(), num_envs=4)
+        grads, stats = batch_gradient(model, target, batch, impact.Config(), num_envs=4)
         assert set(grads) == {n for n, _ in model.named_parameters()}
         assert all(torch.isfinite(g).all() for g in grads.values())
         for name, p in model.named_parameters():
             p.grad = grads[name]
         optimizer.step()
     assert _p_good(model) > before + 0.2
-    assert stats["rho_mean"] <= 1.0
+    with torch.no_grad():
+        pi = target.distribution(torch.ones(1, 1)).probs[0]
+    mu = batch["logprobs"][:2].exp()  # the batch alternates actions 0, 1
+    assert pi[1] > mu[1]  # π moved to action 1: ρ̄ = 1 clips its π/μ, action 0's counts whole
+    assert stats["rho_mean"] == pytest.approx(((pi[0] / mu[0]).item() + 1) / 2)
 
 
 def test_impact_rejects_a_batch_that_is_not_whole_steps_of_its_envs():
     model, batch = _bandit()
     with pytest.raises(ValueError, match="envs"):
-        impact_gradient(model, model, batch, ImpactConfig(), num_envs=5)
+        batch_gradient(model, model, batch, impact.Config(), num_envs=5)
 
 
 def _ppo_batch() -> tuple[ActorCritic, dict[str, torch.Tensor]]:
@@ -122,16 +126,63 @@ def _actor_grad(grads: dict[str, torch.Tensor]) -> float:
 
 def test_ppo_gradient_passes_no_policy_gradient_where_the_truncation_binds():
     model, batch = _ppo_batch()
-    cfg = PPOConfig(ent_coef=0.0, vf_coef=0.0, clip_coef=10.0)
-    off, _ = ppo_gradient(model, batch, cfg, truncation="off")
+    cfg = ppo.Config(ent_coef=0.0, vf_coef=0.0, clip_coef=10.0)
+
+    def with_(**truncation: object) -> ppo.Config:
+        return cfg.model_copy(update=truncation)
+
+    off, _ = truncated_gradient(model, batch, with_(truncation="off"))
     # ρ = 1 caps every ratio (≈ 1.65) under the paper's form: no sample has a gradient left.
-    paper, stats = ppo_gradient(model, batch, cfg, truncation="paper", rho=1.0)
+    paper, stats = truncated_gradient(model, batch, with_(truncation="paper", rho=1.0))
     assert _actor_grad(off) > 0 and _actor_grad(paper) == 0
     assert stats["truncated"] == 1.0
     # A peer whose ratio is lower caps the artifact form too, a higher ρ does not lift it.
     peer = [batch["logprobs"] + 0.1]  # peer ratio ≈ 1.1
-    artifact, stats = ppo_gradient(model, batch, cfg, truncation="artifact", rho=1.0,
-                                   peer_logprobs=peer)
+    artifact, stats = truncated_gradient(model, batch, with_(truncation="artifact", rho=1.0),
+                                         peer_logprobs=peer)
     assert _actor_grad(artifact) == 0 and stats["truncated"] == 1.0
-    loose, stats = ppo_gradient(model, batch, cfg, truncation="paper", rho=5.0)
+    loose, stats = truncated_gradient(model, batch, with_(truncation="paper", rho=5.0))
     assert _actor_grad(loose) == pytest.approx(_actor_grad(off)) and stats["truncated"] == 0
+
+
+def _halves(batch: dict[str, torch.Tensor]) -> list[dict[str, torch.Tensor]]:
+    return [{k: v[:32] for k, v in batch.items()}, {k: v[32:] for k, v in batch.items()}]
+
+
+def _same(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> bool:
+    return a.keys() == b.keys() and all(torch.allclose(a[k], b[k]) for k in a)
+
+
+def test_ppo_learner_step_evaluates_its_peers_on_all_its_batches():
+    model, batch = _ppo_batch()
+    cfg = ppo.Config(truncation="artifact", rho=1.0)
+    torch.manual_seed(1)
+    peer = ActorCritic(model.spec)
+    learner = LearnerContext(model, ActorCritic(model.spec), clock=0,
+                             peers=lambda: [peer.state_dict()], version=lambda v: None)
+    grads, stats = ppo.gradient(learner, _halves(batch), cfg)
+    with torch.no_grad():
+        peer_logprobs = peer.get_action_and_value(batch["obs"], batch["actions"])[1]
+    want, _ = truncated_gradient(model, batch, cfg, peer_logprobs=[peer_logprobs])
+    assert stats["peers"] == 1 and _same(grads, want)
+
+
+def test_impact_learner_step_trains_against_the_version_target_update_frequency_back():
+    model, batch = _bandit()
+    cfg = impact.Config(target_update_frequency=2)
+    torch.manual_seed(1)
+    target = ActorCritic(model.spec)
+    asked: list[int] = []
+
+    def version(v: int) -> dict[str, torch.Tensor]:
+        asked.append(v)
+        return target.state_dict()
+
+    learner = LearnerContext(model, ActorCritic(model.spec), clock=3, peers=list,
+                             version=version)
+    grads, _ = impact.gradient(learner, [batch, batch], cfg)
+    assert asked == [1] and _same(grads, batch_gradient(model, target, batch, cfg, num_envs=4)[0])
+    # Once that version is evicted, the current policy stands in for the target.
+    learner.version = lambda v: None
+    grads, _ = impact.gradient(learner, [batch], cfg)
+    assert _same(grads, batch_gradient(model, model, batch, cfg, num_envs=4)[0])

@@ -7,17 +7,18 @@ import math
 import numpy as np
 import pytest
 import torch
+from pydantic import ValidationError
 
-from faasrl.rl.policy import ActorCritic, PolicySpec
-from faasrl.rl.ppo import (
-    PPOConfig,
-    annealed_lr,
+from faasrl.algorithms import annealed_lr
+from faasrl.algorithms.ppo import (
+    Config,
     clipped_surrogate,
     compute_gae,
     entropy_bonus,
-    ppo_update,
+    update,
     value_loss,
 )
+from faasrl.rl.policy import ActorCritic, PolicySpec
 
 
 def test_gae_matches_a_hand_computed_example():
@@ -73,19 +74,19 @@ def test_entropy_bonus_is_the_mean():
 
 
 def test_annealed_lr():
-    cfg = PPOConfig(learning_rate=1e-3)
+    cfg = Config(learning_rate=1e-3)
     assert annealed_lr(cfg, 0, 10) == pytest.approx(1e-3)
     assert annealed_lr(cfg, 5, 10) == pytest.approx(5e-4)
     assert annealed_lr(cfg, 12, 10) == 0.0
     assert annealed_lr(cfg, 5, None) == pytest.approx(1e-3)
-    assert annealed_lr(PPOConfig(learning_rate=1e-3, anneal_lr=False), 5, 10) == 1e-3
+    assert annealed_lr(Config(learning_rate=1e-3, anneal_lr=False), 5, 10) == 1e-3
 
 
 def test_config_rejects_bad_values_and_unknown_keys():
-    with pytest.raises(ValueError):
-        PPOConfig(update_epochs=0)
-    with pytest.raises(TypeError):
-        PPOConfig.from_dict({"learning_rte": 1e-3})
+    with pytest.raises(ValidationError, match="update_epochs"):
+        Config(update_epochs=0)
+    with pytest.raises(ValidationError, match="learning_rte"):
+        Config.model_validate({"learning_rte": 1e-3})
 
 
 SPEC = PolicySpec(obs_shape=(3,), obs_dtype="float32", action_kind="discrete", action_dim=2)
@@ -115,7 +116,7 @@ def test_update_raises_the_probability_of_good_actions():
     batch = _bandit_batch()
     with torch.no_grad():
         before = model.get_action_and_value(batch["obs"], torch.zeros(64, dtype=torch.long))[1]
-    stats = ppo_update(model, optimizer, batch, PPOConfig(), generator=torch.Generator())
+    stats, _ = update(model, optimizer, batch, Config(), generator=torch.Generator())
     with torch.no_grad():
         after = model.get_action_and_value(batch["obs"], torch.zeros(64, dtype=torch.long))[1]
     assert (after > before).all()
@@ -126,7 +127,7 @@ def test_update_is_deterministic_under_a_seed():
     results = []
     for _ in range(2):
         model, optimizer = _model_and_optimizer(seed=3)
-        ppo_update(model, optimizer, _bandit_batch(), PPOConfig(),
+        update(model, optimizer, _bandit_batch(), Config(),
                    generator=torch.Generator().manual_seed(11))
         results.append(torch.cat([p.flatten() for p in model.parameters()]))
     assert torch.equal(results[0], results[1])
@@ -134,21 +135,25 @@ def test_update_is_deterministic_under_a_seed():
 
 def test_target_kl_stops_the_epochs_early():
     model, optimizer = _model_and_optimizer()
-    stats = ppo_update(model, optimizer, _bandit_batch(), PPOConfig(target_kl=1e-9),
-                       generator=torch.Generator())
+    stats, _ = update(model, optimizer, _bandit_batch(), Config(target_kl=1e-9),
+                      generator=torch.Generator())
     assert stats["epochs"] == 1
 
 
 @pytest.mark.parametrize(("kl_target", "expected"), [(1e-9, 2.0), (10.0, 0.5)])
 def test_adaptive_kl_coefficient_moves_toward_the_target(kl_target, expected):
     model, optimizer = _model_and_optimizer()
-    cfg = PPOConfig(kl_coef=1.0, kl_target=kl_target)
-    stats = ppo_update(model, optimizer, _bandit_batch(), cfg, generator=torch.Generator())
-    assert stats["kl_coef"] == expected and cfg.kl_coef == 1.0
+    cfg = Config(kl_coef=1.0, kl_target=kl_target)
+    stats, state = update(model, optimizer, _bandit_batch(), cfg, generator=torch.Generator())
+    assert stats["kl_coef"] == state["kl_coef"] == expected and cfg.kl_coef == 1.0
+    # The next update starts from the adapted coefficient it is given back, not cfg's.
+    _, state = update(model, optimizer, _bandit_batch(), cfg, generator=torch.Generator(),
+                      state=state)
+    assert state["kl_coef"] == expected * expected
 
 
 def test_lr_is_set_on_the_optimizer():
     model, optimizer = _model_and_optimizer()
-    stats = ppo_update(model, optimizer, _bandit_batch(), PPOConfig(update_epochs=1),
-                       generator=torch.Generator(), lr=3e-4)
+    stats, _ = update(model, optimizer, _bandit_batch(), Config(update_epochs=1),
+                      generator=torch.Generator(), lr=3e-4)
     assert stats["lr"] == optimizer.param_groups[0]["lr"] == 3e-4

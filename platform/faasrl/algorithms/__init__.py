@@ -1,0 +1,97 @@
+"""The training algorithms, one module each, CleanRL-style: a module reads top to bottom and owns
+everything that makes it that algorithm; the platform (job spec, functions, drivers) only looks
+them up here by the job's ``algorithm``.
+
+What every algorithm module exposes (the next one copies this list):
+
+``NAME``
+    the job spec's ``algorithm``.
+``EXECUTIONS``
+    the executions it supports (``"sync"``: rounds of actors then one learner update;
+    ``"async"``: Stellaris-style learners computing gradients for the parameter function); the
+    first is a job's default.
+``Config``
+    one pydantic model (``faasrl.inputs.STRICT``), the single source of its hyper-parameters,
+    their bounds and defaults; a field ``algorithm: Literal[NAME]`` tags it in the job spec's
+    union. Every Config has ``learning_rate`` and ``anneal_lr`` (the optimizer the learner or
+    the parameter function owns: :func:`annealed_lr`) and ``gamma`` (actors bootstrap episodes
+    cut by a time limit with it, and MuJoCo envs normalise rewards with it).
+``FAMILY_DEFAULTS``
+    per env family (``faasrl.rl.envs.env_family``: classic, mujoco, atari, other), the job-spec
+    fields it fills when a job leaves them out: ``envs_per_actor``, ``steps_per_actor`` and
+    ``hyperparameters`` (overrides of Config's defaults).
+``batch_schema(policy, envs) -> TrajectorySchema``
+    the batch an actor writes: keys, dtypes, shapes, checked before anyone trains on it.
+``actor_batch(steps, cfg) -> dict[str, np.ndarray]``
+    what an actor computes from a rollout's raw steps (``faasrl.rl.rollout.Steps``) to make
+    that batch (PPO: GAE).
+``initial_state(cfg) -> dict``
+    what the algorithm carries from one update to the next (PPO: its adaptive ``kl_coef``);
+    the learner returns it after every update and gets it back with the next one.
+``update(model, optimizer, batch, cfg, *, generator, lr, state) -> (stats, state)``
+    with ``"sync"``: one learner update on a round's batch; and ``loss(model, batch, cfg)``,
+    its loss on a minibatch (the gradient noise scale measures it).
+``gradient(learner, batches, cfg) -> (gradients, stats)``
+    with ``"async"``: one learner's gradient on the batches it was handed
+    (:class:`LearnerContext`: its networks, peers and published versions).
+
+Modules import torch guarded (``torch = None`` without it): the gateway, which has no torch,
+validates job specs with their Configs. Adding an algorithm is one module and one line in
+``ALGORITHMS``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import ModuleType
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
+
+from pydantic import Field
+
+from faasrl.algorithms import impact, ppo
+
+if TYPE_CHECKING:
+    import torch
+
+    from faasrl.rl.policy import ActorCritic
+
+ALGORITHMS: dict[str, ModuleType] = {
+    ppo.NAME: ppo,
+    impact.NAME: impact,
+}
+
+AlgorithmName = Literal[tuple(ALGORITHMS)]  # type: ignore[valid-type]
+# A job's hyper-parameters: the Config of its algorithm, told apart by their ``algorithm`` tag.
+AlgorithmConfig = Annotated[Union[tuple(m.Config for m in ALGORITHMS.values())],  # type: ignore[valid-type] # noqa: UP007
+                            Field(discriminator="algorithm")]
+
+
+def algorithm(name: str) -> ModuleType:
+    """The module of algorithm ``name``."""
+    try:
+        return ALGORITHMS[name]
+    except KeyError:
+        raise ValueError(f"algorithm must be one of {sorted(ALGORITHMS)}, not {name!r}") from None
+
+
+def annealed_lr(cfg: Any, round: int, total_rounds: int | None) -> float:
+    """The learning rate of ``cfg`` for 0-based ``round``: linear to 0 over ``total_rounds`` when
+    ``cfg.anneal_lr``."""
+    if not cfg.anneal_lr or total_rounds is None:
+        return cfg.learning_rate
+    return cfg.learning_rate * max(0.0, 1.0 - round / total_rounds)
+
+
+@dataclass
+class LearnerContext:
+    """What an asynchronous learner hands an algorithm's ``gradient``: its current network (the
+    gradient is of its parameters), a second one of the same shape to evaluate other weights
+    with, the clock (the published version ``model`` holds), and lookups of the weights its
+    concurrent peers registered and of a published version's (None once evicted)."""
+
+    model: ActorCritic
+    other: ActorCritic
+    clock: int
+    peers: Callable[[], list[dict[str, torch.Tensor]]]
+    version: Callable[[int], dict[str, torch.Tensor] | None]

@@ -1,0 +1,319 @@
+"""What the job driver sends the actor, learner and parameter functions, and what they answer.
+
+One model per mode, a union on ``mode`` per function (``ActorArgs``, ``LearnerArgs``,
+``ParameterArgs``, parsed with ``ACTOR_ARGS``, ...), and the job's context every invocation
+carries (:class:`JobContext`). The driver builds these models and sends their JSON; a handler
+parses its args with :func:`parse` at its boundary and answers with its result model, which
+the driver reads back with :func:`parse` too. So keys are named once, on both sides, and a
+malformed invocation fails with a :class:`ContractError` that names the field (``learner
+args: job.envs_per_actor: Field required``). No torch here: the gateway imports this module.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+
+from faasrl.algorithms import AlgorithmConfig
+from faasrl.inputs import STRICT
+
+# Machine to machine: no unknown keys, but JSON's lists read as tuples and ints as floats.
+CONTRACT = ConfigDict(extra="forbid")
+T = TypeVar("T")
+M = TypeVar("M", bound=BaseModel)
+
+
+class ContractError(ValueError):
+    """Args or a result that do not match their contract; the message names the field."""
+
+
+def parse(contract: type[M] | TypeAdapter[T], data: Any, what: str) -> M | T:
+    """``data`` validated against ``contract`` (a model or a union's adapter); ``what`` (e.g.
+    "learner args") starts the error. A union's tag (the mode) is left out of the fields'
+    paths."""
+    try:
+        if isinstance(contract, TypeAdapter):
+            return contract.validate_python(data)
+        return contract.model_validate(data)
+    except ValidationError as exc:
+        tag = data.get("mode") if isinstance(data, dict) else None
+        problems = []
+        for err in exc.errors():
+            loc = err["loc"][1:] if err["loc"][:1] == (tag,) else err["loc"]
+            problems.append(f"{'.'.join(map(str, loc)) or 'mode'}: {err['msg']}")
+        raise ContractError(f"{what}: {'; '.join(problems)}") from None
+
+
+# ------------------------------------------------------------------------------ the job
+class Credentials(BaseModel):
+    """The job's Redis user (``faasrl.data.acl``)."""
+
+    model_config = CONTRACT
+    username: str
+    password: str
+
+
+class JobContext(BaseModel):
+    """What every function invocation of a job carries: the job spec's own names."""
+
+    model_config = CONTRACT
+    id: str
+    env_id: str
+    policy: dict[str, Any] | None = Field(None, description="its PolicySpec; None before init")
+    seed: int
+    envs_per_actor: int = Field(ge=1)
+    steps_per_actor: int = Field(ge=1)
+    compress: bool = Field(False, description="lz4 on trajectory blobs")
+    redis: Credentials | None = Field(None, description="None: the Redis URL's own user")
+    hyperparameters: AlgorithmConfig
+
+    def policy_spec(self) -> dict[str, Any]:
+        """The policy's spec, which every mode but the learner's init needs."""
+        if self.policy is None:
+            raise ContractError("job.policy: none yet (the learner's init makes it)")
+        return self.policy
+
+
+class Rejection(BaseModel):
+    """A trajectory blob a learner refused (``faasrl.data.trajectories.Rejection``)."""
+
+    model_config = CONTRACT
+    entry: str
+    round: int
+    slot: int
+    reason: str
+
+
+# ---------------------------------------------------------------------------- the actor
+class RolloutArgs(BaseModel):
+    model_config = CONTRACT
+    mode: Literal["rollout"] = "rollout"
+    job: JobContext
+    round: int = Field(ge=0)
+    slot: int = Field(ge=0)
+    version: int | None = Field(description="the policy version; None: the newest")
+
+
+class EvaluateArgs(BaseModel):
+    model_config = CONTRACT
+    mode: Literal["evaluate"] = "evaluate"
+    job: JobContext
+    version: int | None
+    episodes: int = Field(ge=1)
+    seed: int
+
+
+class RolloutResult(BaseModel):
+    model_config = CONTRACT
+    steps: int
+    version: int
+    entry: str = Field(description="the batch's trajectory stream entry")
+    episodes: list[tuple[float, int]] = Field(description="finished: (raw return, length)")
+    weights_fetched: bool
+    fetch_s: float
+    rollout_s: float
+    write_s: float
+    bytes: int
+
+
+class EvaluateResult(BaseModel):
+    model_config = CONTRACT
+    returns: list[float]
+    version: int
+
+
+ActorArgs = Annotated[RolloutArgs | EvaluateArgs, Field(discriminator="mode")]
+ACTOR_ARGS: TypeAdapter[ActorArgs] = TypeAdapter(ActorArgs)
+
+
+# -------------------------------------------------------------------------- the learner
+class InitArgs(BaseModel):
+    model_config = CONTRACT
+    mode: Literal["init"] = "init"
+    job: JobContext
+
+
+class InitResult(BaseModel):
+    model_config = CONTRACT
+    policy: dict[str, Any]
+    version: int
+    parameters: int
+    algorithm_state: dict[str, Any] = Field(description="the algorithm's initial_state")
+
+
+class HessianRequest(BaseModel):
+    model_config = CONTRACT
+    samples: int = Field(ge=1)
+    iterations: int = Field(ge=1)
+
+
+class GNSRequest(BaseModel):
+    model_config = CONTRACT
+    parts: int = Field(ge=2)
+
+
+class UpdateArgs(BaseModel):
+    """A synchronous round's update: the batches of ``slots`` for ``round``, on ``version``."""
+
+    model_config = CONTRACT
+    mode: Literal["update"] = "update"
+    job: JobContext
+    round: int = Field(ge=0)
+    version: int = Field(ge=0)
+    slots: list[int]
+    algorithm_state: dict[str, Any] = Field(description="what the last update returned")
+    total_rounds: int | None = Field(description="the learning rate anneals over these")
+    hessian: HessianRequest | None = None
+    gns: GNSRequest | None = None
+
+
+class HessianResult(BaseModel):
+    model_config = CONTRACT
+    lambda_min: float
+    lambda_max: float
+    iterations: int
+    samples: int
+    seconds: float
+
+
+class GNSResult(BaseModel):
+    model_config = CONTRACT
+    gns: float | None
+    grad_sq: float
+    trace: float
+    batch_small: int
+    batch_big: int
+
+
+class UpdateResult(BaseModel):
+    model_config = CONTRACT
+    version: int = Field(description="the version this update published")
+    stats: dict[str, float] = Field(description="the algorithm's (losses, lr, ...)")
+    algorithm_state: dict[str, Any]
+    policy_kl: float
+    hessian: HessianResult | None = None
+    gns: GNSResult | None = None
+    samples: int
+    rejected: list[Rejection]
+    read_s: float
+    update_s: float
+    publish_s: float | None = Field(None, description="None when replayed")
+    device: str
+    replayed: bool = Field(False, description="published before: the stored result")
+
+
+class GradientArgs(BaseModel):
+    """An asynchronous learner: one gradient on the batches of ``entries``."""
+
+    model_config = CONTRACT
+    mode: Literal["gradient"] = "gradient"
+    job: JobContext
+    slot: int = Field(ge=0, description="the learner's slot (its registry key)")
+    entries: list[str] = Field(description="trajectory stream entries")
+
+
+class GradientResult(BaseModel):
+    model_config = CONTRACT
+    clock: int = Field(description="the version the gradient was computed on")
+    pushed: bool
+    samples: int
+    rejected: list[Rejection]
+    stats: dict[str, float] = Field(default_factory=dict, description="the algorithm's")
+    policy_lag: float | None = None
+    read_s: float | None = None
+    compute_s: float | None = None
+    push_s: float | None = None
+    bytes: int | None = None
+    device: str | None = None
+
+
+LearnerArgs = Annotated[InitArgs | UpdateArgs | GradientArgs, Field(discriminator="mode")]
+LEARNER_ARGS: TypeAdapter[LearnerArgs] = TypeAdapter(LearnerArgs)
+
+
+# ------------------------------------------------------------------------ the parameter
+class StellarisAggregation(BaseModel):
+    """Stellaris: threshold β_k = δ_max·decay^k on the queue's mean staleness, step sizes
+    α_0/δ^(1/root); δ_max from round 0 (no threshold) as its ``max`` (the paper) or
+    ``int(mean) + 1`` (``mean``, the authors' code)."""
+
+    model_config = STRICT
+    rule: Literal["stellaris"] = "stellaris"
+    decay: float = Field(0.96, gt=0, le=1, description="d; 1 = fully asynchronous")
+    root: float = Field(3.0, gt=0, description="v in α_0/δ^(1/v)")
+    delta_max: Literal["max", "mean"] = "max"
+
+
+class AsyncAggregation(BaseModel):
+    """Every gradient applied as it arrives (pure asynchronous, no staleness control)."""
+
+    model_config = STRICT
+    rule: Literal["async"] = "async"
+
+
+class SoftSyncAggregation(BaseModel):
+    """Aggregate every ``k`` gradients (default: the number of learners)."""
+
+    model_config = STRICT
+    rule: Literal["softsync"] = "softsync"
+    k: int | None = Field(None, ge=1, le=1024)
+
+
+class SSPAggregation(BaseModel):
+    """Stale synchronous parallel: no gradient staler than ``s`` is applied."""
+
+    model_config = STRICT
+    rule: Literal["ssp"] = "ssp"
+    s: int = Field(2, ge=0, le=1000)
+
+
+# The job spec's ``asynchronous.aggregation`` is the parameter function's ``aggregation``.
+AggregationSpec = Annotated[StellarisAggregation | AsyncAggregation | SoftSyncAggregation
+                            | SSPAggregation, Field(discriminator="rule")]
+
+
+class StepArgs(BaseModel):
+    """Take the gradients new in the stream, aggregating as the rule says."""
+
+    model_config = CONTRACT
+    mode: Literal["step"] = "step"
+    job: JobContext
+    round: int = Field(ge=0)
+    session: str = Field(description="the driver's run: a new one makes a warm server reload")
+    total_rounds: int | None
+    aggregation: AggregationSpec
+    optimizer_step: Literal["weighted_mean", "per_gradient"]
+    learners: int = Field(ge=1)
+    keep: int = Field(ge=1, description="policy versions kept in Redis")
+
+
+class FlushArgs(StepArgs):
+    """A step, then the round's end: aggregate what is queued, advance the rule."""
+
+    mode: Literal["flush"] = "flush"  # type: ignore[assignment]
+
+
+class StepResult(BaseModel):
+    model_config = CONTRACT
+    clock: int
+    aggregations: int
+    queued: int
+    run_s: float
+
+
+class FlushResult(StepResult):
+    round_aggregations: int
+    gradients_aggregated: int
+    gradients_dropped: int
+    reasons: dict[str, int]
+    staleness_mean: float | None
+    staleness_max: int | None
+    threshold: float | None
+    next_threshold: float | None
+    state: dict[str, Any] = Field(description="the rule's state at the round end")
+
+
+ParameterArgs = Annotated[StepArgs | FlushArgs, Field(discriminator="mode")]
+PARAMETER_ARGS: TypeAdapter[ParameterArgs] = TypeAdapter(ParameterArgs)
+PARAMETER_RESULT: TypeAdapter[FlushResult | StepResult] = TypeAdapter(FlushResult | StepResult)

@@ -1,0 +1,89 @@
+"""The driver's side of the function contracts (:mod:`faasrl.contracts`): a job's invocation
+args built from its record, and the results read back.
+
+One small function per invocation, so that whatever drives a job (the round drivers, a
+workflow) sends the same args.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, TypeVar
+
+from pydantic import BaseModel, TypeAdapter
+
+from faasrl.contracts import (
+    EvaluateArgs,
+    FlushArgs,
+    GradientArgs,
+    InitArgs,
+    JobContext,
+    RolloutArgs,
+    StepArgs,
+    UpdateArgs,
+    parse,
+)
+from faasrl.invoker import InvocationRecord
+from faasrl.jobs.store import JobRecord
+
+M = TypeVar("M", bound=BaseModel)
+T = TypeVar("T")
+KEEP_VERSIONS = 8  # published policy versions kept for actors that sample with older ones
+
+
+def result(contract: type[M] | TypeAdapter[T], rec: InvocationRecord) -> M | T:
+    """A successful invocation's result, as its contract (a model, or a union's adapter) reads
+    it."""
+    return parse(contract, rec.result, f"{rec.function} result")
+
+
+def job_context(rec: JobRecord, redis: dict[str, str]) -> JobContext:
+    """What every invocation of the job carries; ``redis``: its functions' credentials."""
+    spec = rec.spec
+    return JobContext(id=rec.id, env_id=spec.env_id, policy=rec.policy, seed=spec.seed,
+                      envs_per_actor=spec.envs_per_actor, steps_per_actor=spec.steps_per_actor,
+                      compress=spec.compress, redis=redis, hyperparameters=spec.hyperparameters)
+
+
+def init_args(rec: JobRecord, redis: dict[str, str]) -> InitArgs:
+    return InitArgs(job=job_context(rec, redis))
+
+
+def rollout_args(rec: JobRecord, redis: dict[str, str], round: int, slot: int,
+                 version: int | None) -> RolloutArgs:
+    return RolloutArgs(job=job_context(rec, redis), round=round, slot=slot, version=version)
+
+
+def evaluate_args(rec: JobRecord, redis: dict[str, str]) -> EvaluateArgs:
+    """Evaluate the current version, seeded apart from training."""
+    spec = rec.spec
+    return EvaluateArgs(job=job_context(rec, redis), version=rec.version,
+                        episodes=spec.evaluation_episodes, seed=spec.seed + 1_000_003)
+
+
+def update_args(rec: JobRecord, redis: dict[str, str], round: int, slots: list[int],
+                requests: dict[str, Any]) -> UpdateArgs:
+    """A synchronous round's update of the current version; ``requests``: the controller's
+    (``hessian``, ``gns``)."""
+    return UpdateArgs(job=job_context(rec, redis), round=round, version=rec.version,
+                      slots=slots, algorithm_state=rec.algorithm_state,
+                      total_rounds=rec.spec.stop.max_rounds, **requests)
+
+
+def gradient_args(rec: JobRecord, redis: dict[str, str], slot: int, entry: str
+                  ) -> GradientArgs:
+    return GradientArgs(job=job_context(rec, redis), slot=slot, entries=[entry])
+
+
+def parameter_args(rec: JobRecord, redis: dict[str, str], mode: Literal["step", "flush"],
+                   round: int, session: str) -> StepArgs:
+    spec = rec.spec
+    cfg = spec.asynchronous
+    aggregation = cfg.aggregation
+    if aggregation.rule == "softsync" and aggregation.k is None:
+        aggregation = aggregation.model_copy(update={"k": cfg.max_learners})
+    # A target network trails the policy by target_update_frequency versions (IMPACT).
+    keep = KEEP_VERSIONS + getattr(spec.hyperparameters, "target_update_frequency", 1)
+    return (FlushArgs if mode == "flush" else StepArgs)(
+        job=job_context(rec, redis), round=round, session=session,
+        total_rounds=spec.stop.max_rounds, aggregation=aggregation,
+        optimizer_step=cfg.optimizer_step, learners=cfg.max_learners, keep=keep)
