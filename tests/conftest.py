@@ -40,6 +40,13 @@ def redis_url(redis_server: EmbeddedRedis) -> str:
 
 
 @pytest.fixture
+def r(redis_url: str) -> Iterator[redis.Redis]:
+    """A client of the session's Redis, emptied for this test."""
+    with redis.Redis.from_url(redis_url) as client:
+        yield client
+
+
+@pytest.fixture
 def make_platform(tmp_path: Path, redis_url: str) -> Iterator[Callable[..., EmbeddedPlatform]]:
     started: list[EmbeddedPlatform] = []
 

@@ -4,7 +4,6 @@ out by key, the gradient stream and the learner registry."""
 from __future__ import annotations
 
 import pytest
-import redis
 import torch
 
 from faasrl.algorithms import impact
@@ -15,12 +14,6 @@ from faasrl.rl.policy import ActorCritic, policy_spec_for
 from faasrl.rl.rollout import Rollout
 
 JOB = "async-cache"
-
-
-@pytest.fixture
-def r(redis_url):
-    with redis.Redis.from_url(redis_url) as client:
-        yield client
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,6 @@ import time
 
 import numpy as np
 import pytest
-import redis
 import torch
 
 from faasrl.algorithms import ppo
@@ -34,12 +33,6 @@ def batch(rows: int = 8, seed: int = 0) -> dict[str, np.ndarray]:
     for key in ("logprobs", "values", "advantages", "returns"):
         out[key] = rng.standard_normal(rows).astype(np.float32)
     return out
-
-
-@pytest.fixture
-def r(redis_url: str):
-    with redis.Redis.from_url(redis_url) as client:
-        yield client
 
 
 # ------------------------------------------------------------------------- codec

@@ -7,7 +7,6 @@ import importlib.util
 import json
 
 import pytest
-import redis
 import torch
 from helpers import REPO
 
@@ -31,11 +30,11 @@ def handler(redis_url, monkeypatch):
 
 
 @pytest.fixture
-def r(redis_url):
-    with redis.Redis.from_url(redis_url) as client:
-        torch.manual_seed(0)
-        ParameterStore(client, JOB).publish(0, ActorCritic(SPEC).state_dict())
-        yield client
+def r(r):
+    """conftest's Redis client, with the job's version 0 published."""
+    torch.manual_seed(0)
+    ParameterStore(r, JOB).publish(0, ActorCritic(SPEC).state_dict())
+    return r
 
 
 def _args(mode: str, rule: dict, learners: int = 3, **kw) -> dict:

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from helpers import REPO
+from helpers import REPO, error_fields
 from pydantic import BaseModel, ValidationError
 
 from faasrl.algorithms import impact, ppo
@@ -21,10 +21,6 @@ from faasrl.invoker.records import InvocationRecord
 from faasrl.jobs.cost import Pricing, actor_cost, learner_cost, serverful_cost
 from faasrl.jobs.spec import JobSpec
 from faasrl.jobs.store import JobRecord
-
-
-def fields(exc: ValidationError) -> set[str]:
-    return {".".join(str(p) for p in e["loc"]) for e in exc.errors()}
 
 
 def test_family_defaults_fill_what_the_spec_leaves_out():
@@ -56,7 +52,7 @@ def test_family_defaults_fill_what_the_spec_leaves_out():
 def test_bad_specs_name_the_field(body, field):
     with pytest.raises(ValidationError) as err:
         JobSpec.model_validate(body)
-    assert field in fields(err.value), err.value
+    assert field in error_fields(err.value), err.value
 
 
 def test_unknown_env_id_suggests_a_close_one():
@@ -142,7 +138,7 @@ def test_no_float_field_takes_nan_or_infinity(name, value):
     loc, body = FLOAT_FIELDS[name]
     with pytest.raises(ValidationError) as err:
         JobSpec.model_validate({"env_id": "CartPole-v1", **_fill(body, value)})
-    assert loc in fields(err.value), err.value
+    assert loc in error_fields(err.value), err.value
     assert JobSpec.model_validate({"env_id": "CartPole-v1", **_fill(body, 0.5)})
 
 
@@ -162,7 +158,7 @@ def test_no_float_field_takes_nan_or_infinity(name, value):
 def test_numbers_and_bools_are_strict(body, field):
     with pytest.raises(ValidationError) as err:
         JobSpec.model_validate({"env_id": "CartPole-v1", **body})
-    assert field in fields(err.value), err.value
+    assert field in error_fields(err.value), err.value
 
 
 def test_floats_take_ints():
@@ -198,7 +194,7 @@ def test_hyperparameters_are_the_algorithms_own_model():
 def test_bad_hyperparameters_name_the_field(body, field):
     with pytest.raises(ValidationError) as err:
         JobSpec.model_validate({"env_id": "CartPole-v1", **body})
-    assert fields(err.value) == {field}, err.value
+    assert error_fields(err.value) == {field}, err.value
 
 
 def test_the_layout_before_algorithm_modules_means_the_same():
