@@ -47,7 +47,7 @@ class RedisHealth:
     async def close(self) -> None:
         if self._task is not None:
             # The flag ends the watcher if the cancellation is lost inside redis-py (see
-            # JobDriver._stop_if_requested): it asks Redis five times a second.
+            # JobRun._stop_if_requested): it asks Redis five times a second.
             self._closing = True
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)

@@ -158,7 +158,7 @@ class RecordStore:
         """Write what is left; what cannot be written now waits in the spool."""
         if self._task is not None:
             # The flag ends the writer if the cancellation is lost inside redis-py (see
-            # JobDriver._stop_if_requested); the wake gets it out of its wait.
+            # JobRun._stop_if_requested); the wake gets it out of its wait.
             self._closing = True
             self._wake.set()
             self._task.cancel()
