@@ -28,13 +28,14 @@ import logging
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
+from faasrl.contracts import FlushResult, GradientResult, RolloutResult, StepResult
 from faasrl.data.keys import learners_key
 from faasrl.data.ops import drop_batches, reset_round, unregister_learner
 from faasrl.invoker import InvocationRecord
 from faasrl.jobs.cost import actor_cost, learner_cost, parameter_cost
-from faasrl.jobs.function_calls import gradient_args, parameter_args, rollout_args
+from faasrl.jobs.function_calls import gradient_args, parameter_args, result, rollout_args
 from faasrl.workflow.buffer import GRADIENTS, POLICY, TRAJECTORIES, Buffer, Item
 from faasrl.workflow.engine import Engine
 from faasrl.workflow.job import (
@@ -49,8 +50,7 @@ from faasrl.workflow.job import (
 from faasrl.workflow.triggers import DataKeyTrigger, Message, ObjectKeyTrigger, Rule
 
 log = logging.getLogger(__name__)
-STAT_KEYS = ("loss", "pg_loss", "v_loss", "entropy", "approx_kl", "kl", "clipfrac",
-             "truncated", "rho_mean", "grad_norm", "policy_lag", "peers")
+S = TypeVar("S", bound=StepResult)
 
 
 @dataclass
@@ -60,7 +60,7 @@ class _Round:
     actors: list[InvocationRecord] = field(default_factory=list)
     learners: list[InvocationRecord] = field(default_factory=list)
     parameter: list[InvocationRecord] = field(default_factory=list)
-    outputs: list[dict[str, Any]] = field(default_factory=list)  # successful learners' results
+    outputs: list[GradientResult] = field(default_factory=list)  # successful learners' results
     errors: list[str] = field(default_factory=list)
     learner_slots: dict[int, str] = field(default_factory=dict)  # running: slot -> entry
     assigned: int = 0
@@ -128,7 +128,7 @@ class StellarisWorkflow:
                 if isinstance(r, InvocationRecord)]
         self._actors.clear()
         entries = [i.entry for i in self.buffer.drain(TRAJECTORIES)]
-        entries += [r.result["entry"] for r in done if r.status == "success"]
+        entries += [result(RolloutResult, r).entry for r in done if r.status == "success"]
         rec.cost_usd += actor_cost(done, rec.spec.pricing)
 
         async def drop() -> None:
@@ -157,14 +157,13 @@ class StellarisWorkflow:
             await self.engine.wait_for("parameter")
         finally:
             await self.engine.cancel(("learner", "parameter"))
-        if not any(o.get("pushed") for o in st.outputs):
-            reasons = "; ".join(x["reason"] for o in st.outputs for x in o.get("rejected", []))
+        if not any(o.pushed for o in st.outputs):
+            reasons = "; ".join(x.reason for o in st.outputs for x in o.rejected)
             raise JobError(f"round {k}: no valid trajectories "
                            f"({reasons or st.errors or 'none'})")
-        flush_record = await self._invoke_parameter("flush")
-        st.parameter.append(self._parameter_done(flush_record))
+        flush = self._parameter_done(await self._invoke_parameter("flush"), FlushResult)
         self.buffer.drain(GRADIENTS)  # the flush aggregated them
-        await self._close(t0, flush_record.result)
+        await self._close(t0, flush)
 
     def _actor_idle(self) -> bool:
         backlog = self.settings.backlog or self.settings.max_learners
@@ -188,9 +187,9 @@ class StellarisWorkflow:
         st.actors.append(r)
         if r.status == "success":
             st.failing_actors = 0
-            out = r.result
-            self.buffer.put(TRAJECTORIES, Item(entry=out["entry"], slot=slot,
-                                               version=out["version"], size=int(out["steps"])))
+            out = result(RolloutResult, r)
+            self.buffer.put(TRAJECTORIES, Item(entry=out.entry, slot=slot, version=out.version,
+                                               size=out.steps))
         elif unreachable(r):
             raise RedisDown(f"round {self.run.record.round}: {describe(r)}")
         else:
@@ -236,10 +235,10 @@ class StellarisWorkflow:
                                f"failed in a row; {st.errors[-1]}")
             return
         st.failing_learners = 0
-        st.outputs.append(r.result)
-        if r.result.get("pushed"):
-            self.buffer.put(GRADIENTS, Item(entry=r.id, slot=slot,
-                                            version=r.result.get("clock")))
+        out = result(GradientResult, r)
+        st.outputs.append(out)
+        if out.pushed:
+            self.buffer.put(GRADIENTS, Item(entry=r.id, slot=slot, version=out.clock))
 
     async def _forget_learner(self, slot: int, entry: str) -> None:
         """A learner that failed: unregister it and drop its batch."""
@@ -253,7 +252,7 @@ class StellarisWorkflow:
         """New gradients: the parameter function takes them into its queue."""
         self.buffer.drain(GRADIENTS)
         self.engine.start("parameter", self._invoke_parameter("step"),
-                          lambda r: self._round.parameter.append(self._parameter_done(r)))
+                          lambda r: self._parameter_done(r, StepResult))
 
     async def _invoke_parameter(self, mode: Literal["step", "flush"]) -> InvocationRecord:
         run, rec, spec = self.run, self.run.record, self.run.record.spec
@@ -261,43 +260,46 @@ class StellarisWorkflow:
         return await run.invoke(spec.parameter_function, args.model_dump(mode="json"),
                                 affinity=f"{rec.id}:parameter")
 
-    def _parameter_done(self, r: InvocationRecord) -> InvocationRecord:
+    def _parameter_done(self, r: InvocationRecord, contract: type[S]) -> S:
+        """A step's or a flush's result: its clock is the newest version."""
         rec = self.run.record
         if unreachable(r):
             raise RedisDown(f"round {rec.round}: {describe(r)}")
         if r.status != "success":
             raise JobError(f"round {rec.round}: {describe(r)}")
-        rec.version = int(r.result["clock"])  # what a checkpoint now saves
-        self.buffer.publish(POLICY, rec.version)
-        return r
+        self._round.parameter.append(r)
+        out = result(contract, r)
+        rec.version = out.clock  # what a checkpoint now saves
+        self.buffer.publish(POLICY, out.clock)
+        return out
 
-    async def _close(self, t0: float, flush: dict[str, Any]) -> None:
+    async def _close(self, t0: float, flush: FlushResult) -> None:
         rec, spec, st = self.run.record, self.run.record.spec, self._round
-        rec.parameter_state = flush["state"]
-        pushed = [{**o["stats"], "policy_lag": o["policy_lag"]} for o in st.outputs
-                  if o.get("pushed")]
+        rec.parameter_state = flush.state
+        pushed = [{**o.stats, "policy_lag": o.policy_lag} for o in st.outputs if o.pushed]
         columns: dict[str, Any] = {
-            "actor_failures": st.actor_failures, "clock": int(flush["clock"]),
+            "actor_failures": st.actor_failures, "clock": flush.clock,
             "actor_rollouts": len(st.actors),
             "learners_invoked": len(st.learners), "learners_peak": st.peak,
             "learner_failures": st.learner_failures,
             "learner_s": sum(r.run_s for r in st.learners),
             "parameter_invocations": len(st.parameter),
             "parameter_s": sum(r.run_s for r in st.parameter),
-            "gradients_aggregated": flush["gradients_aggregated"],
-            "gradients_dropped": flush["gradients_dropped"],
-            "aggregations": flush["round_aggregations"], "aggregation_reasons": flush["reasons"],
-            "staleness_mean": flush["staleness_mean"], "staleness_max": flush["staleness_max"],
-            "threshold": flush["threshold"], "next_threshold": flush["next_threshold"],
-            "samples": sum(int(o.get("samples", 0)) for o in st.outputs),
-            "rejected": sum(len(o.get("rejected", [])) for o in st.outputs),
+            "gradients_aggregated": flush.gradients_aggregated,
+            "gradients_dropped": flush.gradients_dropped,
+            "aggregations": flush.round_aggregations, "aggregation_reasons": flush.reasons,
+            "staleness_mean": flush.staleness_mean, "staleness_max": flush.staleness_max,
+            "threshold": flush.threshold, "next_threshold": flush.next_threshold,
+            "samples": sum(o.samples for o in st.outputs),
+            "rejected": sum(len(o.rejected) for o in st.outputs),
+            # the algorithm's own figures (losses, ratios, ...), averaged over its gradients
             **{key: mean([float(o[key]) for o in pushed if o.get(key) is not None])
-               for key in STAT_KEYS},
+               for key in dict.fromkeys(k for o in pushed for k in o)},
         }
         if st.errors:
             columns["error"] = st.errors[0]
         await self.run.close_round(RoundOutcome(
-            round=rec.round, actors=self._n, version=int(flush["clock"]), started=t0,
+            round=rec.round, actors=self._n, version=flush.clock, started=t0,
             rollouts=[r for r in st.actors if r.status == "success"],
             invocations=[*st.actors, *st.learners, *st.parameter],
             costs={"cost_actors": actor_cost(st.actors, spec.pricing),

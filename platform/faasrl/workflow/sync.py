@@ -22,12 +22,13 @@ import statistics
 import time
 from typing import Any
 
+from faasrl.contracts import RolloutResult, UpdateResult
 from faasrl.controllers.nitro import convexity_ratio
 from faasrl.data.keys import optimizer_keys
 from faasrl.data.ops import roll_back
 from faasrl.invoker import InvocationRecord
 from faasrl.jobs.cost import actor_cost, learner_cost
-from faasrl.jobs.function_calls import rollout_args, update_args
+from faasrl.jobs.function_calls import result, rollout_args, update_args
 from faasrl.workflow.buffer import POLICY, TRAJECTORIES, Buffer, Item
 from faasrl.workflow.engine import Engine
 from faasrl.workflow.job import JobError, JobRun, RoundOutcome, describe
@@ -37,16 +38,16 @@ log = logging.getLogger(__name__)
 ACTOR_ATTEMPTS = 3  # invocations of one actor slot in a round before the job fails
 
 
-def measurements(out: dict[str, Any]) -> dict[str, Any]:
+def measurements(out: UpdateResult) -> dict[str, Any]:
     """The learner's measurements for controllers, flattened into metrics-row columns."""
     row: dict[str, Any] = {}
-    if (h := out.get("hessian")) is not None:
-        row.update(hessian_lambda_min=h["lambda_min"], hessian_lambda_max=h["lambda_max"],
-                   hessian_ratio=convexity_ratio(h["lambda_min"], h["lambda_max"]),
-                   hessian_s=h["seconds"], hessian_samples=h["samples"],
-                   hessian_iterations=h["iterations"])
-    if (g := out.get("gns")) is not None:
-        row.update(gns=g["gns"], gns_grad_sq=g["grad_sq"], gns_trace=g["trace"])
+    if (h := out.hessian) is not None:
+        row.update(hessian_lambda_min=h.lambda_min, hessian_lambda_max=h.lambda_max,
+                   hessian_ratio=convexity_ratio(h.lambda_min, h.lambda_max),
+                   hessian_s=h.seconds, hessian_samples=h.samples,
+                   hessian_iterations=h.iterations)
+    if (g := out.gns) is not None:
+        row.update(gns=g.gns, gns_grad_sq=g.grad_sq, gns_trace=g.trace)
     return row
 
 
@@ -60,8 +61,10 @@ class SyncWorkflow:
             Rule("update", DataKeyTrigger(n=lambda: self._n), self._update),
         ])
         self._n = 0
-        self._attempts: dict[int, list[InvocationRecord]] = {}
+        self._attempts: dict[int, list[InvocationRecord]] = {}  # per slot, the last succeeded
+        self._rollouts: dict[int, RolloutResult] = {}
         self._learners: list[InvocationRecord] = []
+        self._update_out: UpdateResult | None = None
         self._t0 = self._t1 = 0.0
         self._forecast = 0
 
@@ -100,7 +103,8 @@ class SyncWorkflow:
     async def round(self) -> None:
         run, rec, spec = self.run, self.run.record, self.run.record.spec
         self._n = run.actors_for_round()
-        self._attempts, self._learners = {}, []
+        self._attempts, self._rollouts, self._learners = {}, {}, []
+        self._update_out = None
         run.invoker.prewarm(spec.actor_function, self._n, placement=spec.placement.actors)
         run.invoker.prewarm(spec.learner_function, 1)
         self.buffer.clear()
@@ -108,10 +112,10 @@ class SyncWorkflow:
         self.buffer.publish(POLICY, rec.version or 0)
         self._t0 = time.monotonic()
         try:
-            await self.engine.run(finished=lambda: bool(self._learners))
+            await self.engine.run(finished=lambda: self._update_out is not None)
         finally:
             await self.engine.cancel(("actor", "learner"))
-        await self._close()
+        await self._close(self._update_out)
 
     def _rollout(self, message: Message) -> None:
         """A new policy: the round's I_k actor slots roll it out."""
@@ -136,9 +140,9 @@ class SyncWorkflow:
 
     def _rolled_out(self, slot: int, attempts: list[InvocationRecord]) -> None:
         self._attempts[slot] = attempts
-        out = attempts[-1].result
-        self.buffer.put(TRAJECTORIES, Item(entry=out["entry"], slot=slot,
-                                           version=out["version"], size=int(out["steps"])))
+        out = self._rollouts[slot] = result(RolloutResult, attempts[-1])
+        self.buffer.put(TRAJECTORIES, Item(entry=out.entry, slot=slot, version=out.version,
+                                           size=out.steps))
 
     def _update(self, message: Message) -> None:
         """Every slot's batch is in: pre-warm the next round's forecast, run the learner."""
@@ -149,7 +153,7 @@ class SyncWorkflow:
         # Predictive pre-warm: containers for the next round start while the learner runs.
         # The forecast sees what the actors already told (a row without the learner's columns).
         ok = [self._attempts[s][-1] for s in sorted(self._attempts)]
-        returns = [float(ret) for r in ok for ret, _ in r.result["episodes"]]
+        returns = [ret for out in self._rollouts.values() for ret, _ in out.episodes]
         run_times = [r.run_s for r in ok]
         partial = {"round": rec.round, "actors": self._n,
                    "mean_return": statistics.fmean(returns) if returns else None,
@@ -169,39 +173,36 @@ class SyncWorkflow:
         if learners[-1].status != "success":
             raise JobError(f"round {self.run.record.round}: {describe(learners[-1])}")
         self._learners = learners
-        self.buffer.publish(POLICY, int(learners[-1].result["version"]))
+        self._update_out = result(UpdateResult, learners[-1])
+        self.buffer.publish(POLICY, self._update_out.version)
 
     def _every_actor(self) -> list[InvocationRecord]:
         """Every attempt of every slot: each one is billed."""
         return [r for attempts in self._attempts.values() for r in attempts]
 
-    async def _close(self) -> None:
+    async def _close(self, out: UpdateResult) -> None:
         rec, spec = self.run.record, self.run.record.spec
         actors, learners = self._every_actor(), self._learners
         failed = [r for r in actors if r.status != "success"]
-        summaries = [self._attempts[s][-1].result for s in sorted(self._attempts)]
-        learner, out = learners[-1], learners[-1].result
+        learner = learners[-1]
         t2 = time.monotonic()
-        rec.algorithm_state = out["algorithm_state"]
+        rec.algorithm_state = out.algorithm_state
         columns = {
             "actor_failures": len(failed),
             "actor_phase_s": self._t1 - self._t0, "learner_phase_s": t2 - self._t1,
             "learner_s": learner.run_s, "actor_cold_starts": sum(r.cold for r in actors),
             "prewarm_forecast": self._forecast,
-            **{key: out["stats"].get(key) for key in ("loss", "pg_loss", "v_loss", "entropy",
-                                                      "approx_kl", "clipfrac",
-                                                      "explained_variance", "lr")},
-            "learner_device": out.get("device"), "samples": out.get("samples"),
-            "policy_kl": out.get("policy_kl"), **measurements(out),
-            "rejected": len(out.get("rejected", [])),
-            "transfer_s": out.get("read_s", 0.0) + max(s.get("write_s", 0.0) for s in summaries),
+            **out.stats,  # the algorithm's own figures: its losses, KL, lr, ...
+            "learner_device": out.device, "samples": out.samples, "policy_kl": out.policy_kl,
+            **measurements(out), "rejected": len(out.rejected),
+            "transfer_s": out.read_s + max(r.write_s for r in self._rollouts.values()),
         }
         if failed:
             columns["actor_error"] = describe(failed[0])
-        if out.get("rejected"):
-            columns["rejected_reasons"] = [r["reason"] for r in out["rejected"]][:5]
+        if out.rejected:
+            columns["rejected_reasons"] = [r.reason for r in out.rejected][:5]
         await self.run.close_round(RoundOutcome(
-            round=rec.round, actors=self._n, version=int(out["version"]), started=self._t0,
+            round=rec.round, actors=self._n, version=out.version, started=self._t0,
             rollouts=[self._attempts[s][-1] for s in sorted(self._attempts)],
             invocations=[*actors, *learners],
             costs={"cost_actors": actor_cost(actors, spec.pricing),
