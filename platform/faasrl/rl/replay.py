@@ -1,0 +1,146 @@
+"""The replay memory a buffer function holds: a FIFO ring of transitions under a sum tree.
+
+Prioritized experience replay (Schaul et al.; the long-haul paper's buffer node): slot i is
+drawn with P_i = p_i^α / Σ_k p_k^α, where p_i = |δ_i| + ε (the floor ε keeps every transition
+drawable); α = 0 is uniform replay. Each batch ships importance weights
+w_i = (N·P_i)^-β / max_k w_k, the max over the whole memory, so weights only scale losses down.
+A transition enters with the priority its actor computed at the edge, or, without one, the
+largest priority so far (it is seen at least once).
+
+Priority updates come back with the learner's next request, after the ring may have overwritten
+a sampled slot: every slot has a generation, bumped on each write, and an update for a slot whose
+generation moved on is dropped, never applied to the transition that replaced it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+
+class SumTree:
+    """Sums over ``capacity`` leaves (padded to a power of two) in an array heap: leaf i is
+    node ``size + i``, the root node 1; drawing with prefix sums is a vectorised descent."""
+
+    def __init__(self, capacity: int):
+        self.size = 1 << max(0, (capacity - 1).bit_length())
+        self.nodes = np.zeros(2 * self.size, dtype=np.float64)
+
+    @property
+    def total(self) -> float:
+        return float(self.nodes[1])
+
+    def leaves(self, n: int) -> np.ndarray:
+        return self.nodes[self.size:self.size + n]
+
+    def set(self, index: np.ndarray, values: np.ndarray) -> None:
+        nodes = np.unique(np.asarray(index) + self.size)
+        self.nodes[np.asarray(index) + self.size] = values
+        while nodes[0] > 1:
+            nodes = np.unique(nodes // 2)
+            self.nodes[nodes] = self.nodes[2 * nodes] + self.nodes[2 * nodes + 1]
+
+    def find(self, prefix: np.ndarray) -> np.ndarray:
+        """The leaf where each cumulative sum ``prefix`` (in [0, total)) falls."""
+        node = np.ones(len(prefix), dtype=np.int64)
+        prefix = np.array(prefix, dtype=np.float64)
+        while node[0] < self.size:
+            left = self.nodes[2 * node]
+            right = prefix >= left
+            prefix = np.where(right, prefix - left, prefix)
+            node = 2 * node + right
+        return node - self.size
+
+
+@dataclass(frozen=True)
+class Sample:
+    """A drawn batch: ``slots`` and their ``generations`` (what a priority update names),
+    the transitions' arrays and their importance weights."""
+
+    slots: np.ndarray
+    generations: np.ndarray
+    arrays: dict[str, np.ndarray]
+    weights: np.ndarray
+
+
+class ReplayMemory:
+    def __init__(self, capacity: int, *, alpha: float = 0.6, epsilon: float = 1e-6):
+        if capacity < 1:
+            raise ValueError("capacity must be at least 1")
+        self.capacity, self.alpha, self.epsilon = capacity, alpha, epsilon
+        self.tree = SumTree(capacity)
+        self.generations = np.zeros(capacity, dtype=np.int64)
+        self.arrays: dict[str, np.ndarray] = {}
+        self.next = 0  # the slot the next transition goes to
+        self.count = 0  # transitions held
+        self.max_priority = 1.0
+
+    def __len__(self) -> int:
+        return self.count
+
+    @property
+    def bytes_per_transition(self) -> int:
+        return sum(a.itemsize * int(np.prod(a.shape[1:])) for a in self.arrays.values())
+
+    def add(self, batch: Mapping[str, np.ndarray], priorities: np.ndarray | None = None
+            ) -> np.ndarray:
+        """Append a batch of transitions (same first axis for every key), overwriting the
+        oldest ones when full; ``priorities`` are |δ| (the floor is added here). Returns the
+        slots written."""
+        n = len(next(iter(batch.values())))
+        if any(len(a) != n for a in batch.values()):
+            raise ValueError("every key of a batch needs the same number of transitions")
+        if not self.arrays:
+            self.arrays = {k: np.zeros((self.capacity, *a.shape[1:]), dtype=a.dtype)
+                           for k, a in batch.items()}
+        elif set(batch) != set(self.arrays):
+            raise ValueError(f"batch keys {sorted(batch)} are not the memory's "
+                             f"{sorted(self.arrays)}")
+        if n > self.capacity:  # only the newest fit
+            batch = {k: a[-self.capacity:] for k, a in batch.items()}
+            priorities = None if priorities is None else priorities[-self.capacity:]
+            n = self.capacity
+        slots = (self.next + np.arange(n)) % self.capacity
+        for key, values in batch.items():
+            self.arrays[key][slots] = values
+        if priorities is None:
+            scaled = np.full(n, self.max_priority ** self.alpha)
+        else:
+            p = np.abs(np.asarray(priorities, dtype=np.float64)) + self.epsilon
+            self.max_priority = max(self.max_priority, float(p.max()))
+            scaled = p ** self.alpha
+        self.tree.set(slots, scaled)
+        self.generations[slots] += 1
+        self.next = int((self.next + n) % self.capacity)
+        self.count = min(self.capacity, self.count + n)
+        return slots
+
+    def sample(self, n: int, beta: float, rng: np.random.Generator) -> Sample:
+        """``n`` transitions drawn with P_i (one from each of ``n`` equal strata of the total,
+        which lowers the variance of a batch's mix), with their importance weights."""
+        if self.count == 0:
+            raise ValueError("the memory is empty")
+        total = self.tree.total
+        prefix = (np.arange(n) + rng.random(n)) * (total / n)
+        slots = np.minimum(self.tree.find(np.minimum(prefix, np.nextafter(total, 0))),
+                           self.count - 1)
+        probs = self.tree.leaves(self.capacity)[slots] / total
+        smallest = self.tree.leaves(self.count).min() / total
+        weights = (probs / smallest) ** -beta  # (N·P_i)^-β over (N·P_min)^-β
+        return Sample(slots=slots, generations=self.generations[slots].copy(),
+                      arrays={k: a[slots] for k, a in self.arrays.items()},
+                      weights=weights.astype(np.float32))
+
+    def update_priorities(self, slots: np.ndarray, generations: np.ndarray,
+                          priorities: np.ndarray) -> int:
+        """Set the priorities (|δ|) of sampled transitions still in their slots; returns how
+        many were applied (the others were overwritten since they were sampled)."""
+        slots, generations = np.asarray(slots), np.asarray(generations)
+        live = self.generations[slots] == generations
+        if live.any():
+            p = np.abs(np.asarray(priorities, dtype=np.float64)[live]) + self.epsilon
+            self.max_priority = max(self.max_priority, float(p.max()))
+            self.tree.set(slots[live], p ** self.alpha)
+        return int(live.sum())

@@ -1,0 +1,76 @@
+"""The replay memory: sampling frequencies follow p^α, importance weights, the ring, and
+priority updates that arrive after their slot was overwritten."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from faasrl.rl.replay import ReplayMemory, SumTree
+
+CHI2_DF7_P001 = 24.32  # the chi-square critical value for 7 degrees of freedom at p = 0.001
+
+
+def _batch(values: list[int]) -> dict[str, np.ndarray]:
+    return {"obs": np.array(values, dtype=np.uint8)[:, None].repeat(4, axis=1),
+            "reward": np.array(values, dtype=np.float32)}
+
+
+def test_sum_tree_finds_the_leaf_each_prefix_falls_in():
+    tree = SumTree(5)  # padded to 8 leaves
+    tree.set(np.arange(5), np.array([1.0, 0.0, 2.0, 3.0, 4.0]))
+    assert tree.total == 10.0
+    found = tree.find(np.array([0.0, 0.99, 1.0, 2.99, 3.0, 5.99, 6.0, 9.99]))
+    assert found.tolist() == [0, 0, 2, 2, 3, 3, 4, 4]  # never the empty leaf 1
+    tree.set(np.array([4]), np.array([0.5]))
+    assert tree.total == 6.5
+
+
+def test_sampling_frequencies_follow_p_to_the_alpha():
+    memory = ReplayMemory(8, alpha=0.6, epsilon=0.0)
+    td = np.arange(1, 9, dtype=np.float64)
+    memory.add(_batch(list(range(8))), priorities=td)
+    rng = np.random.default_rng(1)
+    counts = np.zeros(8)
+    draws = 40_000
+    for _ in range(draws // 64):
+        counts += np.bincount(memory.sample(64, beta=0.4, rng=rng).slots, minlength=8)
+    expected = td ** 0.6 / (td ** 0.6).sum() * counts.sum()
+    chi2 = ((counts - expected) ** 2 / expected).sum()
+    assert chi2 < CHI2_DF7_P001, (counts, expected)
+    uniform = ReplayMemory(8, alpha=0.0)  # α = 0: every slot alike, whatever its priority
+    uniform.add(_batch(list(range(8))), priorities=td)
+    assert np.allclose(uniform.sample(8, beta=1.0, rng=rng).weights, 1.0)
+
+
+def test_importance_weights_are_normalised_by_the_smallest_probability():
+    memory = ReplayMemory(4, alpha=1.0, epsilon=0.0)
+    memory.add(_batch([0, 1, 2, 3]), priorities=np.array([1.0, 2.0, 3.0, 4.0]))
+    sample = memory.sample(4, beta=0.5, rng=np.random.default_rng(0))
+    probs = np.array([1.0, 2.0, 3.0, 4.0])[sample.slots] / 10.0
+    want = (4 * probs) ** -0.5 / (4 * 0.1) ** -0.5  # the rarest transition weighs 1
+    assert np.allclose(sample.weights, want)
+    assert sample.arrays["reward"].tolist() == sample.slots.astype(np.float32).tolist()
+
+
+def test_the_ring_overwrites_the_oldest_and_new_transitions_get_the_top_priority():
+    memory = ReplayMemory(4, alpha=1.0, epsilon=0.0)
+    memory.add(_batch([0, 1, 2]), priorities=np.array([5.0, 1.0, 1.0]))
+    slots = memory.add(_batch([3, 4, 5]))  # slot 3, then slots 0 and 1 again
+    assert slots.tolist() == [3, 0, 1] and len(memory) == 4
+    assert memory.arrays["reward"].tolist() == [4.0, 5.0, 2.0, 3.0]
+    assert memory.tree.leaves(4).tolist() == [5.0, 5.0, 1.0, 5.0]  # max seen, 5
+    assert memory.arrays["obs"].dtype == np.uint8 and memory.bytes_per_transition == 4 + 4
+    with pytest.raises(ValueError, match="keys"):
+        memory.add({"obs": np.zeros((1, 4), np.uint8)})
+
+
+def test_a_priority_update_for_an_overwritten_slot_is_dropped():
+    memory = ReplayMemory(2, alpha=1.0, epsilon=0.0)
+    memory.add(_batch([0, 1]), priorities=np.array([1.0, 1.0]))
+    sample = memory.sample(2, beta=1.0, rng=np.random.default_rng(0))
+    memory.add(_batch([2]), priorities=np.array([3.0]))  # slot 0 now holds transition 2
+    applied = memory.update_priorities(sample.slots, sample.generations,
+                                       np.full(len(sample.slots), 9.0))
+    assert applied == int((sample.slots == 1).sum()) and applied >= 1
+    assert memory.tree.leaves(2).tolist() == [3.0, 9.0]  # transition 2 kept its own priority
