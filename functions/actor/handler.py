@@ -1,13 +1,18 @@
 """The actor function: rolls out a job's policy in envs kept warm in this container.
 
+Off-policy jobs (``explore``) step their envs with the algorithm's exploring policy instead (an
+Ape-X actor's own ε), build n-step transitions (:mod:`faasrl.rl.explore`), compute each one's
+initial priority with their copy of the online and target networks, and push
+(transition, priority) to the job's stream for the buffer function.
+
 Per invocation it fetches the weights of the version it is given (only when that version is not
 the one it already holds), steps its envs for one round, writes one safetensors blob to the job's
 trajectory stream in Redis and returns a small JSON summary. Envs live per (job, slot), so
 episodes continue across rounds as long as the slot keeps landing on this container; a slot new
 to this container starts fresh envs seeded from (job seed, slot, round).
 
-    args: faasrl.contracts.RolloutArgs | EvaluateArgs (``mode``: rollout | evaluate)
-    result: RolloutResult | EvaluateResult
+    args: faasrl.contracts.RolloutArgs | EvaluateArgs | ExploreArgs (``mode``)
+    result: RolloutResult | EvaluateResult | ExploreResult
 
 A ``version`` of null means the newest one published (asynchronous training: an actor samples
 with the newest policy it sees). What the batch holds is the job's algorithm's
@@ -22,6 +27,7 @@ import time
 from collections import OrderedDict
 from typing import Any
 
+import numpy as np
 import torch
 
 from faasrl.algorithms import algorithm
@@ -29,6 +35,8 @@ from faasrl.contracts import (
     ACTOR_ARGS,
     EvaluateArgs,
     EvaluateResult,
+    ExploreArgs,
+    ExploreResult,
     JobContext,
     RolloutResult,
     parse,
@@ -37,6 +45,7 @@ from faasrl.data.connection import function_redis
 from faasrl.data.params import ParameterStore
 from faasrl.data.trajectories import TrajectoryStream
 from faasrl.rl.envs import make_vec_env
+from faasrl.rl.explore import Explorer
 from faasrl.rl.policy import ActorCritic, PolicySpec
 from faasrl.rl.rollout import Rollout, evaluate
 
@@ -47,10 +56,32 @@ MAX_JOBS = 2  # jobs whose envs and policy one warm container keeps
 
 class _Job:
     def __init__(self, job: JobContext):
-        self.policy = ActorCritic(PolicySpec.from_dict(job.policy_spec()))
+        cfg = job.hyperparameters
+        self.spec = PolicySpec.from_dict(job.policy_spec())
+        self.module = algorithm(cfg.algorithm)
+        self.offpolicy = "offpolicy" in self.module.EXECUTIONS
+        self.policy = self.module.make_model(self.spec, cfg) if self.offpolicy \
+            else ActorCritic(self.spec)
         self.policy.eval()
         self.version: int | None = None
         self.rollouts: dict[int, Rollout] = {}
+        self.explorers: dict[int, tuple[Explorer, torch.Generator]] = {}
+
+    def evaluated(self, cfg: Any) -> Any:
+        """What :func:`evaluate` steps: the policy, or an off-policy model acting greedily."""
+        if not self.offpolicy:
+            return self.policy
+        job = self
+
+        class Greedy:
+            spec = job.spec
+
+            def act(self, obs: torch.Tensor, deterministic: bool, *,
+                    generator: torch.Generator | None = None) -> torch.Tensor:
+                return job.module.act(job.policy, obs, cfg, slot=0, actors=1,
+                                      generator=generator, explore=not deterministic)
+
+        return Greedy()
 
 
 def _job(job: JobContext) -> _Job:
@@ -69,7 +100,7 @@ def main(args: dict[str, Any], context: Any) -> dict[str, Any]:
     store = ParameterStore(r, job.id)
     state = _job(job)
     t0 = time.monotonic()
-    version = store.latest() if call.version is None else call.version
+    version = store.latest() if getattr(call, "version", None) is None else call.version
     fetched = state.version != version
     if fetched:
         weights, _ = store.load(version)
@@ -78,8 +109,11 @@ def main(args: dict[str, Any], context: Any) -> dict[str, Any]:
     t1 = time.monotonic()
 
     if isinstance(call, EvaluateArgs):
-        returns = evaluate(state.policy, job.env_id, episodes=call.episodes, seed=call.seed)
+        returns = evaluate(state.evaluated(cfg), job.env_id, episodes=call.episodes,
+                           seed=call.seed)
         return EvaluateResult(returns=returns, version=version).model_dump(mode="json")
+    if isinstance(call, ExploreArgs):
+        return explore(call, r, state, version, fetched, t1 - t0).model_dump(mode="json")
 
     slot, round_ = call.slot, call.round
     rollout = state.rollouts.get(slot)
@@ -98,3 +132,39 @@ def main(args: dict[str, Any], context: Any) -> dict[str, Any]:
                          episodes=episodes, weights_fetched=fetched, fetch_s=t1 - t0,
                          rollout_s=t2 - t1, write_s=t3 - t2, bytes=nbytes
                          ).model_dump(mode="json")
+
+
+def explore(call: ExploreArgs, r: Any, state: _Job, version: int, fetched: bool,
+            fetch_s: float) -> ExploreResult:
+    job, cfg, slot, spec = call.job, call.job.hyperparameters, call.slot, state.spec
+    t1 = time.monotonic()
+    if slot not in state.explorers:
+        seed = job.seed * 1_000_003 + slot * 10_007
+        envs = make_vec_env(job.env_id, job.envs_per_actor, seed, gamma=cfg.gamma,
+                            normalize_reward=False)
+        state.explorers[slot] = (Explorer(envs, n_step=cfg.n_step, gamma=cfg.gamma),
+                                 torch.Generator().manual_seed(seed))
+    explorer, generator = state.explorers[slot]
+
+    def act(obs: np.ndarray) -> np.ndarray:
+        x = torch.as_tensor(np.asarray(obs, dtype=spec.obs_dtype))
+        return state.module.act(state.policy, x, cfg, slot=slot, actors=call.actors,
+                                generator=generator).numpy()
+
+    transitions, episodes = explorer.collect(act, job.steps_per_actor)
+    steps = job.steps_per_actor * job.envs_per_actor
+    entry, nbytes, priority_mean = None, 0, None
+    t2 = time.monotonic()
+    if len(transitions):
+        arrays = transitions.arrays(spec.obs_dtype, spec.action_dtype)
+        priorities = state.module.priorities(
+            state.policy, {k: torch.from_numpy(v) for k, v in arrays.items()}, cfg).numpy()
+        arrays["priorities"] = priorities.astype(np.float32)
+        priority_mean = float(priorities.mean())
+        t2 = time.monotonic()
+        entry, nbytes = TrajectoryStream(r, job.id).append(0, slot, version, arrays,
+                                                           compress=job.compress)
+    return ExploreResult(steps=steps, transitions=len(transitions), version=version,
+                         entry=entry, episodes=episodes, priority_mean=priority_mean,
+                         weights_fetched=fetched, fetch_s=fetch_s, rollout_s=t2 - t1,
+                         write_s=time.monotonic() - t2, bytes=nbytes)

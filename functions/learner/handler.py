@@ -6,14 +6,20 @@ has not seen the job's current version (a cold start, or another container did t
 update). The round's batches are acknowledged only after the new version is published, so a
 learner that dies mid-update loses no data. Uses CUDA when the container has a GPU.
 
-    args: faasrl.contracts.InitArgs | UpdateArgs | GradientArgs (``mode``)
+    args: faasrl.contracts.InitArgs | UpdateArgs | GradientArgs | TrainArgs (``mode``)
     result: InitResult (builds the seeded initial policy, publishes version 0) | UpdateResult
             | GradientResult (asynchronous training: one gradient, pushed to the stream)
+            | TrainResult (off-policy: gradient steps on sampled batches)
 
 Every update also reports ``policy_kl``, the KL between the new and the old policy on the batch
 (MinionsRL's state). Controllers that ask get more: ``hessian`` (Nitro: the extreme eigenvalues
 of the surrogate's Hessian on the new policy, with their compute time) and ``gns`` (KungFu: the
 gradient noise scale of the algorithm's loss on the batch before the update).
+
+In ``train`` mode (off-policy training) it reads the batches the buffer function sampled, has
+the algorithm take a gradient step on each (DQN, SAC), and in one transaction publishes the new
+version (target networks included), its optimizer, its result and the new |δ| of every sampled
+transition, which the buffer applies before it samples again.
 
 In ``gradient`` mode (asynchronous training) the learner does not step: it takes the newest
 published policy (its clock), registers it so that concurrent learners can compute the
@@ -29,7 +35,7 @@ import os
 import time
 from collections.abc import Sequence
 from types import ModuleType
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import torch
@@ -43,13 +49,16 @@ from faasrl.contracts import (
     InitArgs,
     InitResult,
     JobContext,
+    TrainArgs,
+    TrainResult,
     UpdateArgs,
     UpdateResult,
     parse,
 )
+from faasrl.data.codec import decode_arrays, encode_arrays
 from faasrl.data.connection import function_redis
 from faasrl.data.gradients import GradientStream, LearnerRegistry
-from faasrl.data.keys import update_key
+from faasrl.data.keys import priorities_key, update_key
 from faasrl.data.params import MissingVersion, ParameterStore
 from faasrl.data.trajectories import Batch, TrajectorySchema, TrajectoryStream
 from faasrl.rl.diagnostics import action_distributions, gradient_noise_scale, mean_policy_kl
@@ -59,6 +68,7 @@ from faasrl.rl.policy import ActorCritic, PolicySpec, obs_batch_stats, policy_sp
 DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
 _learners: dict[str, _Learner] = {}
+R = TypeVar("R", UpdateResult, TrainResult)
 
 
 def _adam(model: torch.nn.Module, learning_rate: float) -> torch.optim.Optimizer:
@@ -88,10 +98,12 @@ def _tensors(batches: Sequence[Batch], keys: Sequence[str]) -> dict[str, torch.T
 
 
 def init(call: InitArgs, store: ParameterStore) -> InitResult:
-    job = call.job
+    job, cfg = call.job, call.job.hyperparameters
+    module = algorithm(cfg.algorithm)
     spec = policy_spec_for(job.env_id)
     torch.manual_seed(job.seed)
-    model = ActorCritic(spec)
+    model = module.make_model(spec, cfg) if "offpolicy" in module.EXECUTIONS \
+        else ActorCritic(spec)
     store.publish(0, model.state_dict(), _metadata(job, spec))
     return InitResult(policy=spec.to_dict(), version=0,
                       parameters=sum(p.numel() for p in model.parameters()),
@@ -253,28 +265,98 @@ def update(call: UpdateArgs, store: ParameterStore) -> UpdateResult:
     return out.model_copy(update={"publish_s": time.monotonic() - t2})
 
 
-def _published(r: Any, job: JobContext, store: ParameterStore, version: int
-               ) -> UpdateResult | None:
+def _published(r: Any, job: JobContext, store: ParameterStore, version: int,
+               contract: type[R] = UpdateResult) -> R | None:
     """The result of this update when a learner already published it (an invocation retried
     after its answer was lost); None when it is still to be done."""
     latest = store.latest()
     if latest is None or latest <= version:
         return None
     raw = r.get(update_key(job.id))
-    done = UpdateResult.model_validate_json(raw) if raw else None
+    done = contract.model_validate_json(raw) if raw else None
     if done is None or done.version != version + 1:
         raise RuntimeError(f"update of version {version}: version {latest} is already "
                            "published, by another run of this job")
     return done.model_copy(update={"replayed": True})
 
 
+class _OffPolicyLearner:
+    """An off-policy job's model (target networks included) and optimizer, kept warm."""
+
+    def __init__(self, job: JobContext, module: ModuleType):
+        self.spec = PolicySpec.from_dict(job.policy_spec())
+        self.model = module.make_model(self.spec, job.hyperparameters).to(DEVICE)
+        self.optimizer = module.make_optimizer(self.model, job.hyperparameters)
+        self.version: int | None = None
+
+
+_off_policy_learners: dict[str, _OffPolicyLearner] = {}
+
+
+def _warm_off_policy(job: JobContext, module: ModuleType, store: ParameterStore,
+                     version: int) -> _OffPolicyLearner:
+    """The job's learner at ``version``: kept from the last call, else loaded from Redis."""
+    learner = _off_policy_learners.get(job.id)
+    if learner is None:
+        learner = _off_policy_learners[job.id] = _OffPolicyLearner(job, module)
+    if learner.version != version:
+        weights, _ = store.load(version)
+        learner.model.load_state_dict(weights)
+        learner.optimizer = module.make_optimizer(learner.model, job.hyperparameters)
+        saved = store.load_optimizer()
+        if saved is not None and saved[1] == version:
+            learner.optimizer.load_state_dict(saved[0])
+        learner.version = version
+    return learner
+
+
+def train(call: TrainArgs, store: ParameterStore) -> TrainResult:
+    job, version, cfg = call.job, call.version, call.job.hyperparameters
+    module = _algorithm(job, "offpolicy")
+    r = _redis(job)
+    if (done := _published(r, job, store, version, TrainResult)) is not None:
+        return done
+    learner = _warm_off_policy(job, module, store, version)
+    t0 = time.monotonic()
+    raw = r.get(call.sample)
+    if raw is None:
+        raise RuntimeError(f"sampled batches {call.sample}: gone (expired or never written)")
+    arrays, _ = decode_arrays(raw)
+    rows = len(arrays["slots"])
+    data = {k: torch.as_tensor(v).to(DEVICE) for k, v in arrays.items()
+            if k not in ("slots", "generations")}
+    batches = [{k: v[i:i + cfg.batch_size] for k, v in data.items()}
+               for i in range(0, rows, cfg.batch_size)]
+    t1 = time.monotonic()
+    learner.model.train()
+    stats, state, new = module.train(learner.model, learner.optimizer, batches, cfg,
+                                     call.algorithm_state)
+    t2 = time.monotonic()
+    priorities = encode_arrays({"slots": arrays["slots"], "generations": arrays["generations"],
+                                "priorities": new.detach().cpu().numpy().astype(np.float32)})
+    out = TrainResult(version=version + 1, stats=stats, algorithm_state=state,
+                      priorities=priorities_key(job.id, version + 1), steps=len(batches),
+                      samples=rows, bytes=len(raw), read_s=t1 - t0, update_s=t2 - t1,
+                      publish_s=0.0, device=str(DEVICE))
+    # One transaction, as in update mode: a retried call finds all of it or none.
+    store.publish(version + 1, learner.model.state_dict(), _metadata(job, learner.spec),
+                  optimizer=learner.optimizer.state_dict(),
+                  also=lambda pipe: (pipe.set(update_key(job.id), out.model_dump_json()),
+                                     pipe.set(out.priorities, priorities, ex=600),
+                                     pipe.delete(call.sample)))
+    learner.version = version + 1
+    return out.model_copy(update={"publish_s": time.monotonic() - t2})
+
+
 def main(args: dict[str, Any], context: Any) -> dict[str, Any]:
     call = parse(LEARNER_ARGS, args, "learner args")
     store = ParameterStore(_redis(call.job), call.job.id)
     if isinstance(call, InitArgs):
-        out: InitResult | UpdateResult | GradientResult = init(call, store)
+        out: InitResult | UpdateResult | GradientResult | TrainResult = init(call, store)
     elif isinstance(call, GradientArgs):
         out = gradient(call, store)
+    elif isinstance(call, TrainArgs):
+        out = train(call, store)
     else:
         out = update(call, store)
     return out.model_dump(mode="json")

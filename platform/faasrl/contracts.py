@@ -104,6 +104,16 @@ class EvaluateArgs(BaseModel):
     seed: int
 
 
+class ExploreArgs(BaseModel):
+    """Off-policy: explore with the newest policy, push (transition, priority) to the stream."""
+
+    model_config = CONTRACT
+    mode: Literal["explore"] = "explore"
+    job: JobContext
+    slot: int = Field(ge=0, description="the actor's slot: Ape-X gives each its own ε")
+    actors: int = Field(ge=1, description="actor slots in all")
+
+
 class RolloutResult(BaseModel):
     model_config = CONTRACT
     steps: int
@@ -123,7 +133,22 @@ class EvaluateResult(BaseModel):
     version: int
 
 
-ActorArgs = Annotated[RolloutArgs | EvaluateArgs, Field(discriminator="mode")]
+class ExploreResult(BaseModel):
+    model_config = CONTRACT
+    steps: int = Field(description="env steps taken")
+    transitions: int = Field(description="n-step transitions completed and pushed")
+    version: int
+    entry: str | None = Field(description="the transitions' stream entry; None: none yet")
+    episodes: list[tuple[float, int]]
+    priority_mean: float | None = Field(description="of the pushed transitions, at the edge")
+    weights_fetched: bool
+    fetch_s: float
+    rollout_s: float
+    write_s: float
+    bytes: int
+
+
+ActorArgs = Annotated[RolloutArgs | EvaluateArgs | ExploreArgs, Field(discriminator="mode")]
 ACTOR_ARGS: TypeAdapter[ActorArgs] = TypeAdapter(ActorArgs)
 
 
@@ -228,7 +253,35 @@ class GradientResult(BaseModel):
     device: str | None = None
 
 
-LearnerArgs = Annotated[InitArgs | UpdateArgs | GradientArgs, Field(discriminator="mode")]
+class TrainArgs(BaseModel):
+    """Off-policy: a gradient step on each sampled batch of blob ``sample``, then a publish."""
+
+    model_config = CONTRACT
+    mode: Literal["train"] = "train"
+    job: JobContext
+    version: int = Field(ge=0, description="the version trained on")
+    sample: str = Field(description="the key of the buffer's sampled batches")
+    algorithm_state: dict[str, Any]
+
+
+class TrainResult(BaseModel):
+    model_config = CONTRACT
+    version: int = Field(description="the version this invocation published")
+    stats: dict[str, float]
+    algorithm_state: dict[str, Any]
+    priorities: str = Field(description="the key of (slots, generations, new |δ|)")
+    steps: int = Field(description="gradient steps taken")
+    samples: int
+    bytes: int = Field(description="of the sampled batches read")
+    read_s: float
+    update_s: float
+    publish_s: float
+    device: str
+    replayed: bool = Field(False, description="published before: the stored result")
+
+
+LearnerArgs = Annotated[InitArgs | UpdateArgs | GradientArgs | TrainArgs,
+                        Field(discriminator="mode")]
 LEARNER_ARGS: TypeAdapter[LearnerArgs] = TypeAdapter(LearnerArgs)
 
 
@@ -317,3 +370,58 @@ class FlushResult(StepResult):
 ParameterArgs = Annotated[StepArgs | FlushArgs, Field(discriminator="mode")]
 PARAMETER_ARGS: TypeAdapter[ParameterArgs] = TypeAdapter(ParameterArgs)
 PARAMETER_RESULT: TypeAdapter[FlushResult | StepResult] = TypeAdapter(FlushResult | StepResult)
+
+
+# --------------------------------------------------------------------------- the buffer
+class IngestArgs(BaseModel):
+    """Move actors' transition entries from the stream into the replay memory."""
+
+    model_config = CONTRACT
+    mode: Literal["ingest"] = "ingest"
+    job: JobContext
+    entries: list[str]
+    inserted: int = Field(ge=0, description="transitions the driver saw acknowledged: what a "
+                                            "memory restored from an older snapshot lost")
+
+
+class SampleArgs(BaseModel):
+    """Apply the learner's last priorities, then draw ``batches`` batches for it."""
+
+    model_config = CONTRACT
+    mode: Literal["sample"] = "sample"
+    job: JobContext
+    batches: int = Field(ge=1)
+    beta: float = Field(ge=0, le=1)
+    priorities: str | None = Field(description="the key of the learner's new |δ|; None: none")
+    inserted: int = Field(ge=0)
+
+
+class BufferResult(BaseModel):
+    """The memory after the call, and what a restore from its snapshot lost."""
+
+    model_config = CONTRACT
+    size: int
+    inserted: int = Field(description="transitions ever inserted into this memory")
+    restored: bool = Field(description="this call found no memory and read the snapshot")
+    lost: int = Field(description="acknowledged transitions a restore did not bring back")
+    snapshot_s: float | None = Field(description="a snapshot taken in this call, its time")
+    bytes_per_transition: int
+    run_s: float
+
+
+class IngestResult(BufferResult):
+    added: int
+    rejected: list[Rejection]
+
+
+class SampleResult(BufferResult):
+    key: str = Field(description="the sampled batches' blob")
+    rows: int
+    bytes: int
+    priority_mean: float = Field(description="mean priority p_i of the sampled transitions")
+    priorities_applied: int
+    priorities_stale: int = Field(description="updates for slots overwritten since sampled")
+
+
+BufferArgs = Annotated[IngestArgs | SampleArgs, Field(discriminator="mode")]
+BUFFER_ARGS: TypeAdapter[BufferArgs] = TypeAdapter(BufferArgs)

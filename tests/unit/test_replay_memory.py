@@ -43,13 +43,15 @@ def test_sampling_frequencies_follow_p_to_the_alpha():
     assert np.allclose(uniform.sample(8, beta=1.0, rng=rng).weights, 1.0)
 
 
-def test_importance_weights_are_normalised_by_the_smallest_probability():
-    memory = ReplayMemory(4, alpha=1.0, epsilon=0.0)
-    memory.add(_batch([0, 1, 2, 3]), priorities=np.array([1.0, 2.0, 3.0, 4.0]))
+def test_importance_weights_are_normalised_by_the_batchs_rarest_transition():
+    memory = ReplayMemory(5, alpha=1.0, epsilon=0.0)
+    # One transition with a near-zero priority: normalised by the memory's rarest, every
+    # weight would shrink ~1000-fold and with it the learning rate.
+    memory.add(_batch([0, 1, 2, 3, 4]), priorities=np.array([1.0, 2.0, 3.0, 4.0, 0.01]))
     sample = memory.sample(4, beta=0.5, rng=np.random.default_rng(0))
-    probs = np.array([1.0, 2.0, 3.0, 4.0])[sample.slots] / 10.0
-    want = (4 * probs) ** -0.5 / (4 * 0.1) ** -0.5  # the rarest transition weighs 1
-    assert np.allclose(sample.weights, want)
+    probs = np.array([1.0, 2.0, 3.0, 4.0, 0.01])[sample.slots] / 10.01
+    want = (5 * probs) ** -0.5 / (5 * probs.min()) ** -0.5  # the batch's rarest weighs 1
+    assert np.allclose(sample.weights, want) and sample.weights.max() == pytest.approx(1.0)
     assert sample.arrays["reward"].tolist() == sample.slots.astype(np.float32).tolist()
 
 

@@ -8,8 +8,9 @@ What every algorithm module exposes (the next one copies this list):
     the job spec's ``algorithm``.
 ``EXECUTIONS``
     the executions it supports (``"sync"``: rounds of actors then one learner update;
-    ``"async"``: Stellaris-style learners computing gradients for the parameter function); the
-    first is a job's default.
+    ``"async"``: Stellaris-style learners computing gradients for the parameter function;
+    ``"offpolicy"``: a replay-buffer function between actors and learner, whose module surface
+    :mod:`~faasrl.algorithms.offpolicy` describes); the first is a job's default.
 ``Config``
     one pydantic model (``faasrl.inputs.STRICT``), the single source of its hyper-parameters,
     their bounds and defaults; a field ``algorithm: Literal[NAME]`` tags it in the job spec's
@@ -49,7 +50,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
 
 from pydantic import Field
 
-from faasrl.algorithms import impact, ppo
+from faasrl.algorithms import dqn, impact, ppo
 
 if TYPE_CHECKING:
     import torch
@@ -59,6 +60,7 @@ if TYPE_CHECKING:
 ALGORITHMS: dict[str, ModuleType] = {
     ppo.NAME: ppo,
     impact.NAME: impact,
+    dqn.NAME: dqn,
 }
 
 AlgorithmName = Literal[tuple(ALGORITHMS)]  # type: ignore[valid-type]

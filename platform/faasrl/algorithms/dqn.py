@@ -2,66 +2,89 @@
 loss on prioritized batches, ε-greedy actors with one ε each that compute their transitions'
 initial priorities at the edge.
 
-The network is :class:`faasrl.rl.qnetwork.DuelingQNetwork`. Actors build the n-step
-transitions themselves (:func:`n_step`): they hold the episode's consecutive steps anyway, and
-shipping (s_t, a_t, R_t^(n), s_{t+n}) lets the buffer store and
-sample whole transitions without re-assembling sequences across actors, and lets the actor
-compute the transition's TD error (its priority) with its copies of the online and target nets.
-
-Not yet in the registry (``faasrl.algorithms.ALGORITHMS``): it joins once the off-policy workflow
-and the buffer function that serve it exist (issue 17).
+The model (:class:`QLearner`) holds the online and the target network, so one published
+version gives an actor both: it needs the target net for its transitions' TD errors. Actors
+build the n-step transitions (:mod:`faasrl.rl.explore`); the buffer function stores and samples
+them (:mod:`faasrl.rl.replay`); the learner runs ``publish_every`` gradient steps per invocation
+(:func:`train`) and syncs the target network every ``target_update`` steps.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-import numpy as np
-from pydantic import BaseModel, Field
+from pydantic import Field
 
-from faasrl.inputs import STRICT
+from faasrl.algorithms.offpolicy import ReplayConfig
 
 try:  # functions train with torch; the gateway (no torch) only validates Config
     import torch
     from torch import nn
     from torch.nn import functional
+
+    from faasrl.rl.qnetwork import DuelingQNetwork
 except ModuleNotFoundError:
     torch = nn = functional = None  # type: ignore[assignment]
 
+if TYPE_CHECKING:
+    from faasrl.rl.policy import PolicySpec
+
 NAME = "dqn"
+EXECUTIONS = ("offpolicy",)
+ACTION_KINDS = ("discrete",)
 
 
-class Config(BaseModel):
+class Config(ReplayConfig):
     """DQN's hyper-parameters (Ape-X's and the long-haul paper's where they give them)."""
 
-    model_config = STRICT
-
     algorithm: Literal["dqn"] = "dqn"
-    learning_rate: float = Field(1e-4, gt=0, le=1)
-    anneal_lr: bool = False
-    gamma: float = Field(0.99, gt=0, le=1)
-    n_step: int = Field(3, ge=1, le=100, description="steps summed into one transition")
-    batch_size: int = Field(512, ge=1, le=65_536)
-    memory_size: int = Field(65_536, ge=1, description="transitions the buffer holds")
-    learning_starts: int = Field(1_000, ge=1, description="transitions before learning")
-    target_update: int = Field(2_500, ge=1, description="learner steps between target syncs")
-    publish_every: int = Field(16, ge=1, description="learner batches between weight "
-                                                     "publishes (N_update)")
+    hidden: int = Field(256, ge=1, le=4096, description="width of the dueling MLP's layers "
+                                                        "(of the CNN's dense layer for Atari)")
+    target_update: int = Field(2_500, ge=1, description="gradient steps between target syncs")
     max_grad_norm: float = Field(40.0, gt=0)
-    alpha: float = Field(0.6, ge=0, description="prioritization; 0 = uniform replay")
-    beta: float = Field(0.4, ge=0, le=1, description="initial IS exponent, annealed to 1")
-    priority_epsilon: float = Field(1e-6, gt=0, description="priority floor")
     epsilon: float = Field(0.4, gt=0, le=1, description="Ape-X's base ε")
     epsilon_alpha: float = Field(7.0, ge=0, description="Ape-X's ε spread across actors")
 
 
 FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
-    "classic": {"hyperparameters": {"learning_rate": 1e-3, "batch_size": 64,
-                                    "target_update": 250},
+    "classic": {"hyperparameters": {"learning_rate": 5e-4, "batch_size": 64,
+                                    "memory_size": 50_000, "learning_starts": 1_000,
+                                    "target_update": 250, "publish_every": 8,
+                                    "updates_per_step": 0.5, "beta_steps": 20_000},
                 "envs_per_actor": 1, "steps_per_actor": 64},
-    "atari": {"hyperparameters": {}, "envs_per_actor": 1, "steps_per_actor": 256},
+    "atari": {"hyperparameters": {"learning_rate": 1e-4, "hidden": 512, "memory_size": 16_384,
+                                  "learning_starts": 5_000},
+              "envs_per_actor": 1, "steps_per_actor": 256},
 }
-FAMILY_DEFAULTS["other"] = FAMILY_DEFAULTS["classic"]
+FAMILY_DEFAULTS["other"] = FAMILY_DEFAULTS["mujoco"] = FAMILY_DEFAULTS["classic"]
+
+
+class QLearner(nn.Module if nn is not None else object):  # type: ignore[misc]
+    """The online network and its target, published together."""
+
+    def __init__(self, spec: PolicySpec, hidden: int):
+        super().__init__()
+        self.online = DuelingQNetwork(spec, hidden)
+        self.target = DuelingQNetwork(spec, hidden)
+        self.target.load_state_dict(self.online.state_dict())
+        self.target.requires_grad_(False)
+
+
+def make_model(spec: PolicySpec, cfg: Config) -> QLearner:
+    return QLearner(spec, cfg.hidden)
+
+
+def make_optimizer(model: QLearner, cfg: Config) -> torch.optim.Optimizer:
+    return torch.optim.Adam(model.online.parameters(), lr=cfg.learning_rate, eps=1.5e-4)
+
+
+def initial_state(cfg: Config) -> dict[str, Any]:
+    return {"learner_steps": 0}
+
+
+def greedy_slot(actors: int) -> int | None:
+    """The last actor explores least (ε^(1+α)); with one actor, its ε is the base 0.4."""
+    return actors - 1 if actors > 1 else None
 
 
 def actor_epsilon(i: int, actors: int, cfg: Config) -> float:
@@ -70,30 +93,17 @@ def actor_epsilon(i: int, actors: int, cfg: Config) -> float:
     return cfg.epsilon ** (1 + cfg.epsilon_alpha * spread)
 
 
-def n_step(rewards: np.ndarray, ends: np.ndarray, gamma: float, n: int
-           ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """n-step transitions of one env's consecutive steps t = 0..T-1: (the discounted reward sum
-    R_t = Σ_{k<m} γ^k r_{t+k}, the bootstrap step t + m, the bootstrap discount γ^m, or 0 where
-    the episode ended within the m ≤ n steps). ``ends[t]``: the episode ended with step t. Only
-    steps whose n steps (or episode end) lie within the T given are complete: the rest wait for
-    the next rollout, so the arrays have one entry per complete step."""
-    steps = len(rewards)
-    returns, nexts, discounts = [], [], []
-    for t in range(steps):
-        total, m, ended = 0.0, 0, False
-        while m < n and t + m < steps:
-            total += gamma ** m * float(rewards[t + m])
-            m += 1
-            if ends[t + m - 1]:
-                ended = True
-                break
-        if not ended and m < n:  # runs past the rollout: not complete yet
-            break
-        returns.append(total)
-        nexts.append(t + m)
-        discounts.append(0.0 if ended else gamma ** m)
-    return (np.array(returns, dtype=np.float32), np.array(nexts, dtype=np.int64),
-            np.array(discounts, dtype=np.float32))
+def act(model: QLearner, obs: torch.Tensor, cfg: Config, *, slot: int, actors: int,
+        generator: torch.Generator | None, explore: bool = True) -> torch.Tensor:
+    """ε-greedy with the actor's own ε (greedy when not exploring)."""
+    with torch.no_grad():
+        greedy = model.online(obs).argmax(dim=1)
+    if not explore:
+        return greedy
+    n, actions = len(obs), model.online.advantage.out_features
+    random = torch.randint(actions, (n,), generator=generator)
+    explores = torch.rand(n, generator=generator) < actor_epsilon(slot, actors, cfg)
+    return torch.where(explores, random, greedy)
 
 
 def double_dqn_targets(online: nn.Module, target: nn.Module, next_obs: torch.Tensor,
@@ -113,3 +123,38 @@ def td_loss(online: nn.Module, obs: torch.Tensor, actions: torch.Tensor,
     errors = targets - q
     loss = (weights * functional.huber_loss(q, targets, reduction="none")).mean()
     return loss, errors.detach().abs()
+
+
+def priorities(model: QLearner, batch: dict[str, torch.Tensor], cfg: Config) -> torch.Tensor:
+    """The actor's |δ| for its new transitions, with its copies of both networks."""
+    targets = double_dqn_targets(model.online, model.target, batch["next_obs"],
+                                 batch["returns"], batch["discounts"])
+    with torch.no_grad():
+        q = model.online(batch["obs"]).gather(1, batch["actions"].long().unsqueeze(1))
+    return (targets - q.squeeze(1)).abs()
+
+
+def train(model: QLearner, optimizer: torch.optim.Optimizer,
+          batches: list[dict[str, torch.Tensor]], cfg: Config, state: dict[str, Any]
+          ) -> tuple[dict[str, float], dict[str, Any], torch.Tensor]:
+    """A gradient step per batch; the target net syncs every ``target_update`` steps."""
+    steps = int(state["learner_steps"])
+    losses, targets_mean, new = [], [], []
+    for batch in batches:
+        targets = double_dqn_targets(model.online, model.target, batch["next_obs"],
+                                     batch["returns"], batch["discounts"])
+        loss, errors = td_loss(model.online, batch["obs"], batch["actions"], targets,
+                               batch["weights"])
+        optimizer.zero_grad()
+        loss.backward()
+        nn.utils.clip_grad_norm_(model.online.parameters(), cfg.max_grad_norm)
+        optimizer.step()
+        steps += 1
+        if steps % cfg.target_update == 0:
+            model.target.load_state_dict(model.online.state_dict())
+        losses.append(loss.item())
+        targets_mean.append(targets.mean().item())
+        new.append(errors)
+    stats = {"loss": sum(losses) / len(losses),
+             "target_mean": sum(targets_mean) / len(targets_mean)}
+    return stats, {"learner_steps": steps}, torch.cat(new)

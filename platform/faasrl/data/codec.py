@@ -83,25 +83,39 @@ def decode_tensors(blob: bytes) -> tuple[dict[str, torch.Tensor], dict[str, str]
 
 
 def encode_optimizer(state: Mapping[str, Any]) -> bytes:
-    """A torch optimizer's ``state_dict()``: tensors by ``state.<param>.<name>``, the rest JSON."""
+    """A torch optimizer's ``state_dict()``: tensors by ``state.<param>.<name>``, the rest JSON;
+    or a dict of several optimizers' by name (SAC's actor, critic and temperature), each under
+    ``<name>.`` the same way."""
+    single = "param_groups" in state
+    parts = {"": state} if single else dict(state)
     tensors: dict[str, torch.Tensor] = {}
-    scalars: dict[str, dict[str, Any]] = {}
-    for pid, per_param in state["state"].items():
-        for name, value in per_param.items():
-            if isinstance(value, torch.Tensor):
-                tensors[f"state.{pid}.{name}"] = value
-            else:
-                scalars.setdefault(str(pid), {})[name] = value
-    meta = {"param_groups": json.dumps(state["param_groups"]), "scalars": json.dumps(scalars)}
+    scalars: dict[str, dict[str, dict[str, Any]]] = {}
+    for part, one in parts.items():
+        prefix = f"{part}." if part else ""
+        for pid, per_param in one["state"].items():
+            for name, value in per_param.items():
+                if isinstance(value, torch.Tensor):
+                    tensors[f"{prefix}state.{pid}.{name}"] = value
+                else:
+                    scalars.setdefault(part, {}).setdefault(str(pid), {})[name] = value
+    meta = {"param_groups": json.dumps({p: one["param_groups"] for p, one in parts.items()}),
+            "scalars": json.dumps(scalars), "single": json.dumps(single)}
     return encode_tensors(tensors, metadata=meta)
 
 
 def decode_optimizer(blob: bytes) -> dict[str, Any]:
     tensors, meta = decode_tensors(blob)
-    state: dict[int, dict[str, Any]] = {}
+    groups: dict[str, Any] = json.loads(meta["param_groups"])
+    scalars: dict[str, Any] = json.loads(meta.get("scalars", "{}"))
+    if "single" not in meta:  # written before optimizers could come several to a blob
+        groups, scalars = {"": groups}, {"": scalars}
+    parts: dict[str, dict[str, Any]] = {p: {"state": {}, "param_groups": g}
+                                        for p, g in groups.items()}
     for key, value in tensors.items():
-        _, pid, name = key.split(".", 2)
-        state.setdefault(int(pid), {})[name] = value
-    for pid, values in json.loads(meta.get("scalars", "{}")).items():
-        state.setdefault(int(pid), {}).update(values)
-    return {"state": state, "param_groups": json.loads(meta["param_groups"])}
+        part, rest = ("", key) if key.startswith("state.") else key.split(".", 1)
+        _, pid, name = rest.split(".", 2)
+        parts[part]["state"].setdefault(int(pid), {})[name] = value
+    for part, per_param in scalars.items():
+        for pid, values in per_param.items():
+            parts[part]["state"].setdefault(int(pid), {}).update(values)
+    return parts.get("", parts)

@@ -64,3 +64,18 @@ def learner_weights_key(job_id: str, slot: int) -> str:
 
 def parameter_state_key(job_id: str) -> str:
     return job_key(job_id, "parameter", "state")
+
+
+# Off-policy training: the buffer function's sampled batches and snapshot, the learner's new
+# priorities (one key per published version, so a late one never overwrites an unread one).
+def samples_key(job_id: str, sample_id: str) -> str:
+    return job_key(job_id, "samples", sample_id)
+
+
+def priorities_key(job_id: str, version: int) -> str:
+    return job_key(job_id, "priorities", version)
+
+
+def buffer_snapshot_key(job_id: str, part: int | None = None) -> str:
+    """The replay memory's snapshot: a manifest (JSON) and its blob's parts."""
+    return job_key(job_id, "buffer", "snapshot", *(() if part is None else (part,)))

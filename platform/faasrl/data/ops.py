@@ -77,3 +77,8 @@ def reset_round(pipe: Pipe, job_id: str, learner_slots: Iterable[int],
     pipe.delete(trajectories_key(job_id), gradients_key(job_id), learners_key(job_id),
                 *(learner_weights_key(job_id, slot) for slot in learner_slots))
     pipe.set(parameter_state_key(job_id), parameter_state)
+
+
+def drop_stream(pipe: Pipe, job_id: str) -> None:
+    """Off-policy: forget transitions no buffer took in (a resumed job's actors push anew)."""
+    pipe.delete(trajectories_key(job_id))

@@ -13,12 +13,16 @@ from pydantic import BaseModel, TypeAdapter
 
 from faasrl.contracts import (
     EvaluateArgs,
+    ExploreArgs,
     FlushArgs,
     GradientArgs,
+    IngestArgs,
     InitArgs,
     JobContext,
     RolloutArgs,
+    SampleArgs,
     StepArgs,
+    TrainArgs,
     UpdateArgs,
     parse,
 )
@@ -87,3 +91,24 @@ def parameter_args(rec: JobRecord, redis: dict[str, str], mode: Literal["step", 
         job=job_context(rec, redis), round=round, session=session,
         total_rounds=spec.stop.max_rounds, aggregation=aggregation,
         optimizer_step=cfg.optimizer_step, learners=cfg.max_learners, keep=keep)
+
+
+# ------------------------------------------------------------------------- off-policy
+def explore_args(rec: JobRecord, redis: dict[str, str], slot: int, actors: int) -> ExploreArgs:
+    return ExploreArgs(job=job_context(rec, redis), slot=slot, actors=actors)
+
+
+def ingest_args(rec: JobRecord, redis: dict[str, str], entries: list[str], inserted: int
+                ) -> IngestArgs:
+    return IngestArgs(job=job_context(rec, redis), entries=entries, inserted=inserted)
+
+
+def sample_args(rec: JobRecord, redis: dict[str, str], batches: int, beta: float,
+                priorities: str | None, inserted: int) -> SampleArgs:
+    return SampleArgs(job=job_context(rec, redis), batches=batches, beta=beta,
+                      priorities=priorities, inserted=inserted)
+
+
+def train_args(rec: JobRecord, redis: dict[str, str], version: int, sample: str) -> TrainArgs:
+    return TrainArgs(job=job_context(rec, redis), version=version, sample=sample,
+                     algorithm_state=rec.algorithm_state)

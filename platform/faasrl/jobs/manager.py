@@ -10,12 +10,14 @@ from pathlib import Path
 
 from redis.asyncio import Redis
 
+from faasrl.algorithms import ALGORITHMS
+from faasrl.algorithms.offpolicy import replay_memory_mb, transition_bytes
 from faasrl.controllers.schedulers import SchedulerNotFound, load_scheduler
 from faasrl.data import acl
 from faasrl.data.health import RedisHealth
 from faasrl.invoker import Invoker
 from faasrl.invoker.errors import FunctionNotFound
-from faasrl.jobs.spec import JobSpec
+from faasrl.jobs.spec import JobSpec, env_transition_layout
 from faasrl.jobs.store import ACTIVE, JobRecord, JobStore
 from faasrl.workflow import WORKFLOWS, JobRun
 
@@ -74,6 +76,8 @@ class JobManager:
                   ("learner_function", spec.learner_function)]
         if spec.execution == "async":
             needed.append(("parameter_function", spec.parameter_function))
+        if spec.execution == "offpolicy":
+            needed.append(("buffer_function", spec.buffer_function))
         for field, name in needed:
             try:
                 self._invoker.spec(name)
@@ -85,6 +89,8 @@ class JobManager:
             raise InvalidJobField("placement.actors", f"{actor.name!r} has no aws_lambda "
                                   "section naming its Lambda function")
         self._check_controller(spec)
+        if spec.execution == "offpolicy":
+            await asyncio.to_thread(self._check_replay, spec)
         rec = JobRecord(id=uuid.uuid4().hex[:12], spec=spec, created_at=time.time())
         await self.store.save(rec)
         self._launch(rec)
@@ -106,6 +112,24 @@ class JobManager:
         if ctl.name == "minions-adapt" and not (spec.stop.target_reward or 0) > 0:
             raise InvalidJobField("stop.target_reward", "minions-adapt scales actors by the "
                                   "share of the target reached: set a positive target_reward")
+
+    def _check_replay(self, spec: JobSpec) -> None:
+        """The env's actions are the algorithm's kind, and the replay memory fits the buffer
+        function's memory."""
+        kinds = ALGORITHMS[spec.algorithm].ACTION_KINDS
+        layout = env_transition_layout(spec.env_id)
+        kind = "discrete" if layout["actions"][0] == "int64" else "continuous"
+        if kind not in kinds:
+            raise InvalidJobField("algorithm", f"{spec.algorithm} needs {' or '.join(kinds)} "
+                                  f"actions; {spec.env_id} has {kind} ones")
+        hp, function = spec.hyperparameters, self._invoker.spec(spec.buffer_function)
+        need = replay_memory_mb(hp.memory_size, transition_bytes(layout))
+        if need > function.memory_mb:
+            raise InvalidJobField(
+                "hyperparameters.memory_size",
+                f"{hp.memory_size:,} transitions of {transition_bytes(layout):,} bytes need "
+                f"{need:,} MiB in the buffer function (snapshots copy the memory); "
+                f"{function.name!r} has memory_mb {function.memory_mb:,}")
 
     async def get(self, job_id: str) -> JobRecord:
         if job_id in self._running:  # the live record is newer than the saved one

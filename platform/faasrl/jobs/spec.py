@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+import gymnasium as gym
 from pydantic import (
     BaseModel,
     Field,
@@ -21,11 +22,12 @@ from pydantic import (
 from pydantic_core import PydanticOmit
 
 from faasrl.algorithms import ALGORITHMS, AlgorithmConfig, AlgorithmName
+from faasrl.algorithms.offpolicy import transition_layout
 from faasrl.contracts import AggregationSpec, StellarisAggregation
 from faasrl.controllers.spec import ControllerSpec, FixedController
 from faasrl.inputs import STRICT
 from faasrl.jobs.cost import Pricing
-from faasrl.rl.envs import check_env_id, env_family
+from faasrl.rl.envs import check_env_id, env_family, make_env
 
 Loc = tuple[int | str, ...]  # where a value is in the spec, as pydantic's errors say
 # What a job's algorithm fills in: not missing when the algorithm is unknown (its error says it).
@@ -47,11 +49,14 @@ class AsyncSettings(BaseModel):
                                 "actors pause (default: max_learners)")
 
 
+LEGACY = ("ppo", "impact")  # the algorithms before issue 16, whose layout is still accepted
+
+
 def _ignored_before(key: str, config: type[BaseModel]) -> bool:
     """Whether a job of ``config``'s algorithm took ``key`` before issue 16 and ignored it: it
-    belongs to another algorithm's Config."""
+    belongs to another algorithm's Config of that time."""
     return key not in config.model_fields and any(
-        key in m.Config.model_fields for m in ALGORITHMS.values())
+        key in ALGORITHMS[name].Config.model_fields for name in LEGACY)
 
 
 def _relocated(data: dict[str, Any], config: type[BaseModel]
@@ -128,11 +133,12 @@ class JobSpec(BaseModel):
 
     name: str | None = Field(None, max_length=200)
     algorithm: AlgorithmName = Field(
-        "ppo", description="impact (V-trace + target network) runs asynchronously")
-    execution: Literal["sync", "async"] = Field(
+        "ppo", description="impact (V-trace + target network) runs asynchronously; dqn and "
+                           "sac off-policy")
+    execution: Literal["sync", "async", "offpolicy"] = Field(
         "sync", description="sync: rounds of actors then one learner; async: Stellaris-style "
-                          "asynchronous learners (default: the algorithm's first: async for "
-                          "impact, else sync)")
+                          "asynchronous learners; offpolicy: continuous actors, a replay-buffer "
+                          "function, a learner sampling it (default: the algorithm's first)")
     env_id: str = Field(description="a gymnasium id: CartPole-v1, Hopper-v5, ALE/Pong-v5, ...")
     controller: ControllerSpec = Field(default_factory=FixedController)
     asynchronous: AsyncSettings = Field(default_factory=AsyncSettings)
@@ -150,6 +156,7 @@ class JobSpec(BaseModel):
     actor_function: str = "actor"
     learner_function: str = "learner"
     parameter_function: str = Field("parameter", description="aggregates gradients (async)")
+    buffer_function: str = Field("buffer", description="holds the replay memory (offpolicy)")
 
     @model_validator(mode="wrap")
     @classmethod
@@ -216,3 +223,15 @@ class JobSpec(BaseModel):
     def compress(self) -> bool:
         return self.family == "atari" if self.compress_trajectories is None \
             else self.compress_trajectories
+
+
+def env_transition_layout(env_id: str) -> dict[str, tuple[str, tuple[int, ...]]]:
+    """An off-policy transition's layout in ``env_id`` (its preprocessed spaces), without
+    torch: what the gateway checks a replay memory's size and action kind with."""
+    env = make_env(env_id, seed=0)
+    obs, action = env.observation_space, env.unwrapped.action_space
+    env.close()
+    obs_dtype = "uint8" if obs.dtype == "uint8" else "float32"
+    if isinstance(action, gym.spaces.Discrete):
+        return transition_layout(obs.shape, obs_dtype, (), "int64")
+    return transition_layout(obs.shape, obs_dtype, action.shape, "float32")

@@ -51,6 +51,8 @@ class JobRecord(BaseModel):
     parameter_state: dict[str, Any] = Field(
         default_factory=dict, description="async: the parameter function's aggregation-rule "
                                           "state at the last round end")
+    replay_inserted: int = Field(0, description="off-policy: transitions the buffer function "
+                                                "acknowledged (what a restore can lose)")
     last_row: dict[str, Any] | None = None
     evaluation: Evaluation | None = None
 

@@ -3,7 +3,9 @@
 Prioritized experience replay (Schaul et al.; the long-haul paper's buffer node): slot i is
 drawn with P_i = p_i^α / Σ_k p_k^α, where p_i = |δ_i| + ε (the floor ε keeps every transition
 drawable); α = 0 is uniform replay. Each batch ships importance weights
-w_i = (N·P_i)^-β / max_k w_k, the max over the whole memory, so weights only scale losses down.
+w_i = (N·P_i)^-β / max_j w_j, the max over the batch: weights only scale losses down, and one
+nearly-solved transition somewhere in the memory (p near ε) does not shrink every batch's
+weights, and with them the learning rate, a thousand-fold, as the memory-wide max would.
 A transition enters with the priority its actor computed at the edge, or, without one, the
 largest priority so far (it is seen at least once).
 
@@ -63,6 +65,7 @@ class Sample:
     generations: np.ndarray
     arrays: dict[str, np.ndarray]
     weights: np.ndarray
+    priorities: np.ndarray  # p_i, before the exponent
 
 
 class ReplayMemory:
@@ -72,6 +75,7 @@ class ReplayMemory:
         self.capacity, self.alpha, self.epsilon = capacity, alpha, epsilon
         self.tree = SumTree(capacity)
         self.generations = np.zeros(capacity, dtype=np.int64)
+        self.raw = np.zeros(capacity)  # p_i before the exponent, whatever α is (for metrics)
         self.arrays: dict[str, np.ndarray] = {}
         self.next = 0  # the slot the next transition goes to
         self.count = 0  # transitions held
@@ -106,12 +110,12 @@ class ReplayMemory:
         for key, values in batch.items():
             self.arrays[key][slots] = values
         if priorities is None:
-            scaled = np.full(n, self.max_priority ** self.alpha)
+            p = np.full(n, self.max_priority)
         else:
             p = np.abs(np.asarray(priorities, dtype=np.float64)) + self.epsilon
             self.max_priority = max(self.max_priority, float(p.max()))
-            scaled = p ** self.alpha
-        self.tree.set(slots, scaled)
+        self.raw[slots] = p
+        self.tree.set(slots, p ** self.alpha)
         self.generations[slots] += 1
         self.next = int((self.next + n) % self.capacity)
         self.count = min(self.capacity, self.count + n)
@@ -127,11 +131,10 @@ class ReplayMemory:
         slots = np.minimum(self.tree.find(np.minimum(prefix, np.nextafter(total, 0))),
                            self.count - 1)
         probs = self.tree.leaves(self.capacity)[slots] / total
-        smallest = self.tree.leaves(self.count).min() / total
-        weights = (probs / smallest) ** -beta  # (N·P_i)^-β over (N·P_min)^-β
+        weights = (probs / probs.min()) ** -beta  # (N·P_i)^-β over the batch's largest
         return Sample(slots=slots, generations=self.generations[slots].copy(),
                       arrays={k: a[slots] for k, a in self.arrays.items()},
-                      weights=weights.astype(np.float32))
+                      weights=weights.astype(np.float32), priorities=self.raw[slots])
 
     def update_priorities(self, slots: np.ndarray, generations: np.ndarray,
                           priorities: np.ndarray) -> int:
@@ -142,5 +145,35 @@ class ReplayMemory:
         if live.any():
             p = np.abs(np.asarray(priorities, dtype=np.float64)[live]) + self.epsilon
             self.max_priority = max(self.max_priority, float(p.max()))
+            self.raw[slots[live]] = p
             self.tree.set(slots[live], p ** self.alpha)
         return int(live.sum())
+
+    def state(self) -> dict[str, np.ndarray]:
+        """Everything :meth:`load` needs, as arrays (a snapshot): the transitions held, their
+        priorities, every slot's generation and the ring's counters."""
+        return {**{f"data.{k}": a[:self.count] for k, a in self.arrays.items()},
+                "priorities": self.raw[:self.count],
+                "generations": self.generations,
+                "counters": np.array([self.next, self.count], dtype=np.int64),
+                "max_priority": np.array([self.max_priority])}
+
+    def load(self, state: Mapping[str, np.ndarray]) -> None:
+        """Put a :meth:`state` back (into a memory of the same capacity)."""
+        self.next, self.count = (int(x) for x in state["counters"])
+        if len(state["generations"]) != self.capacity:
+            raise ValueError(f"a snapshot of capacity {len(state['generations'])} does not fit "
+                             f"a memory of {self.capacity}")
+        self.arrays = {}
+        for key, held in state.items():
+            if key.startswith("data."):
+                self.arrays[key[5:]] = np.zeros((self.capacity, *held.shape[1:]),
+                                                dtype=held.dtype)
+                self.arrays[key[5:]][:self.count] = held
+        self.tree = SumTree(self.capacity)
+        self.raw = np.zeros(self.capacity)
+        if self.count:
+            self.raw[:self.count] = state["priorities"]
+            self.tree.set(np.arange(self.count), self.raw[:self.count] ** self.alpha)
+        self.generations = np.array(state["generations"], dtype=np.int64)
+        self.max_priority = float(state["max_priority"][0])

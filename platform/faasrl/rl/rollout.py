@@ -14,7 +14,7 @@ from faasrl.rl.envs import make_env
 from faasrl.rl.policy import ActorCritic
 
 
-def _finished_episodes(infos: dict[str, Any]) -> list[tuple[float, int]]:
+def finished_episodes(infos: dict[str, Any]) -> list[tuple[float, int]]:
     """(raw return, length) of the episodes that ended on this step (same-step autoreset)."""
     final = infos.get("final_info", {})
     if "episode" not in final:
@@ -100,7 +100,7 @@ class Rollout:
             if truncated_only.any():
                 final_obs = self._cast(np.stack(infos["final_obs"][truncated_only]))
                 rewards[t, truncated_only] += self.gamma * self._value(final_obs)
-            episodes += _finished_episodes(infos)
+            episodes += finished_episodes(infos)
             self._obs, self._done = self._cast(next_obs), terminated | truncated
             ends[t] = self._done
         return Steps(obs, actions, logprobs, values, rewards, dones, ends, self._obs,

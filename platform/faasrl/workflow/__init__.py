@@ -18,12 +18,14 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from faasrl.workflow.job import JobRun, Workflow
+from faasrl.workflow.offpolicy import OffPolicyWorkflow
 from faasrl.workflow.stellaris import StellarisWorkflow
 from faasrl.workflow.sync import SyncWorkflow
 
 WORKFLOWS: dict[str, Callable[[JobRun], Workflow]] = {
     "sync": SyncWorkflow,  # rounds of I_k actors, then one learner update (PPO)
     "async": StellarisWorkflow,  # continuous actors, FIFO learners, staleness-aware aggregation
+    "offpolicy": OffPolicyWorkflow,  # continuous actors, a replay-buffer function (DQN, SAC)
 }
 
 __all__ = ["WORKFLOWS", "JobRun", "Workflow"]

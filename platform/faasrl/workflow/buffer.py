@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 TRAJECTORIES = "trajectories"  # actors' batches, consumed by learners
 GRADIENTS = "gradients"  # asynchronous learners' gradients, consumed by the parameter function
 POLICY = "policy"  # the published policy version, read by actors and learners
+MEMORY = "memory"  # off-policy: the replay memory, one item whose size is the memory's
+SAMPLES = "samples"  # off-policy: batches the buffer function sampled, consumed by the learner
 
 
 @dataclass(frozen=True)

@@ -44,9 +44,10 @@ from faasrl.jobs.store import Evaluation, JobRecord, JobStore
 log = logging.getLogger(__name__)
 CONFIRM_GAP = 5  # rounds between evaluations that try to confirm a reached target
 REDIS_ATTEMPTS = 5  # invocations of a function that keeps finding Redis unreachable
+# what a resume from a disk checkpoint brings back
 RESTORED_FIELDS = ("round", "version", "env_steps", "wall_s", "cost_usd", "serverful_cost_usd",
                    "recent_returns", "algorithm_state", "controller_state", "last_row", "policy",
-                   "parameter_state")  # what a resume from a disk checkpoint brings back
+                   "parameter_state", "replay_inserted")
 T = TypeVar("T")
 
 
@@ -110,6 +111,9 @@ class RoundOutcome:
     invocations: list[InvocationRecord]  # every one billed, for cold starts and queueing
     costs: dict[str, float]  # row column -> dollars (cost_actors, cost_learner, ...)
     columns: dict[str, Any] = field(default_factory=dict)
+    # The episodes that count toward target_reward (None: every rollout's). Ape-X's actors
+    # explore with ε from 0.4 down: an off-policy job counts its greediest actor's.
+    target_returns: list[float] | None = None
 
 
 class JobRun:
@@ -316,7 +320,8 @@ class JobRun:
         cost_round = sum(outcome.costs.values())
         rec.round, rec.version = outcome.round + 1, outcome.version
         rec.env_steps += steps
-        rec.recent_returns = (rec.recent_returns + returns)[-spec.stop.target_window:]
+        counted = returns if outcome.target_returns is None else outcome.target_returns
+        rec.recent_returns = (rec.recent_returns + counted)[-spec.stop.target_window:]
         rec.cost_usd += cost_round
         rec.wall_s = self.wall()
         rec.serverful_cost_usd = serverful_cost(rec.wall_s, spec.pricing)
