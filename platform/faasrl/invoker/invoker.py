@@ -400,7 +400,9 @@ class Invoker:
                 init = {
                     "handler": spec.handler, "function": spec.name, "memory_mb": spec.memory_mb,
                     "concurrency": spec.max_concurrency,
-                    "env": {**spec.env, **self._runtime_env, "FAASRL_FUNCTION": spec.name},
+                    # A manifest may point its function at another data plane address (a Redis
+                    # reached over a WAN link, a replica); the name is the platform's.
+                    "env": {**self._runtime_env, **spec.env, "FAASRL_FUNCTION": spec.name},
                 }
                 if spec.code_sha256:
                     init["code"] = await self._archive(spec.code_sha256)
