@@ -121,6 +121,9 @@ def main(args: dict[str, Any], context: Any) -> dict[str, Any]:
     r = function_redis(job.model_dump(include={"redis"}))
     memory, restored = _memory(job, r)
     lost = max(0, call.inserted - memory.inserted) if restored else 0
+    # The lost ones still count as taken in: the driver's replay ratio goes on from its own
+    # count, and a later restore counts only what it loses itself.
+    memory.inserted += lost
     replay = memory.replay
     common: dict[str, Any] = {"restored": restored, "lost": lost}
     if isinstance(call, IngestArgs):

@@ -1,15 +1,18 @@
-"""DQN's pieces against hand-computed examples: Ape-X's per-actor ε, n-step transitions,
-double-DQN targets, the prioritized Huber loss and the dueling head."""
+"""DQN's pieces against hand-computed examples: Ape-X's per-actor ε, double-DQN targets, the
+prioritized Huber loss, the dueling head, and a learner call (target sync, priorities)."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 import torch
 from torch import nn
 
-from faasrl.algorithms.dqn import Config, actor_epsilon, double_dqn_targets, n_step, td_loss
+from faasrl.algorithms import dqn
+from faasrl.algorithms.dqn import Config, actor_epsilon, double_dqn_targets, td_loss
+from faasrl.rl.policy import PolicySpec
 from faasrl.rl.qnetwork import DuelingQNetwork
+
+SPEC = PolicySpec(obs_shape=(4,), obs_dtype="float32", action_kind="discrete", action_dim=3)
 
 
 def test_ape_x_epsilons_spread_from_epsilon_to_epsilon_to_the_eighth():
@@ -18,15 +21,6 @@ def test_ape_x_epsilons_spread_from_epsilon_to_epsilon_to_the_eighth():
     assert eps[0] == pytest.approx(0.4) and eps[-1] == pytest.approx(0.4 ** 8)
     assert eps == sorted(eps, reverse=True)
     assert actor_epsilon(0, 1, cfg) == pytest.approx(0.4)
-
-
-def test_n_step_transitions_stop_at_episode_ends_and_wait_for_missing_steps():
-    rewards = np.array([1.0, 2.0, 3.0, 4.0, 5.0])
-    ends = np.array([0, 0, 1, 0, 0], dtype=bool)  # the episode ends with step 2
-    returns, nexts, discounts = n_step(rewards, ends, gamma=0.5, n=2)
-    assert returns.tolist() == [1 + 0.5 * 2, 2 + 0.5 * 3, 3, 4 + 0.5 * 5]
-    assert nexts.tolist() == [2, 3, 3, 5]  # step 4's transition needs step 5: next rollout
-    assert discounts.tolist() == [0.25, 0.0, 0.0, 0.25]
 
 
 class _Table(nn.Module):
@@ -63,8 +57,64 @@ def test_td_loss_weights_each_huber_term_and_returns_the_new_priorities():
 
 def test_the_dueling_head_averages_to_the_state_value():
     torch.manual_seed(0)
-    net = DuelingQNetwork(obs_size=4, actions=3, hidden=16)
+    net = DuelingQNetwork(SPEC, hidden=16)
     obs = torch.randn(5, 4)
     q = net(obs)
     value = net.value(net.trunk(obs)).squeeze(1)
     assert q.shape == (5, 3) and torch.allclose(q.mean(dim=1), value, atol=1e-6)
+
+
+def test_the_cnn_trunk_takes_uint8_frames():
+    frames = PolicySpec(obs_shape=(4, 84, 84), obs_dtype="uint8", action_kind="discrete",
+                        action_dim=6, arch="cnn")
+    q = DuelingQNetwork(frames, hidden=32)(torch.zeros(2, 4, 84, 84, dtype=torch.uint8))
+    assert q.shape == (2, 6)
+
+
+def _batch(rows: int, generator: torch.Generator) -> dict[str, torch.Tensor]:
+    return {"obs": torch.randn(rows, 4, generator=generator),
+            "actions": torch.randint(3, (rows,), generator=generator),
+            "returns": torch.randn(rows, generator=generator),
+            "next_obs": torch.randn(rows, 4, generator=generator),
+            "discounts": torch.full((rows,), 0.9), "weights": torch.ones(rows)}
+
+
+def test_a_learner_call_steps_once_per_batch_syncs_the_target_and_returns_priorities():
+    torch.manual_seed(0)
+    cfg = Config(hidden=16, target_update=3, learning_rate=1e-2, batch_size=8)
+    model, g = dqn.make_model(SPEC, cfg), torch.Generator().manual_seed(0)
+    optimizer = dqn.make_optimizer(model, cfg)
+    batches = [_batch(8, g) for _ in range(4)]
+    stats, state, new = dqn.train(model, optimizer, batches, cfg, dqn.initial_state(cfg))
+    assert state == {"learner_steps": 4} and new.shape == (32,) and (new >= 0).all()
+    # Synced after step 3 and not since: the target holds step 3's online weights, which
+    # step 4 moved on from.
+    online, target = model.online.state_dict(), model.target.state_dict()
+    assert not all(torch.equal(online[k], target[k]) for k in online)
+    stats, state, _ = dqn.train(model, optimizer, batches[:2], cfg, state)  # steps 5, 6
+    assert state["learner_steps"] == 6 and set(stats) == {"loss", "target_mean"}
+    online, target = model.online.state_dict(), model.target.state_dict()
+    assert all(torch.equal(online[k], target[k]) for k in online)  # synced at step 6
+
+
+def test_the_edge_priority_is_the_double_dqn_td_error():
+    cfg = Config(hidden=16)
+    model = dqn.make_model(SPEC, cfg)
+    batch = _batch(5, torch.Generator().manual_seed(1))
+    want = (double_dqn_targets(model.online, model.target, batch["next_obs"],
+                               batch["returns"], batch["discounts"])
+            - model.online(batch["obs"]).gather(1, batch["actions"][:, None]).squeeze(1)).abs()
+    assert torch.allclose(dqn.priorities(model, batch, cfg), want)
+
+
+def test_acting_greedily_takes_the_argmax_and_the_last_actor_explores_least():
+    cfg = Config(hidden=16)
+    model, obs = dqn.make_model(SPEC, cfg), torch.randn(200, 4)
+    greedy = model.online(obs).argmax(1)
+    assert torch.equal(dqn.act(model, obs, cfg, slot=0, actors=1, generator=None,
+                               explore=False), greedy)
+    g = torch.Generator().manual_seed(0)
+    off = [(dqn.act(model, obs, cfg, slot=s, actors=4, generator=g) != greedy).float().mean()
+           for s in (0, 3)]
+    assert 0.15 < off[0] < 0.45 and off[1] < 0.02  # ε 0.4 (2/3 of it a different action)
+    assert dqn.greedy_slot(4) == 3 and dqn.greedy_slot(1) is None
