@@ -34,6 +34,7 @@ bench: $(BENCH_STAMP)
 	$(BIN)/python bench/rollout_throughput.py
 	$(BIN)/python bench/trajectory_transfer.py
 	$(BIN)/python bench/ppo_cartpole.py
+	$(BIN)/python bench/longhaul.py
 
 bench-docker: $(STAMP)
 	$(BIN)/python bench/docker_containers.py
