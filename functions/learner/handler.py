@@ -314,7 +314,11 @@ def train(call: TrainArgs, store: ParameterStore) -> TrainResult:
     job, version, cfg = call.job, call.version, call.job.hyperparameters
     module = _algorithm(job, "offpolicy")
     r = _redis(job)
-    if (done := _published(r, job, store, version, TrainResult)) is not None:
+    learner = _off_policy_learners.get(job.id)
+    # A learner warm at this version published nothing newer (one learner runs per job):
+    # only a cold or stale one checks whether this call was answered before (a round trip).
+    if (learner is None or learner.version != version) and \
+            (done := _published(r, job, store, version, TrainResult)) is not None:
         return done
     learner = _warm_off_policy(job, module, store, version)
     t0 = time.monotonic()
@@ -340,7 +344,7 @@ def train(call: TrainArgs, store: ParameterStore) -> TrainResult:
                       publish_s=0.0, device=str(DEVICE))
     # One transaction, as in update mode: a retried call finds all of it or none.
     store.publish(version + 1, learner.model.state_dict(), _metadata(job, learner.spec),
-                  optimizer=learner.optimizer.state_dict(),
+                  optimizer=learner.optimizer.state_dict() if call.save_optimizer else None,
                   also=lambda pipe: (pipe.set(update_key(job.id), out.model_dump_json()),
                                      pipe.set(out.priorities, priorities, ex=600),
                                      pipe.delete(call.sample)))

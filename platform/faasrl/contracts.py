@@ -262,6 +262,9 @@ class TrainArgs(BaseModel):
     version: int = Field(ge=0, description="the version trained on")
     sample: str = Field(description="the key of the buffer's sampled batches")
     algorithm_state: dict[str, Any]
+    save_optimizer: bool = Field(description="store the optimizer state too (a round's last "
+                                             "call: what a checkpoint or a replaced learner "
+                                             "resumes with; other calls skip its bytes)")
 
 
 class TrainResult(BaseModel):

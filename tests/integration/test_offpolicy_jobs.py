@@ -112,3 +112,32 @@ def test_a_bad_off_policy_spec_is_a_422_naming_the_field(client: Client, spec, f
         client.submit(spec)
     assert err.value.status == 422, err.value
     assert field in (err.value.fields or {}), (err.value.fields, err.value)
+
+
+def test_a_gateway_restart_resumes_the_job_with_its_memory(make_platform):
+    first = make_platform(register_builtins=True)
+    with first.client() as client:
+        job = client.submit({**DQN, "stop": {"max_rounds": 10}})
+        wait_for(lambda: client.job(job["id"])["round"] >= 3, timeout_s=180, what="round 3")
+    first.stop()  # its functions, the buffer's memory among them, die with it
+    second = make_platform(register_builtins=True)
+    with second.client() as client:
+        done = finished(client, job["id"], timeout_s=300)
+        rows = client.job_metrics(job["id"])
+    assert done["status"] == "succeeded", done
+    assert [r["round"] for r in rows] == list(range(10))
+    after = [r for r in rows if r["buffer_restores"]]
+    assert len(after) == 1 and after[0]["buffer_size"] >= 256, after
+    # At most what came in since the last snapshot is gone, and it is counted.
+    assert 0 <= after[0]["lost"] < 256 + 2 * 64
+
+
+@pytest.mark.slow
+def test_dqn_learns_cartpole(client: Client):
+    """The CartPole defaults (2 Ape-X actors, prioritized replay) to a confirmed 475."""
+    job = client.submit({"env_id": "CartPole-v1", "algorithm": "dqn", "evaluation_episodes": 10,
+                         "stop": {"target_reward": 475, "max_env_steps": 80_000,
+                                  "max_rounds": 1000}})
+    done = finished(client, job["id"], timeout_s=900)
+    assert done["status"] == "succeeded", done
+    assert done["evaluation"]["mean"] >= 400, (done["stop_reason"], done["evaluation"])

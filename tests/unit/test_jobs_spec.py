@@ -38,7 +38,7 @@ def test_family_defaults_fill_what_the_spec_leaves_out():
 
 @pytest.mark.parametrize(("body", "field"), [
     ({"env_id": "CartPol-v1"}, "env_id"),
-    ({"env_id": "CartPole-v1", "algorithm": "dqn"}, "algorithm"),
+    ({"env_id": "CartPole-v1", "algorithm": "rainbow"}, "algorithm"),
     ({"env_id": "CartPole-v1", "controller": {"name": "fixed", "actors": 0}},
      "controller.fixed.actors"),
     ({"env_id": "CartPole-v1", "controller": {"name": "magic"}}, "controller"),

@@ -50,7 +50,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
 
 from pydantic import Field
 
-from faasrl.algorithms import dqn, impact, ppo
+from faasrl.algorithms import dqn, impact, ppo, sac
 
 if TYPE_CHECKING:
     import torch
@@ -61,6 +61,7 @@ ALGORITHMS: dict[str, ModuleType] = {
     ppo.NAME: ppo,
     impact.NAME: impact,
     dqn.NAME: dqn,
+    sac.NAME: sac,
 }
 
 AlgorithmName = Literal[tuple(ALGORITHMS)]  # type: ignore[valid-type]

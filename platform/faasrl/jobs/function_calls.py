@@ -109,6 +109,7 @@ def sample_args(rec: JobRecord, redis: dict[str, str], batches: int, beta: float
                       priorities=priorities, inserted=inserted)
 
 
-def train_args(rec: JobRecord, redis: dict[str, str], version: int, sample: str) -> TrainArgs:
+def train_args(rec: JobRecord, redis: dict[str, str], version: int, sample: str,
+               save_optimizer: bool) -> TrainArgs:
     return TrainArgs(job=job_context(rec, redis), version=version, sample=sample,
-                     algorithm_state=rec.algorithm_state)
+                     algorithm_state=rec.algorithm_state, save_optimizer=save_optimizer)

@@ -95,6 +95,7 @@ class OffPolicyWorkflow:
                  ready=lambda: not self.engine.running("learner")),
         ])
         self._n = 0
+        self._calls = math.ceil(self.cfg.steps_per_round / self.cfg.publish_every)  # a round's
         self._round = _Round()
         self._actors: set[int] = set()  # slots exploring now
         self._explorations: dict[int, int] = {}  # per slot, invocations started
@@ -158,9 +159,8 @@ class OffPolicyWorkflow:
         self._n, self._round = run.actors_for_round(), _Round()
         run.invoker.prewarm(spec.actor_function, self._n, placement=spec.placement.actors)
         self.buffer.publish(POLICY, rec.version or 0)
-        calls = math.ceil(self.cfg.steps_per_round / self.cfg.publish_every)
         t0 = time.monotonic()
-        await self.engine.run(finished=lambda: len(self._round.trained) >= calls)
+        await self.engine.run(finished=lambda: len(self._round.trained) >= self._calls)
         await self._close(t0)
 
     def _fail(self, kind: str, r: InvocationRecord) -> None:
@@ -288,7 +288,8 @@ class OffPolicyWorkflow:
         self.buffer.take(SAMPLES, [item])
         if self._learner_free_at is not None:
             self._round.learner_idle_s += time.monotonic() - self._learner_free_at
-        args = train_args(rec, run.credentials.to_args(), rec.version or 0, item.entry)
+        last = len(self._round.trained) + 1 >= self._calls
+        args = train_args(rec, run.credentials.to_args(), rec.version or 0, item.entry, last)
         self.engine.start("learner", run.invoke(spec.learner_function,
                                                 args.model_dump(mode="json"),
                                                 affinity=f"{rec.id}:learner"),
