@@ -33,7 +33,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any, TypeVar
 
@@ -119,15 +119,23 @@ def _warm(job: JobContext, store: ParameterStore, version: int) -> _Learner:
         learner = _learners[job.id] = _Learner(PolicySpec.from_dict(job.policy_spec()),
                                                learning_rate)
     if learner.version != version:
-        weights, _ = store.load(version)
-        learner.model.load_state_dict(weights)
-        saved = store.load_optimizer()
-        if saved is not None and saved[1] == version:
-            learner.optimizer.load_state_dict(saved[0])
-        else:
-            learner.optimizer = _adam(learner.model, learning_rate)
+        learner.optimizer = _load_version(store, version, learner.model,
+                                          lambda: _adam(learner.model, learning_rate))
         learner.version = version
     return learner
+
+
+def _load_version(store: ParameterStore, version: int, model: torch.nn.Module,
+                  fresh: Callable[[], Any]) -> Any:
+    """Put ``version``'s weights into ``model``; returns ``fresh()``, an optimizer, with the
+    state stored for that version when there is one (else it starts afresh)."""
+    weights, _ = store.load(version)
+    model.load_state_dict(weights)
+    optimizer = fresh()
+    saved = store.load_optimizer()
+    if saved is not None and saved[1] == version:
+        optimizer.load_state_dict(saved[0])
+    return optimizer
 
 
 class _GradientLearner:
@@ -300,12 +308,9 @@ def _warm_off_policy(job: JobContext, module: ModuleType, store: ParameterStore,
     if learner is None:
         learner = _off_policy_learners[job.id] = _OffPolicyLearner(job, module)
     if learner.version != version:
-        weights, _ = store.load(version)
-        learner.model.load_state_dict(weights)
-        learner.optimizer = module.make_optimizer(learner.model, job.hyperparameters)
-        saved = store.load_optimizer()
-        if saved is not None and saved[1] == version:
-            learner.optimizer.load_state_dict(saved[0])
+        learner.optimizer = _load_version(
+            store, version, learner.model,
+            lambda: module.make_optimizer(learner.model, job.hyperparameters))
         learner.version = version
     return learner
 
