@@ -35,6 +35,7 @@ bench: $(BENCH_STAMP)
 	$(BIN)/python bench/trajectory_transfer.py
 	$(BIN)/python bench/ppo_cartpole.py
 	$(BIN)/python bench/longhaul.py
+	$(BIN)/python bench/offpolicy.py
 
 bench-docker: $(STAMP)
 	$(BIN)/python bench/docker_containers.py
