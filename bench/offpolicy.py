@@ -1,0 +1,294 @@
+"""Off-policy training against the single-process library, same run: faasrl's DQN and SAC
+against Stable-Baselines3's, each to a confirmed target, and an Atari smoke run of faasrl's
+uint8 frame path.
+
+- DQN, CartPole-v1 to 475. faasrl runs its own CartPole defaults (``FAMILY_DEFAULTS`` of
+  ``faasrl.algorithms.dqn``: dueling double DQN, 3-step returns, prioritized replay in the
+  buffer function, replay ratio 0.5) with the default fixed controller's 2 Ape-X actors, the
+  same for every seed. SB3 runs rl-baselines3-zoo's CartPole-v1 hyper-parameters
+  (``hyperparams/dqn.yml``; rl_zoo3 is not installed here, so these are the zoo's values as
+  published): lr 2.3e-3, batch 64, buffer 100k, learning_starts 1000, gamma 0.99,
+  target_update_interval 10, train_freq 256, gradient_steps 128, net_arch [256, 256], ε from 1
+  to 0.04 over 16% of the zoo's 5e4 steps (8k steps: the fraction is rescaled to the step cap,
+  so a longer cap does not stretch the schedule).
+- SAC, Pendulum-v1 to -200. faasrl: its Pendulum defaults (``faasrl.algorithms.sac``); SB3:
+  the zoo's Pendulum-v1 entry (``hyperparams/sac.yml``: lr 1e-3 for 20k steps, everything
+  else SB3's defaults).
+- Atari smoke (``--atari``, also in a default run: about 1.5 minutes here): faasrl DQN on
+  ALE/Pong-v5 for a few thousand env steps with a tiny memory and learning_starts; it checks
+  that metrics rows are written and that the buffer stores frames as uint8
+  (``bytes_per_transition``).
+
+Both sides stop by the same rule (faasrl's, ``workflow/job.py``): the mean of the last 20
+training episodes (faasrl: its greediest actor's; SB3: its single env's) reaches the target and
+a greedy 20-episode evaluation on held-out seeds confirms it; a failed confirmation is retried
+``CONFIRM_GAP`` checks later. faasrl checks once per round, SB3 every ``check_every`` env
+steps (DQN: its train_freq). For DQN the rule is harder on SB3: its training episodes keep
+exploring with ε = 0.04, faasrl's greediest Ape-X actor with ε = 0.4^8 ≈ 0.0007, so the table
+also shows each run's last training window. An env-step cap and a wall cap end a run that
+never gets there; its final evaluation is still reported, and the means count it at its cap
+(a lower bound). Wall time is faasrl's job wall time (platform start
+excluded; cold starts, the initial policy and evaluations included) and SB3's ``learn()`` plus
+its evaluations.
+
+Where faasrl is expected to lose, on a 2-core machine: every learner call, sample and actor
+rollout is a function invocation with Redis hops in between (weights, transitions, samples,
+priorities), and the actors, the buffer, the learner and Redis compete for two cores that SB3
+has to itself; faasrl's win is elsewhere (actors and learner on separate machines, a replay
+memory that survives a crash). The numbers decide.
+
+    python bench/offpolicy.py [--seeds 1 2 3] [--quick] [--tasks dqn sac atari] [--atari]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from jobrun import run_job, write_results
+from rich.console import Console
+from rich.table import Table
+from stable_baselines3 import DQN, SAC
+from stable_baselines3.common.base_class import BaseAlgorithm
+from stable_baselines3.common.callbacks import BaseCallback
+from stable_baselines3.common.env_util import make_vec_env
+from stable_baselines3.common.evaluation import evaluate_policy
+from stable_baselines3.common.vec_env import VecEnv
+
+from faasrl.algorithms.offpolicy import transition_bytes
+from faasrl.jobs.spec import env_transition_layout
+from faasrl.workflow.job import CONFIRM_GAP
+
+WINDOW, EVAL_EPISODES = 20, 20
+EVAL_SEED_OFFSET = 1_000_003  # faasrl's held-out evaluation seeds (jobs/function_calls.py)
+ZOO_DQN_STEPS = 50_000  # the zoo's CartPole n_timesteps, over which its ε schedule runs
+
+
+@dataclass(frozen=True)
+class Task:
+    """One comparison: an env, a target, faasrl's job and SB3's model for it."""
+
+    name: str
+    title: str
+    env_id: str
+    algorithm: str
+    target: float
+    check_every: int  # SB3's env steps between checks of the training window
+    max_env_steps: int
+    quick_env_steps: int
+    sb3: Callable[[VecEnv, int, int], BaseAlgorithm]  # (env, seed, step cap) -> model
+
+
+def _sb3_dqn(env: VecEnv, seed: int, cap: int) -> BaseAlgorithm:
+    return DQN("MlpPolicy", env, learning_rate=2.3e-3, batch_size=64, buffer_size=100_000,
+               learning_starts=1_000, gamma=0.99, target_update_interval=10, train_freq=256,
+               gradient_steps=128, exploration_fraction=0.16 * ZOO_DQN_STEPS / cap,
+               exploration_final_eps=0.04, policy_kwargs={"net_arch": [256, 256]}, seed=seed,
+               device="cpu")
+
+
+def _sb3_sac(env: VecEnv, seed: int, cap: int) -> BaseAlgorithm:
+    return SAC("MlpPolicy", env, learning_rate=1e-3, seed=seed, device="cpu")
+
+
+TASKS = {
+    "dqn": Task("dqn", "DQN CartPole-v1 to 475", "CartPole-v1", "dqn", 475.0, check_every=256,
+                max_env_steps=150_000, quick_env_steps=ZOO_DQN_STEPS, sb3=_sb3_dqn),
+    # faasrl closes a SAC round every 256 env steps (256 gradient steps at replay ratio 1)
+    "sac": Task("sac", "SAC Pendulum-v1 to -200", "Pendulum-v1", "sac", -200.0, check_every=256,
+                max_env_steps=60_000, quick_env_steps=20_000, sb3=_sb3_sac),
+}
+MAX_WALL_S, QUICK_WALL_S = 1800.0, 300.0
+
+
+def faasrl_run(task: Task, seed: int, steps: int, wall: float) -> dict[str, Any]:
+    spec = {"name": f"bench-{task.name}", "algorithm": task.algorithm, "env_id": task.env_id,
+            "seed": seed, "controller": {"name": "fixed", "actors": 2},
+            "evaluation_episodes": EVAL_EPISODES,
+            "stop": {"target_reward": task.target, "target_window": WINDOW, "max_rounds": None,
+                     "max_env_steps": steps, "max_wall_s": wall}}
+    job, rows = run_job(spec, label=f"faasrl {task.name} seed {seed}", timeout_s=wall + 600)
+    return {"wall_s": job["wall_s"], "env_steps": job["env_steps"],
+            "gradient_steps": job["algorithm_state"].get("learner_steps", 0),
+            "window_mean": rows[-1]["recent_mean_return"] if rows else None,
+            "eval_mean": job["evaluation"]["mean"],
+            "reached": job["stop_reason"].startswith("target"),
+            "stop_reason": job["stop_reason"], "rows": len(rows)}
+
+
+def _evaluate(model: BaseAlgorithm, env: VecEnv, seed: int) -> float:
+    """Greedy, on the same held-out seeds every time (as faasrl's evaluations)."""
+    env.seed(seed + EVAL_SEED_OFFSET)
+    mean, _ = evaluate_policy(model, env, n_eval_episodes=EVAL_EPISODES, deterministic=True)
+    return float(mean)
+
+
+def _window_mean(model: BaseAlgorithm) -> float | None:
+    """The mean of the last ``WINDOW`` training episodes (None before there are that many)."""
+    recent = [ep["r"] for ep in list(model.ep_info_buffer)[-WINDOW:]]
+    return statistics.fmean(recent) if len(recent) == WINDOW else None
+
+
+class _ConfirmedTarget(BaseCallback):
+    """Ends ``learn()`` by faasrl's rule (see the module docstring), or at the wall cap."""
+
+    def __init__(self, task: Task, eval_env: VecEnv, seed: int, max_wall_s: float):
+        super().__init__()
+        self.task, self.eval_env, self.seed = task, eval_env, seed
+        self.deadline = time.perf_counter() + max_wall_s
+        self.checks, self.next_confirm = 0, 0
+        self.eval_mean: float | None = None
+        self.reached = False
+
+    def _on_step(self) -> bool:
+        if self.num_timesteps % self.task.check_every:
+            return True
+        self.checks += 1
+        window = _window_mean(self.model)
+        if window is not None and window >= self.task.target and self.checks >= self.next_confirm:
+            self.eval_mean = _evaluate(self.model, self.eval_env, self.seed)
+            self.reached = self.eval_mean >= self.task.target
+            self.next_confirm = self.checks + CONFIRM_GAP
+        return not self.reached and time.perf_counter() < self.deadline
+
+
+def sb3_run(task: Task, seed: int, steps: int, wall: float) -> dict[str, Any]:
+    model = task.sb3(make_vec_env(task.env_id, n_envs=1, seed=seed), seed, steps)
+    callback = _ConfirmedTarget(task, make_vec_env(task.env_id, n_envs=1, seed=seed), seed,
+                                wall)
+    t0 = time.perf_counter()
+    model.learn(total_timesteps=steps, callback=callback)
+    if not callback.reached:  # as faasrl: the final version is evaluated at the end
+        callback.eval_mean = _evaluate(model, callback.eval_env, seed)
+    return {"wall_s": time.perf_counter() - t0, "env_steps": int(model.num_timesteps),
+            "gradient_steps": int(model._n_updates), "window_mean": _window_mean(model),
+            "eval_mean": callback.eval_mean, "reached": callback.reached}
+
+
+def _mean(values: list[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return statistics.fmean(known) if known else None
+
+
+def _fmt(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}"
+
+
+def compare(task: Task, seeds: list[int], steps: int, wall: float, console: Console
+            ) -> dict[str, Any]:
+    """Both systems per seed, interleaved so that drift in the machine's load hits both."""
+    runs: dict[str, list[dict[str, Any]]] = {"faasrl": [], "sb3": []}
+    for seed in seeds:
+        runs["faasrl"].append({"seed": seed, **faasrl_run(task, seed, steps, wall)})
+        with console.status(f"SB3 {task.name} seed {seed}"):
+            runs["sb3"].append({"seed": seed, **sb3_run(task, seed, steps, wall)})
+    keys = ("wall_s", "env_steps", "gradient_steps", "window_mean", "eval_mean")
+    mean = {system: {**{k: _mean([r[k] for r in rows]) for k in keys},
+                     "reached": sum(r["reached"] for r in rows)}
+            for system, rows in runs.items()}
+    summary = {"mean": mean, "env_step_cap": steps, "wall_cap_s": wall,
+               "wall_ratio_faasrl_over_sb3": mean["faasrl"]["wall_s"] / mean["sb3"]["wall_s"],
+               "steps_ratio_faasrl_over_sb3":
+                   mean["faasrl"]["env_steps"] / mean["sb3"]["env_steps"]}
+
+    table = Table("system", "seed", f"reached {task.target:g}", "env steps", "gradient steps",
+                  "wall s", f"last {WINDOW} train", "eval mean", title=task.title)
+    for system, rows in runs.items():
+        for r in [*rows, {**mean[system], "seed": "mean"}]:
+            reached = f"{r['reached']}/{len(rows)}" if r["seed"] == "mean" else \
+                "yes" if r["reached"] else "NO"
+            table.add_row(system, str(r["seed"]), reached, f"{r['env_steps']:,.0f}",
+                          f"{r['gradient_steps']:,.0f}", f"{r['wall_s']:.1f}",
+                          _fmt(r["window_mean"]), _fmt(r["eval_mean"]),
+                          style="bold" if r["seed"] == "mean" else None)
+    console.print(table)
+    capped = "" if mean["faasrl"]["reached"] == mean["sb3"]["reached"] == len(seeds) else \
+        " (a run that missed the target counts at its cap)"
+    console.print(f"faasrl / SB3, means: wall time {summary['wall_ratio_faasrl_over_sb3']:.2f}x, "
+                  f"env steps {summary['steps_ratio_faasrl_over_sb3']:.2f}x{capped}")
+    return {"runs": runs, "summary": summary}
+
+
+ATARI_ENV = "ALE/Pong-v5"
+ATARI_SPEC: dict[str, Any] = {
+    "name": "bench-atari-smoke", "algorithm": "dqn", "env_id": ATARI_ENV, "seed": 1,
+    "controller": {"name": "fixed", "actors": 1}, "steps_per_actor": 128,
+    "hyperparameters": {"memory_size": 4_096, "learning_starts": 512, "batch_size": 32,
+                        "publish_every": 4, "steps_per_round": 32},
+    "evaluation_episodes": 1,  # one greedy Pong episode: the evaluation path sees frames too
+    "stop": {"max_rounds": None, "max_env_steps": 3_000, "max_wall_s": 600},
+}
+
+
+def atari_smoke(console: Console) -> dict[str, Any]:
+    """faasrl DQN on Pong for a few thousand steps: rows are written and frames stay uint8."""
+    job, rows = run_job(ATARI_SPEC, label="faasrl atari smoke", timeout_s=900)
+    layout = env_transition_layout(ATARI_ENV)
+    as_float = {k: ("float32", shape) if k in ("obs", "next_obs") else (dtype, shape)
+                for k, (dtype, shape) in layout.items()}
+    stored = next((r["bytes_per_transition"] for r in reversed(rows)
+                   if r.get("bytes_per_transition") is not None), None)
+    transitions = sum(r.get("transitions", 0) for r in rows)
+    wire = sum(r.get("bytes_from_actors", 0) for r in rows) / max(1, transitions)
+    out = {"env_id": ATARI_ENV, "rows": len(rows), "env_steps": job["env_steps"],
+           "transitions": transitions, "gradient_steps": job["algorithm_state"].get(
+               "learner_steps", 0), "wall_s": job["wall_s"],
+           "bytes_per_transition": stored, "bytes_per_transition_uint8": transition_bytes(layout),
+           "bytes_per_transition_float32": transition_bytes(as_float),
+           "actor_bytes_per_transition": wire, "eval_mean": job["evaluation"]["mean"],
+           "stop_reason": job["stop_reason"]}
+    out["ok"] = bool(rows) and stored == out["bytes_per_transition_uint8"]
+    table = Table("rows", "env steps", "transitions", "gradient steps", "wall s",
+                  "stored B/transition", "uint8 layout", "float32 layout",
+                  "sent B/transition (lz4)",
+                  title=f"DQN {ATARI_ENV} smoke (uint8 frame path)")
+    table.add_row(str(out["rows"]), f"{out['env_steps']:,}", f"{transitions:,}",
+                  f"{out['gradient_steps']:,}", f"{out['wall_s']:.1f}",
+                  "-" if stored is None else f"{stored:,}",
+                  f"{out['bytes_per_transition_uint8']:,}",
+                  f"{out['bytes_per_transition_float32']:,}", f"{wire:,.0f}")
+    console.print(table)
+    console.print("atari smoke: " + ("ok" if out["ok"] else "[red]FAILED[/red]: no rows, or "
+                                     "stored transitions are not uint8 frames"))
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
+    parser.add_argument("--quick", action="store_true",
+                        help="the first seed only, with the zoo's step budgets as caps")
+    parser.add_argument("--tasks", nargs="+", choices=[*TASKS, "atari"],
+                        default=[*TASKS, "atari"])
+    parser.add_argument("--atari", dest="tasks", action="store_const", const=["atari"],
+                        help="only the Atari smoke run")
+    parser.add_argument("--sb3-threads", type=int, default=1,
+                        help="torch threads for SB3 (1 is its fastest on a small MLP here)")
+    parser.add_argument("--out", type=Path, default=Path("bench/results/offpolicy.json"))
+    args = parser.parse_args()
+    torch.set_num_threads(args.sb3_threads)
+    console = Console()
+    seeds = args.seeds[:1] if args.quick else args.seeds
+    results: dict[str, Any] = {"seeds": seeds, "quick": args.quick}
+    for name in args.tasks:  # results are written after each task: a later failure keeps them
+        if name == "atari":
+            results["atari"] = atari_smoke(console)
+        else:
+            task = TASKS[name]
+            steps = task.quick_env_steps if args.quick else task.max_env_steps
+            results[name] = compare(task, seeds, steps,
+                                    QUICK_WALL_S if args.quick else MAX_WALL_S, console)
+        write_results(args.out, results)
+    console.print(f"wrote {args.out}")
+    if not results.get("atari", {"ok": True})["ok"]:
+        raise SystemExit(1)
+
+
+if __name__ == "__main__":
+    main()
