@@ -208,13 +208,13 @@ def bytes_check(placement: Placement, job: dict[str, Any], rows: list[dict[str, 
     if placement.far == "learner":
         # Down: the sampled batches the rows count, plus the far learner's first load of
         # version 0 (it keeps later versions warm), RESP framing and small replies (the update
-        # marker). Up: every train call publishes the weights (online + target) and the
-        # optimizer state, and writes its new priorities (slot, generation, |delta|: 20 bytes
-        # a sampled row); init publishes version 0's weights alone. A sample drawn in the last
-        # round and a learner call in flight at the stop make the rest.
+        # marker). Up: every train call publishes the weights (online + target) and writes its
+        # new priorities (slot, generation, |delta|: 20 bytes a sampled row), a round's last
+        # call the optimizer state too; init publishes version 0's weights alone. A sample
+        # drawn in the last round and a learner call in flight at the stop make the rest.
         sampled = total(rows, "bytes_to_learner")
         rows_per_step = job["spec"]["hyperparameters"]["batch_size"]
-        expected_up = weights + job["version"] * (weights + optimizer) \
+        expected_up = weights + job["version"] * weights + len(rows) * optimizer \
             + total(rows, "gradient_steps") * rows_per_step * PRIORITY_ROW_BYTES
         return {"rows_bytes_to_learner": sampled, "down_over_rows": down / max(1.0, sampled),
                 "expected_down": sampled + weights, "expected_up": expected_up,
@@ -268,8 +268,8 @@ def describe_bytes(placement: Placement, r: dict[str, Any]) -> str:
                 f"({check['rows_bytes_to_learner'] / mb:.2f} MB), "
                 f"{check['down_over_expected']:.2f}x with the first weight load; up "
                 f"{r['link_bytes_up'] / mb:.1f} MB = {check['up_over_expected']:.2f}x the "
-                f"publishes (weights {r['weights_bytes'] / mb:.2f} + optimizer "
-                f"{r['optimizer_bytes'] / mb:.2f} MB each) and priorities")
+                f"publishes (weights {r['weights_bytes'] / mb:.2f} MB each, optimizer "
+                f"{r['optimizer_bytes'] / mb:.2f} MB a round) and priorities")
     return (head + f"up {r['link_bytes_up'] / mb:.2f} MB = {check['up_over_rows']:.2f}x the "
             f"experiences in the rows ({check['rows_bytes_from_actors'] / mb:.2f} MB); down "
             f"{r['link_bytes_down'] / mb:.1f} MB = {check['weight_pulls_implied']:.0f} weight "

@@ -25,6 +25,7 @@ from __future__ import annotations
 import os
 import time
 from collections import OrderedDict
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -67,21 +68,26 @@ class _Job:
         self.rollouts: dict[int, Rollout] = {}
         self.explorers: dict[int, tuple[Explorer, torch.Generator]] = {}
 
-    def evaluated(self, cfg: Any) -> Any:
+    def evaluated(self, cfg: Any) -> ActorCritic | _Acting:
         """What :func:`evaluate` steps: the policy, or an off-policy model acting greedily."""
-        if not self.offpolicy:
-            return self.policy
-        job = self
+        return _Acting(self, cfg) if self.offpolicy else self.policy
 
-        class Greedy:
-            spec = job.spec
 
-            def act(self, obs: torch.Tensor, deterministic: bool, *,
-                    generator: torch.Generator | None = None) -> torch.Tensor:
-                return job.module.act(job.policy, obs, cfg, slot=0, actors=1,
-                                      generator=generator, explore=not deterministic)
+@dataclass
+class _Acting:
+    """An off-policy model as :func:`evaluate` steps a policy (``spec``, ``act``)."""
 
-        return Greedy()
+    job: _Job
+    cfg: Any
+
+    @property
+    def spec(self) -> PolicySpec:
+        return self.job.spec
+
+    def act(self, obs: torch.Tensor, deterministic: bool, *,
+            generator: torch.Generator | None = None) -> torch.Tensor:
+        return self.job.module.act(self.job.policy, obs, self.cfg, slot=0, actors=1,
+                                   generator=generator, explore=not deterministic)
 
 
 def _job(job: JobContext) -> _Job:

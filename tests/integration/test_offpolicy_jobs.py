@@ -26,9 +26,10 @@ DQN = {"env_id": "CartPole-v1", "algorithm": "dqn", "controller": {"name": "fixe
 
 def test_a_dqn_job_keeps_the_replay_ratio_and_sends_only_samples_to_the_learner(
         client: Client):
-    job = client.submit({**DQN, "stop": {"max_rounds": 8}})
+    job = client.submit({**DQN, "stop": {"max_rounds": 8}, "evaluation_episodes": 2})
     done = finished(client, job["id"], timeout_s=300)
     assert done["status"] == "succeeded", done
+    assert done["evaluation"]["episodes"] == 2 and done["evaluation"]["version"] == 64
     rows = client.job_metrics(job["id"])
     assert [r["round"] for r in rows] == list(range(8))
     steps = 0
