@@ -2,6 +2,7 @@
 
 import os
 import subprocess
+import sys
 import time
 
 _calls = 0
@@ -87,8 +88,10 @@ def half_bad_actor(args, context):
         path = os.path.join(os.path.dirname(__file__), "..", "..", "functions", "actor",
                             "handler.py")
         spec = importlib.util.spec_from_file_location("real_actor", path)
-        _actor = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(_actor)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["real_actor"] = module  # dataclasses look their module up there
+        spec.loader.exec_module(module)
+        _actor = module
     return _actor.main(args, context)
 
 

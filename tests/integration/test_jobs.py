@@ -151,7 +151,7 @@ def test_job_whose_learner_gets_nothing_valid_fails_clearly(client: Client):
 
 @pytest.mark.parametrize(("body", "field"), [
     ({"env_id": "NoSuchEnv-v0"}, "env_id"),
-    ({"env_id": "CartPole-v1", "algorithm": "dqn"}, "algorithm"),
+    ({"env_id": "CartPole-v1", "algorithm": "rainbow"}, "algorithm"),
     ({"env_id": "CartPole-v1", "controller": {"name": "fixed", "actors": 0}},
      "controller.fixed.actors"),
     ({"env_id": "CartPole-v1", "stop": {"max_rounds": None}}, "stop"),
