@@ -106,7 +106,9 @@ def main(args: dict[str, Any], context: Any) -> dict[str, Any]:
     store = ParameterStore(r, job.id)
     state = _job(job)
     t0 = time.monotonic()
-    version = store.latest() if getattr(call, "version", None) is None else call.version
+    # Explorers, and rollouts given no version, take the newest one.
+    named = None if isinstance(call, ExploreArgs) else call.version
+    version = store.latest() if named is None else named
     fetched = state.version != version
     if fetched:
         weights, _ = store.load(version)

@@ -33,6 +33,7 @@ from faasrl.data.codec import decode_arrays, encode_arrays
 from faasrl.data.connection import function_redis
 from faasrl.data.keys import buffer_snapshot_key, samples_key
 from faasrl.data.trajectories import TrajectorySchema, TrajectoryStream
+from faasrl.rl.policy import PolicySpec
 from faasrl.rl.replay import ReplayMemory
 
 SNAPSHOT_PART = 64 * 2**20  # bytes per Redis value of a snapshot (a string holds 512 MiB)
@@ -52,11 +53,9 @@ _memories: dict[str, _Memory] = {}
 
 
 def _schema(job: JobContext) -> TrajectorySchema:
-    spec = job.policy_spec()
-    action_shape = () if spec["action_kind"] == "discrete" else (spec["action_dim"],)
-    action_dtype = "int64" if spec["action_kind"] == "discrete" else "float32"
-    return TrajectorySchema(fields=transition_layout(
-        tuple(spec["obs_shape"]), spec["obs_dtype"], action_shape, action_dtype))
+    spec = PolicySpec.from_dict(job.policy_spec())
+    return TrajectorySchema(fields=transition_layout(spec.obs_shape, spec.obs_dtype,
+                                                     spec.action_shape, spec.action_dtype))
 
 
 def _memory(job: JobContext, r: Any) -> tuple[_Memory, bool]:

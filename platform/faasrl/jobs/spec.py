@@ -27,7 +27,7 @@ from faasrl.contracts import AggregationSpec, StellarisAggregation
 from faasrl.controllers.spec import ControllerSpec, FixedController
 from faasrl.inputs import STRICT
 from faasrl.jobs.cost import Pricing
-from faasrl.rl.envs import check_env_id, env_family, make_env
+from faasrl.rl.envs import check_env_id, env_family, make_env, obs_dtype
 
 Loc = tuple[int | str, ...]  # where a value is in the spec, as pydantic's errors say
 # What a job's algorithm fills in: not missing when the algorithm is unknown (its error says it).
@@ -231,7 +231,6 @@ def env_transition_layout(env_id: str) -> dict[str, tuple[str, tuple[int, ...]]]
     env = make_env(env_id, seed=0)
     obs, action = env.observation_space, env.unwrapped.action_space
     env.close()
-    obs_dtype = "uint8" if obs.dtype == "uint8" else "float32"
     if isinstance(action, gym.spaces.Discrete):
-        return transition_layout(obs.shape, obs_dtype, (), "int64")
-    return transition_layout(obs.shape, obs_dtype, action.shape, "float32")
+        return transition_layout(obs.shape, obs_dtype(obs), (), "int64")
+    return transition_layout(obs.shape, obs_dtype(obs), action.shape, "float32")

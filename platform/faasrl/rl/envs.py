@@ -97,6 +97,12 @@ def make_vec_env(
     return envs
 
 
+def obs_dtype(space: gym.spaces.Box) -> str:
+    """How observations travel and are stored: uint8 frames stay uint8, the rest float32
+    (MuJoCo's float64 is cast: plenty, and half the traffic)."""
+    return "uint8" if space.dtype == np.uint8 else "float32"
+
+
 def make_env(env_id: str, seed: int) -> gym.Env:
     """One evaluation env, already reset with ``seed``: training observations, raw rewards."""
     check_env_id(env_id)

@@ -17,7 +17,7 @@ import torch
 from torch import nn
 from torch.distributions import Categorical, Normal
 
-from faasrl.rl.envs import env_family, make_env
+from faasrl.rl.envs import env_family, make_env, obs_dtype
 
 _OBS_DTYPES = ("float32", "uint8")
 _ACTION_KINDS = ("discrete", "continuous")
@@ -91,8 +91,7 @@ def policy_spec_for(env_id: str) -> PolicySpec:
         arch = {"arch": "mlp", "hidden": (64, 64)}
     return PolicySpec(
         obs_shape=tuple(obs_space.shape),
-        # float64 envs (MuJoCo) are cast by the rollout: float32 is plenty and halves the traffic.
-        obs_dtype="uint8" if obs_space.dtype == np.uint8 else "float32",
+        obs_dtype=obs_dtype(obs_space),  # float64 envs (MuJoCo) are cast by the rollout
         **action,
         **arch,
     )

@@ -222,7 +222,7 @@ class OffPolicyWorkflow:
                                                affinity=f"{rec.id}:buffer"),
                           lambda r: self._ingested(r, entries))
 
-    def _buffer_answered(self, r: InvocationRecord, out: IngestResult | SampleResult) -> None:
+    def _buffer_answered(self, out: IngestResult | SampleResult) -> None:
         """What every buffer answer says: the memory's size and what a restore lost."""
         st, rec = self._round, self.run.record
         if out.restored:
@@ -244,7 +244,7 @@ class OffPolicyWorkflow:
             return
         self._failures["buffer"] = 0
         out = result(IngestResult, r)
-        self._buffer_answered(r, out)
+        self._buffer_answered(out)
         st.rejected += [x.reason for x in out.rejected]
 
     def _learner_may_sample(self) -> bool:
@@ -277,7 +277,7 @@ class OffPolicyWorkflow:
             return
         self._failures["buffer"] = 0
         out = result(SampleResult, r)
-        self._buffer_answered(r, out)
+        self._buffer_answered(out)
         st.sampled.append(out)
         self.buffer.put(SAMPLES, Item(entry=out.key, slot=0, size=out.rows))
 
