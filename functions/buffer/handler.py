@@ -59,15 +59,14 @@ def _schema(job: JobContext) -> TrajectorySchema:
 
 
 def _memory(job: JobContext, r: Any) -> tuple[_Memory, bool]:
-    """The job's memory: this container's, else restored from the snapshot (True), else new."""
+    """The job's memory: this container's, else (True: new here) the snapshot's, else empty."""
     if job.id in _memories:
         return _memories[job.id], False
     cfg = job.hyperparameters
     memory = _Memory(ReplayMemory(cfg.memory_size, alpha=cfg.alpha, epsilon=cfg.priority_epsilon),
                      rng=np.random.default_rng(job.seed))
     manifest = r.get(buffer_snapshot_key(job.id))
-    restored = manifest is not None
-    if restored:
+    if manifest is not None:
         meta = json.loads(manifest)
         parts = r.mget([buffer_snapshot_key(job.id, i) for i in range(meta["parts"])])
         if any(p is None for p in parts):
@@ -76,7 +75,7 @@ def _memory(job: JobContext, r: Any) -> tuple[_Memory, bool]:
         memory.replay.load(state)
         memory.inserted = memory.snapshot_inserted = int(meta["inserted"])
     _memories[job.id] = memory
-    return memory, restored
+    return memory, True
 
 
 def _snapshot_due(job: JobContext, memory: _Memory) -> bool:
@@ -118,7 +117,8 @@ def main(args: dict[str, Any], context: Any) -> dict[str, Any]:
     call = parse(BUFFER_ARGS, args, "buffer args")
     job, t0 = call.job, time.monotonic()
     r = function_redis(job.model_dump(include={"redis"}))
-    memory, restored = _memory(job, r)
+    memory, fresh = _memory(job, r)
+    restored = fresh and call.inserted > 0  # the job's memory was elsewhere: what came back?
     lost = max(0, call.inserted - memory.inserted) if restored else 0
     # The lost ones still count as taken in: the driver's replay ratio goes on from its own
     # count, and a later restore counts only what it loses itself.
@@ -140,6 +140,12 @@ def main(args: dict[str, Any], context: Any) -> dict[str, Any]:
                                            update["priorities"])
         stale = len(update["slots"]) - applied
         r.delete(call.priorities)
+    if len(replay) == 0:  # nothing survived: the workflow lets the actors fill it again
+        return SampleResult(size=0, inserted=memory.inserted, snapshot_s=None,
+                            bytes_per_transition=replay.bytes_per_transition,
+                            run_s=time.monotonic() - t0, key=None, rows=0, bytes=0,
+                            priority_mean=None, priorities_applied=applied,
+                            priorities_stale=stale, **common).model_dump(mode="json")
     rows = call.batches * job.hyperparameters.batch_size
     drawn = replay.sample(rows, call.beta, memory.rng)
     arrays = {k: v for k, v in drawn.arrays.items() if k != "priorities"}

@@ -405,7 +405,8 @@ class BufferResult(BaseModel):
     model_config = CONTRACT
     size: int
     inserted: int = Field(description="transitions ever inserted into this memory")
-    restored: bool = Field(description="this call found no memory and read the snapshot")
+    restored: bool = Field(description="this container had no memory of a job that had one: "
+                                       "it read the snapshot, if any, and counts what was lost")
     lost: int = Field(description="acknowledged transitions a restore did not bring back")
     snapshot_s: float | None = Field(description="a snapshot taken in this call, its time")
     bytes_per_transition: int
@@ -418,10 +419,12 @@ class IngestResult(BufferResult):
 
 
 class SampleResult(BufferResult):
-    key: str = Field(description="the sampled batches' blob")
+    key: str | None = Field(description="the sampled batches' blob; none when the memory is "
+                                        "empty (a replaced buffer found no snapshot)")
     rows: int
     bytes: int
-    priority_mean: float = Field(description="mean priority p_i of the sampled transitions")
+    priority_mean: float | None = Field(description="mean priority p_i of the sampled "
+                                                    "transitions")
     priorities_applied: int
     priorities_stale: int = Field(description="updates for slots overwritten since sampled")
 

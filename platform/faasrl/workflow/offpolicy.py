@@ -127,6 +127,11 @@ class OffPolicyWorkflow:
         self._actors.clear()
         self._priorities = None
         self._env_steps, self._started_steps = self.run.record.env_steps, self._learner_steps
+        # The memory outlives this gateway (in the buffer container or its snapshot): the
+        # learner may sample it again before any actor is let run ahead of the ratio.
+        remembered = min(self.run.record.replay_inserted, self.cfg.memory_size)
+        if remembered:
+            self.buffer.streams[MEMORY] = [Item(entry="memory", slot=0, size=remembered)]
 
     async def interrupted(self, exc: Exception) -> None:
         await self.engine.cancel(("actor", "buffer", "learner"))
@@ -176,13 +181,17 @@ class OffPolicyWorkflow:
 
     # -------------------------------------------------------------------- actors
     def _actor_may_run(self) -> bool:
-        """An idle slot, and the actors not ahead of the learner by more than the ratio."""
+        """An idle slot, and the actors not ahead of the learner by more than the ratio (or
+        the memory below ``learning_starts``: warming up, or refilling after a restore that
+        lost it)."""
         cfg, spec = self.cfg, self.run.record.spec
         batch = spec.envs_per_actor * spec.steps_per_actor
         lead = max(batch * self._n, 2 * cfg.publish_every / cfg.updates_per_step)
         allowed = cfg.learning_starts + self._learner_steps / cfg.updates_per_step + lead
-        return self._env_steps < allowed and any(s not in self._actors
-                                                 for s in range(self._n))
+        memory = self.buffer.pending(MEMORY)
+        warming = not memory or memory[0].size < cfg.learning_starts
+        return (warming or self._env_steps < allowed) and any(s not in self._actors
+                                                              for s in range(self._n))
 
     def _explore(self, message: Message) -> None:
         run, rec, spec = self.run, self.run.record, self.run.record.spec
@@ -278,6 +287,9 @@ class OffPolicyWorkflow:
         self._failures["buffer"] = 0
         out = result(SampleResult, r)
         self._buffer_answered(out)
+        if out.key is None:  # the memory came back empty: no gradient steps on it
+            self._started_steps -= self.cfg.publish_every
+            return
         st.sampled.append(out)
         self.buffer.put(SAMPLES, Item(entry=out.key, slot=0, size=out.rows))
 
