@@ -104,7 +104,7 @@ def test_a_malformed_transition_blob_is_dead_lettered_and_never_sampled(client: 
 @pytest.mark.parametrize(("spec", "field"), [
     ({**DQN, "hyperparameters": {"batch_size": 512, "memory_size": 256}}, "hyperparameters"),
     ({**DQN, "algorithm": "dqn", "env_id": "Pendulum-v1", "hyperparameters": {}}, "algorithm"),
-    ({**DQN, "env_id": "ALE/Pong-v5", "hyperparameters": {"memory_size": 65_536}},
+    ({**DQN, "env_id": "ALE/Pong-v5", "hyperparameters": {"memory_size": 1_000_000}},
      "hyperparameters.memory_size"),
     ({**DQN, "execution": "sync"}, "execution"),
 ])

@@ -3,15 +3,26 @@ prioritized Huber loss, the dueling head, and a learner call (target sync, prior
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 from torch import nn
 
 from faasrl.algorithms import dqn
-from faasrl.algorithms.dqn import Config, actor_epsilon, double_dqn_targets, td_loss
+from faasrl.algorithms.dqn import (
+    FAMILY_DEFAULTS,
+    Config,
+    actor_epsilon,
+    double_dqn_targets,
+    td_loss,
+)
+from faasrl.algorithms.offpolicy import replay_memory_mb, stored_transition_bytes, transition_bytes
+from faasrl.manifest import load_manifest
 from faasrl.rl.policy import PolicySpec
 from faasrl.rl.qnetwork import DuelingQNetwork
 
+BUFFER_MANIFEST = Path(__file__).parents[2] / "functions" / "buffer" / "manifest.yaml"
 SPEC = PolicySpec(obs_shape=(4,), obs_dtype="float32", action_kind="discrete", action_dim=3)
 
 
@@ -118,3 +129,16 @@ def test_acting_greedily_takes_the_argmax_and_the_last_actor_explores_least():
            for s in (0, 3)]
     assert 0.15 < off[0] < 0.45 and off[1] < 0.02  # ε 0.4 (2/3 of it a different action)
     assert dqn.greedy_slot(4) == 3 and dqn.greedy_slot(1) is None
+
+
+def test_the_long_haul_papers_atari_memory_fits_the_buffer_function():
+    """65,536 Pong transitions: whole stacks would need 10 GiB with snapshots; distinct frames
+    fit the buffer's memory_mb."""
+    layout = {"obs": ("uint8", (4, 84, 84)), "actions": ("int64", ()), "returns": ("float32", ()),
+              "next_obs": ("uint8", (4, 84, 84)), "discounts": ("float32", ()),
+              "priorities": ("float32", ())}
+    size = Config(**FAMILY_DEFAULTS["atari"]["hyperparameters"]).memory_size
+    assert size == 65_536
+    budget = load_manifest(BUFFER_MANIFEST).memory_mb
+    assert replay_memory_mb(size, transition_bytes(layout)) > 2 * budget
+    assert replay_memory_mb(size, stored_transition_bytes(layout)) <= budget

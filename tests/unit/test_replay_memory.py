@@ -76,3 +76,73 @@ def test_a_priority_update_for_an_overwritten_slot_is_dropped():
                                        np.full(len(sample.slots), 9.0))
     assert applied == int((sample.slots == 1).sum()) and applied >= 1
     assert memory.tree.leaves(2).tolist() == [3.0, 9.0]  # transition 2 kept its own priority
+
+
+FRAME = (12, 12)
+
+
+def _atari_like(rng: np.random.Generator, steps: int, stack: int = 4, n: int = 3,
+                episode: int = 40) -> dict[str, np.ndarray]:
+    """n-step transitions of one env with stacked frames, as an actor ships them: each new
+    frame appears in ``stack`` observations and in obs and next_obs; an episode starts from a
+    stack of copies of its first frame."""
+    frames, obs = [], []
+    for t in range(steps + n):
+        if t % episode == 0:
+            start = rng.integers(0, 256, FRAME, dtype=np.uint8)
+            frames = [start] * stack
+        else:
+            frames = [*frames[1:], rng.integers(0, 256, FRAME, dtype=np.uint8)]
+        obs.append(np.stack(frames))
+    stacks = np.stack(obs)
+    return {"obs": stacks[:steps], "next_obs": stacks[n:n + steps],
+            "returns": np.arange(steps, dtype=np.float32)}
+
+
+def test_stacked_frames_are_stored_once_and_sampled_back_whole():
+    rng = np.random.default_rng(0)
+    batch = _atari_like(rng, 200)
+    memory = ReplayMemory(256, alpha=0.0)
+    memory.add(batch)
+    # One new frame a step (an episode's first: its reset frame) for 200 steps + 3 ahead.
+    assert len(memory.frames) == 200 + 3
+    frame, ids = 12 * 12, 2 * 4 * 4
+    assert memory.bytes_per_transition <= int(frame * 203 / 200) + ids + 4  # not 8 frames
+    drawn = memory.sample(64, beta=1.0, rng=rng)
+    index = drawn.arrays["returns"].astype(int)
+    np.testing.assert_array_equal(drawn.arrays["obs"], batch["obs"][index])
+    np.testing.assert_array_equal(drawn.arrays["next_obs"], batch["next_obs"][index])
+
+
+def test_frames_no_slot_names_any_more_are_freed_as_the_ring_turns():
+    rng = np.random.default_rng(1)
+    memory = ReplayMemory(64, alpha=0.0)
+    for _ in range(20):  # 10x the capacity
+        memory.add(_atari_like(rng, 32))
+    # Live frames: about one per transition held, never the 20 batches' worth.
+    assert len(memory.frames) <= 64 + 2 * (4 + 3)
+    assert memory.frames.high <= 2 * (64 + 2 * (4 + 3))  # freed ids are reused
+    # Every live frame is named exactly as often as the slots name it.
+    named = np.bincount(np.concatenate([memory.arrays[k].ravel() for k in memory.framed]),
+                        minlength=len(memory.frames.refs))
+    np.testing.assert_array_equal(named, memory.frames.refs)
+
+
+def test_a_snapshot_of_framed_memory_restores_the_same_transitions_and_keeps_going():
+    rng = np.random.default_rng(2)
+    memory = ReplayMemory(64, alpha=0.6)
+    for _ in range(3):
+        memory.add(_atari_like(rng, 40), priorities=rng.random(40))
+    restored = ReplayMemory(64, alpha=0.6)
+    restored.load(memory.state())
+    a = memory.sample(32, beta=0.5, rng=np.random.default_rng(3))
+    b = restored.sample(32, beta=0.5, rng=np.random.default_rng(3))
+    for key in ("obs", "next_obs", "returns"):
+        np.testing.assert_array_equal(a.arrays[key], b.arrays[key])
+    batch = _atari_like(rng, 40)
+    memory.add(batch)
+    restored.add(batch)  # its free ids and digests work after the load
+    assert len(restored.frames) == len(memory.frames)
+    assert restored.bytes_per_transition == memory.bytes_per_transition
+    np.testing.assert_array_equal(restored.sample(8, 1.0, np.random.default_rng(4)).arrays["obs"],
+                                  memory.sample(8, 1.0, np.random.default_rng(4)).arrays["obs"])

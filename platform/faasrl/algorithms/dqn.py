@@ -55,7 +55,9 @@ FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
                                     "target_update": 500, "publish_every": 8,
                                     "updates_per_step": 0.5, "beta_steps": 20_000},
                 "envs_per_actor": 1, "steps_per_actor": 64},
-    "atari": {"hyperparameters": {"learning_rate": 1e-4, "hidden": 512, "memory_size": 16_384,
+    # The long-haul paper's memory of 65,536 (ReplayConfig's default): each distinct frame is
+    # held once (rl/frames.py), about 0.5 GB where whole stacks would take 3.7 GB.
+    "atari": {"hyperparameters": {"learning_rate": 1e-4, "hidden": 512,
                                   "learning_starts": 5_000},
               "envs_per_actor": 1, "steps_per_actor": 256},
 }

@@ -32,9 +32,11 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 from pydantic import BaseModel, Field, model_validator
 
 from faasrl.inputs import STRICT
+from faasrl.rl.frames import FRAME_ID, FRAMES_PER_TRANSITION, is_stacked_frames
 
 # A transition blob's keys, as actors write them and the buffer stores them.
 TRANSITION_KEYS = ("obs", "actions", "returns", "next_obs", "discounts", "priorities")
@@ -93,9 +95,21 @@ def transition_layout(obs_shape: tuple[int, ...], obs_dtype: str, action_shape: 
 
 
 def transition_bytes(layout: dict[str, tuple[str, tuple[int, ...]]]) -> int:
-    """One stored transition's bytes (uint8 frames: 1 byte a pixel; next_obs is stored too)."""
-    itemsize = {"uint8": 1, "int64": 8, "float32": 4}
-    return sum(itemsize[dtype] * math.prod(shape) for dtype, shape in layout.values())
+    """One transition's bytes as an actor ships it (uint8 frames: a byte a pixel; obs and
+    next_obs each a whole stack)."""
+    return sum(np.dtype(dtype).itemsize * math.prod(shape) for dtype, shape in layout.values())
+
+
+def stored_transition_bytes(layout: dict[str, tuple[str, tuple[int, ...]]]) -> int:
+    """The most one transition takes in a replay memory: stacked frames are frame ids, and
+    the distinct frames behind them (:mod:`faasrl.rl.frames`) are at most
+    ``FRAMES_PER_TRANSITION`` a transition."""
+    stacked = {k: shape for k, (dtype, shape) in layout.items() if is_stacked_frames(dtype, shape)}
+    slot = sum(FRAME_ID.itemsize * shape[0] if k in stacked else
+               np.dtype(dtype).itemsize * math.prod(shape)
+               for k, (dtype, shape) in layout.items())
+    frame = max((math.prod(shape[1:]) for shape in stacked.values()), default=0)
+    return slot + FRAMES_PER_TRANSITION * frame
 
 
 PROCESS_MB = 512  # a buffer function's own footprint: the runtime, numpy, torch

@@ -11,7 +11,7 @@ from pathlib import Path
 from redis.asyncio import Redis
 
 from faasrl.algorithms import ALGORITHMS
-from faasrl.algorithms.offpolicy import replay_memory_mb, transition_bytes
+from faasrl.algorithms.offpolicy import replay_memory_mb, stored_transition_bytes
 from faasrl.controllers.schedulers import SchedulerNotFound, load_scheduler
 from faasrl.data import acl
 from faasrl.data.health import RedisHealth
@@ -123,11 +123,12 @@ class JobManager:
             raise InvalidJobField("algorithm", f"{spec.algorithm} needs {' or '.join(kinds)} "
                                   f"actions; {spec.env_id} has {kind} ones")
         hp, function = spec.hyperparameters, self._invoker.spec(spec.buffer_function)
-        need = replay_memory_mb(hp.memory_size, transition_bytes(layout))
+        stored = stored_transition_bytes(layout)
+        need = replay_memory_mb(hp.memory_size, stored)
         if need > function.memory_mb:
             raise InvalidJobField(
                 "hyperparameters.memory_size",
-                f"{hp.memory_size:,} transitions of {transition_bytes(layout):,} bytes need "
+                f"{hp.memory_size:,} transitions of up to {stored:,} bytes need "
                 f"{need:,} MiB in the buffer function (snapshots copy the memory); "
                 f"{function.name!r} has memory_mb {function.memory_mb:,}")
 

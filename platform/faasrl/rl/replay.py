@@ -12,6 +12,9 @@ largest priority so far (it is seen at least once).
 Priority updates come back with the learner's next request, after the ring may have overwritten
 a sampled slot: every slot has a generation, bumped on each write, and an update for a slot whose
 generation moved on is dropped, never applied to the transition that replaced it.
+
+Stacked uint8 frames (Atari's obs and next_obs) go to a :class:`FrameStore`, each distinct
+frame held once; the slots hold frame ids, and a sample puts the stacks back together.
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
+
+from faasrl.rl.frames import FRAME_ID, FrameStore, is_frame_stack
 
 
 class SumTree:
@@ -76,7 +81,9 @@ class ReplayMemory:
         self.tree = SumTree(capacity)
         self.generations = np.zeros(capacity, dtype=np.int64)
         self.raw = np.zeros(capacity)  # p_i before the exponent, whatever α is (for metrics)
-        self.arrays: dict[str, np.ndarray] = {}
+        self.arrays: dict[str, np.ndarray] = {}  # per key, its slots (frame ids if framed)
+        self.framed: frozenset[str] = frozenset()  # keys of stacked frames
+        self.frames: FrameStore | None = None
         self.next = 0  # the slot the next transition goes to
         self.count = 0  # transitions held
         self.max_priority = 1.0
@@ -86,7 +93,10 @@ class ReplayMemory:
 
     @property
     def bytes_per_transition(self) -> int:
-        return sum(a.itemsize * int(np.prod(a.shape[1:])) for a in self.arrays.values())
+        """Bytes held per transition: its slot's, plus its share of the distinct frames."""
+        slot = sum(a.itemsize * int(np.prod(a.shape[1:])) for a in self.arrays.values())
+        frames = self.frames.nbytes if self.frames is not None else 0
+        return slot + frames // max(1, self.count)
 
     def add(self, batch: Mapping[str, np.ndarray], priorities: np.ndarray | None = None
             ) -> np.ndarray:
@@ -97,8 +107,7 @@ class ReplayMemory:
         if any(len(a) != n for a in batch.values()):
             raise ValueError("every key of a batch needs the same number of transitions")
         if not self.arrays:
-            self.arrays = {k: np.zeros((self.capacity, *a.shape[1:]), dtype=a.dtype)
-                           for k, a in batch.items()}
+            self._allocate(batch)
         elif set(batch) != set(self.arrays):
             raise ValueError(f"batch keys {sorted(batch)} are not the memory's "
                              f"{sorted(self.arrays)}")
@@ -107,8 +116,12 @@ class ReplayMemory:
             priorities = None if priorities is None else priorities[-self.capacity:]
             n = self.capacity
         slots = (self.next + np.arange(n)) % self.capacity
+        overwritten = slots[self.generations[slots] > 0]
+        replaced = [self.arrays[k][overwritten] for k in self.framed]
         for key, values in batch.items():
-            self.arrays[key][slots] = values
+            self.arrays[key][slots] = self.frames.put(values) if key in self.framed else values
+        for ids in replaced:  # after the new ones took theirs: shared frames stay put
+            self.frames.release(ids)
         if priorities is None:
             p = np.full(n, self.max_priority)
         else:
@@ -133,7 +146,8 @@ class ReplayMemory:
         probs = self.tree.leaves(self.capacity)[slots] / total
         weights = (probs / probs.min()) ** -beta  # (N·P_i)^-β over the batch's largest
         return Sample(slots=slots, generations=self.generations[slots].copy(),
-                      arrays={k: a[slots] for k, a in self.arrays.items()},
+                      arrays={k: self.frames.get(a[slots]) if k in self.framed else a[slots]
+                              for k, a in self.arrays.items()},
                       weights=weights.astype(np.float32), priorities=self.raw[slots])
 
     def update_priorities(self, slots: np.ndarray, generations: np.ndarray,
@@ -149,10 +163,25 @@ class ReplayMemory:
             self.tree.set(slots[live], p ** self.alpha)
         return int(live.sum())
 
+    def _allocate(self, batch: Mapping[str, np.ndarray]) -> None:
+        """Slots shaped like the first batch; stacked frames become frame ids."""
+        self.framed = frozenset(k for k, a in batch.items() if is_frame_stack(a))
+        self.arrays = {k: np.zeros((self.capacity, a.shape[1]), dtype=FRAME_ID)
+                       if k in self.framed else
+                       np.zeros((self.capacity, *a.shape[1:]), dtype=a.dtype)
+                       for k, a in batch.items()}
+        if self.framed:
+            first = batch[min(self.framed)]
+            self.frames = FrameStore(first.shape[2:])
+
     def state(self) -> dict[str, np.ndarray]:
-        """Everything :meth:`load` needs, as arrays (a snapshot): the transitions held, their
-        priorities, every slot's generation and the ring's counters."""
-        return {**{f"data.{k}": a[:self.count] for k, a in self.arrays.items()},
+        """Everything :meth:`load` needs, as arrays (a snapshot): the transitions held (and
+        the frames they name), their priorities, every slot's generation and the ring's
+        counters."""
+        frames = {} if self.frames is None else \
+            {f"frames.{k}": a for k, a in self.frames.state().items()}
+        return {**{f"{'frameids' if k in self.framed else 'data'}.{k}": a[:self.count]
+                   for k, a in self.arrays.items()}, **frames,
                 "priorities": self.raw[:self.count],
                 "generations": self.generations,
                 "counters": np.array([self.next, self.count], dtype=np.int64),
@@ -166,10 +195,14 @@ class ReplayMemory:
                              f"a memory of {self.capacity}")
         self.arrays = {}
         for key, held in state.items():
-            if key.startswith("data."):
-                self.arrays[key[5:]] = np.zeros((self.capacity, *held.shape[1:]),
-                                                dtype=held.dtype)
-                self.arrays[key[5:]][:self.count] = held
+            kind, _, name = key.partition(".")
+            if kind in ("data", "frameids"):
+                self.arrays[name] = np.zeros((self.capacity, *held.shape[1:]), dtype=held.dtype)
+                self.arrays[name][:self.count] = held
+        self.framed = frozenset(k[len("frameids."):] for k in state if k.startswith("frameids."))
+        self.frames = FrameStore.from_state({k[len("frames."):]: a for k, a in state.items()
+                                             if k.startswith("frames.")}) \
+            if self.framed else None
         self.tree = SumTree(self.capacity)
         self.raw = np.zeros(self.capacity)
         if self.count:
