@@ -19,6 +19,14 @@ def sleep(args, context):
     return {"slept": args["s"], "pid": os.getpid()}
 
 
+def spin(args, context):
+    """Busy for ``s`` seconds of wall time."""
+    end = time.monotonic() + args["s"]
+    while time.monotonic() < end:
+        pass
+    return {"pid": os.getpid()}
+
+
 def boom(args, context):
     raise ValueError(f"bad value: {args}")
 

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import re
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import httpx
 import pytest
@@ -16,9 +17,11 @@ from helpers import TEST_FUNCTIONS, pid_alive, wait_for
 from faasrl.runtime.server import TIMEOUT_EXIT
 
 
-def start_runtime(*extra: str) -> tuple[subprocess.Popen[str], str]:
+def start_runtime(*extra: str, preexec_fn: Callable[[], None] | None = None
+                  ) -> tuple[subprocess.Popen[str], str]:
     proc = subprocess.Popen([sys.executable, "-m", "faasrl.runtime", "--port", "0", *extra],
-                            cwd=TEST_FUNCTIONS, stdout=subprocess.PIPE, text=True)
+                            cwd=TEST_FUNCTIONS, stdout=subprocess.PIPE, text=True,
+                            preexec_fn=preexec_fn)
     assert proc.stdout is not None
     line = proc.stdout.readline()
     port = re.search(r":(\d+) ", line)
@@ -55,6 +58,42 @@ def test_duration_is_the_handler_s_time_in_seconds(runtime):
     t0 = time.monotonic()
     out = httpx.post(f"{url}/run", json={"args": {"s": 0.2}}).json()
     assert 0.2 <= out["duration_s"] <= time.monotonic() - t0
+
+
+def test_cpu_time_is_the_run_for_a_busy_handler_and_none_for_a_sleeping_one(runtime):
+    _, url = runtime
+    httpx.post(f"{url}/init", json={"handler": "fns:spin"})
+    busy = httpx.post(f"{url}/run", json={"args": {"s": 0.3}}).json()
+    # Its thread is on a core or waiting for one (other tests may be busy on this machine).
+    assert busy["cpu_s"] + busy["wait_s"] == pytest.approx(busy["duration_s"], rel=0.15), busy
+    assert busy["cpu_s"] > 0.2 * busy["duration_s"], busy
+    proc, url = start_runtime()
+    try:
+        httpx.post(f"{url}/init", json={"handler": "fns:sleep"})
+        idle = httpx.post(f"{url}/run", json={"args": {"s": 0.3}}).json()
+        assert idle["duration_s"] >= 0.3 and idle["cpu_s"] < 0.05, idle
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_wait_for_a_core_is_measured_apart_from_the_run():
+    """A busy handler sharing its one core with a busy-looping neighbour runs about half
+    the time: the other half is its thread's wait for the core, and the two add up."""
+    def one_core() -> None:
+        os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+
+    proc, url = start_runtime(preexec_fn=one_core)
+    hog = subprocess.Popen([sys.executable, "-c", "while True: pass"], preexec_fn=one_core)
+    try:
+        httpx.post(f"{url}/init", json={"handler": "fns:spin"})
+        out = httpx.post(f"{url}/run", json={"args": {"s": 0.6}}).json()
+    finally:
+        for p in (proc, hog):
+            p.kill()
+            p.wait()
+    assert 0.25 * out["duration_s"] <= out["wait_s"] <= 0.9 * out["duration_s"], out
+    assert out["cpu_s"] + out["wait_s"] == pytest.approx(out["duration_s"], rel=0.15), out
 
 
 def test_init_errors(runtime):

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import logging
+import math
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping
@@ -54,6 +55,14 @@ class InvokerConfig:
 
 def new_invocation_id() -> str:
     return uuid.uuid4().hex
+
+
+def _seconds(value: Any) -> float | None:
+    """A runtime's measured seconds, or None where it sent none (or nonsense)."""
+    if isinstance(value, int | float) and not isinstance(value, bool) \
+            and math.isfinite(value) and value >= 0:
+        return float(value)
+    return None
 
 
 @dataclass(frozen=True)
@@ -340,6 +349,7 @@ class Invoker:
             self._lose(cid, "invocation cancelled mid-run")
             raise
         rec.run_s = float(out.get("duration_s", time.monotonic() - t0))
+        rec.cpu_s, rec.wait_s = _seconds(out.get("cpu_s")), _seconds(out.get("wait_s"))
         rec.bill(rec.run_s, init_billed)
         error = out.get("error")
         if status != 200:

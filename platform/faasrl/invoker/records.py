@@ -30,6 +30,8 @@ class InvocationRecord:
     queue_s: float = 0.0  # request to container assignment (includes a cold start)
     init_s: float = 0.0  # start + handler load of the container, for cold invocations
     run_s: float = 0.0  # the handler's own run time
+    cpu_s: float | None = None  # the function process's CPU time during the run
+    wait_s: float | None = None  # of run_s, waiting for a core (None: not measured, e.g. Lambda)
     billed_ms: int = 0  # run time, plus init when the container was started for it
     memory_mb: int = 0
     backend: str = ""
@@ -38,6 +40,11 @@ class InvocationRecord:
     finished_at: float | None = None
     result: Any = None
     error: dict[str, Any] | None = None
+
+    @property
+    def uncontended_s(self) -> float:
+        """The run, had it had a core of its own: its wait for one taken out."""
+        return max(0.0, self.run_s - (self.wait_s or 0.0))
 
     def bill(self, run_s: float, init_s: float = 0.0) -> None:
         self.billed_ms += math.ceil((run_s + init_s) * 1000)

@@ -36,6 +36,40 @@ TIMEOUT_EXIT = 75
 SECRET_ENV = "FAASRL_RUNTIME_SECRET"  # where a container's runtime finds its secret
 _REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found",
             409: "Conflict", 500: "Error"}
+_SCHEDSTAT = "/proc/thread-self/schedstat"  # Linux: on-CPU ns, run-queue wait ns, timeslices
+
+
+def _run_queue_s() -> float | None:
+    """Seconds this thread has been runnable but waiting for a core (None off Linux)."""
+    try:
+        with open(_SCHEDSTAT) as f:
+            return int(f.read().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+class Usage:
+    """What one run used, measured in the handler's own thread: the process's CPU time (all
+    its threads: torch's pool too; a runtime runs one invocation at a time unless its
+    ``concurrency`` says otherwise) and the time the handler's thread waited for a core.
+    ``run - wait`` is how long the run would have taken with a core of its own: what the
+    platform's modeled-parallel time is built on."""
+
+    def __init__(self) -> None:
+        self.cpu_s: float | None = None
+        self.wait_s: float | None = None
+
+    def call(self, handler: Any, args: Any, ctx: Context) -> Any:
+        cpu, wait = time.process_time(), _run_queue_s()
+        try:
+            return handler(args, ctx)
+        finally:
+            self.cpu_s = time.process_time() - cpu
+            now = _run_queue_s()
+            self.wait_s = None if wait is None or now is None else now - wait
+
+    def fields(self) -> dict[str, float | None]:
+        return {"cpu_s": self.cpu_s, "wait_s": self.wait_s}
 
 
 def _import_handler(module_name: str) -> Any:
@@ -165,7 +199,8 @@ class Runtime:
         ctx = Context(str(body.get("invocation_id", "")), self.function, self.memory_mb,
                       start + deadline_s,
                       ClientContext(client_context) if client_context is not None else None)
-        future = self._executor.submit(self.handler, body.get("args"), ctx)
+        usage = Usage()
+        future = self._executor.submit(usage.call, self.handler, body.get("args"), ctx)
         self.invocations += 1
         try:
             result = future.result(timeout=max(deadline_s, 0.0))
@@ -176,13 +211,15 @@ class Runtime:
         except BaseException as exc:
             tb = "".join(traceback.format_exception(exc)[1:])
             out = _error(type(exc).__name__, str(exc), tb)
-            return 200, _dumps(out | {"duration_s": time.monotonic() - start}), False
+            return 200, _dumps(out | {"duration_s": time.monotonic() - start,
+                                      **usage.fields()}), False
         duration = time.monotonic() - start
         try:
-            return 200, _dumps({"result": result, "duration_s": duration}), False
+            return 200, _dumps({"result": result, "duration_s": duration,
+                                **usage.fields()}), False
         except (TypeError, ValueError) as exc:
             out = _error("ResultError", f"the result is not JSON-serializable: {exc}")
-            return 200, _dumps(out | {"duration_s": duration}), False
+            return 200, _dumps(out | {"duration_s": duration, **usage.fields()}), False
 
 
 def _unpack(code: str) -> str:
