@@ -49,6 +49,7 @@ from faasrl.rl.envs import make_vec_env
 from faasrl.rl.explore import Explorer
 from faasrl.rl.policy import ActorCritic, PolicySpec
 from faasrl.rl.rollout import Rollout, evaluate
+from faasrl.rl.seeds import training_seed
 
 torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
 _jobs: OrderedDict[str, _Job] = OrderedDict()
@@ -126,7 +127,7 @@ def main(args: dict[str, Any], context: Any) -> dict[str, Any]:
     slot, round_ = call.slot, call.round
     rollout = state.rollouts.get(slot)
     if rollout is None:
-        seed = job.seed * 1_000_003 + slot * 10_007 + round_
+        seed = training_seed(job.seed, slot, round_)
         envs = make_vec_env(job.env_id, job.envs_per_actor, seed, gamma=cfg.gamma)
         rollout = state.rollouts[slot] = Rollout(envs, state.policy, num_steps=job.steps_per_actor,
                                                  gamma=cfg.gamma, seed=seed)
@@ -147,7 +148,7 @@ def explore(call: ExploreArgs, r: Any, state: _Job, version: int, fetched: bool,
     job, cfg, slot, spec = call.job, call.job.hyperparameters, call.slot, state.spec
     t1 = time.monotonic()
     if slot not in state.explorers:
-        seed = job.seed * 1_000_003 + slot * 10_007
+        seed = training_seed(job.seed, slot, 0)
         envs = make_vec_env(job.env_id, job.envs_per_actor, seed, gamma=cfg.gamma,
                             normalize_reward=False)
         state.explorers[slot] = (Explorer(envs, n_step=cfg.n_step, gamma=cfg.gamma),

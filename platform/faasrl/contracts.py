@@ -101,7 +101,8 @@ class EvaluateArgs(BaseModel):
     job: JobContext
     version: int | None
     episodes: int = Field(ge=1)
-    seed: int
+    seed: int = Field(ge=0, description="episode i resets its env with seed + i: the first "
+                                        "seed of a range faasrl.rl.seeds names")
 
 
 class ExploreArgs(BaseModel):

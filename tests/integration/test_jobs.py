@@ -13,6 +13,7 @@ from helpers import REPO, finished, fn, wait_for
 
 from faasrl.client import Client, GatewayError
 from faasrl.data.keys import job_prefix
+from faasrl.rl.seeds import evaluation_seeds
 
 SHORT = {"env_id": "CartPole-v1", "envs_per_actor": 2, "steps_per_actor": 32,
          "controller": {"name": "fixed", "actors": 2}, "evaluation_episodes": 2,
@@ -53,6 +54,44 @@ def test_short_job_rows_cost_model_and_events(client: Client, platform):
     assert [e for e, _ in events] == ["round"] * 3 + ["end"]
     assert events[-1][1]["status"] == "succeeded"
     assert job["id"] in [j["id"] for j in client.jobs()]
+
+
+def _evaluate_locally(client: Client, job: dict, seeds: range) -> list[float]:
+    """The job's final weights evaluated here, deterministically, on ``seeds``."""
+    import safetensors.torch
+
+    from faasrl.rl.policy import ActorCritic, PolicySpec
+    from faasrl.rl.rollout import evaluate
+
+    policy = ActorCritic(PolicySpec.from_dict(job["policy"]))
+    policy.load_state_dict(safetensors.torch.load(client.model(job["id"])))
+    return evaluate(policy, job["spec"]["env_id"], episodes=len(seeds), seed=seeds.start)
+
+
+def test_a_confirmed_target_is_reported_by_an_evaluation_on_held_out_seeds(client: Client):
+    """CartPole's episodes last 8 steps or more, so a target of 5 is reached and confirmed
+    after the first round; the job then evaluates again, on the final seeds, and reports that."""
+    job = client.submit({**SHORT, "seed": 3, "evaluation_episodes": 3,
+                         "stop": {"target_reward": 5, "target_window": 2, "max_rounds": 50}})
+    done = finished(client, job["id"])
+    assert done["status"] == "succeeded" and done["round"] == 1, done
+    assert ", confirmation mean " in done["stop_reason"]
+    confirmation, final = done["confirmation"], done["evaluation"]
+    assert confirmation["version"] == final["version"] == done["version"]
+    held_out, confirming = evaluation_seeds(3, "final", 3), evaluation_seeds(3, "confirmation", 3)
+    assert (final["first_seed"], confirmation["first_seed"]) == (held_out.start, confirming.start)
+    assert final["returns"] == _evaluate_locally(client, done, held_out)
+    assert confirmation["returns"] == _evaluate_locally(client, done, confirming)
+
+
+def test_a_job_without_evaluation_episodes_stops_on_the_training_mean_unevaluated(
+        client: Client):
+    job = client.submit({**SHORT, "evaluation_episodes": 0,
+                         "stop": {"target_reward": 5, "target_window": 2, "max_rounds": 50}})
+    done = finished(client, job["id"])
+    assert done["status"] == "succeeded" and done["round"] == 1, done
+    assert done["stop_reason"].endswith("over 2 episodes")
+    assert done["confirmation"] is None and done["evaluation"] is None
 
 
 def test_cancel_then_resume_continues_from_the_last_round(client: Client, platform):

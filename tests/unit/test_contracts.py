@@ -38,7 +38,7 @@ def _sent(args: object, adapter: object) -> object:
 def test_what_the_driver_sends_is_what_the_handler_parses():
     rec = _record(algorithm="impact", asynchronous={"aggregation": {"rule": "softsync"}})
     for args, adapter in ((calls.rollout_args(rec, REDIS, 2, 1, None), ACTOR_ARGS),
-                          (calls.evaluate_args(rec, REDIS), ACTOR_ARGS),
+                          (calls.evaluate_args(rec, REDIS, "final"), ACTOR_ARGS),
                           (calls.init_args(rec, REDIS), LEARNER_ARGS),
                           (calls.gradient_args(rec, REDIS, 0, "1-0"), LEARNER_ARGS),
                           (calls.parameter_args(rec, REDIS, "flush", 2, "s"), PARAMETER_ARGS)):

@@ -142,6 +142,16 @@ def test_evaluate_plays_whole_episodes_with_raw_returns():
         evaluate(model, "CartPole-v1", episodes=2, seed=1)
 
 
+def test_each_evaluation_episode_is_played_on_its_own_seed():
+    """Episode i runs on seed + i, whatever came before it: a seed range names its episodes."""
+    torch.manual_seed(1)  # a policy whose episodes differ from seed to seed
+    model = ActorCritic(policy_spec_for("CartPole-v1"))
+    three = evaluate(model, "CartPole-v1", episodes=3, seed=10)
+    assert len(set(three)) == 3
+    assert evaluate(model, "CartPole-v1", episodes=2, seed=11) == three[1:]
+    assert evaluate(model, "CartPole-v1", episodes=1, seed=12) == three[2:]
+
+
 def test_unknown_env_id_is_refused_before_building():
     with pytest.raises(ValueError, match="unknown gymnasium environment id"):
         make_vec_env("NoSuchEnv-v0", 1, 0)

@@ -57,16 +57,26 @@ def _follow(client: Client, job_id: str) -> dict[str, Any]:
     return final
 
 
+def _evaluation_lines(job: dict[str, Any]) -> list[str]:
+    """The final evaluation, on held-out seeds: what the job reports. The confirmation (its
+    seeds reused by every attempt) is shown apart: its mean decided the stop, so it reads high.
+    """
+    lines = []
+    if conf := job.get("confirmation"):
+        lines.append(f"confirmation mean {conf['mean']:.1f} over {conf['episodes']} episodes "
+                     f"(version {conf['version']})")
+    if ev := job.get("evaluation"):
+        lines.append(f"evaluation  held-out: mean {ev['mean']:.1f} ± {ev['std']:.1f} over "
+                     f"{ev['episodes']} episodes (min {ev['min']:.0f}, max {ev['max']:.0f})")
+    return lines
+
+
 def _summary(job: dict[str, Any]) -> None:
-    ev = job.get("evaluation")
     lines = [f"status      {job['status']}: {job.get('stop_reason') or job.get('error') or ''}",
              f"rounds      {job['round']}   env steps {job['env_steps']:,}   "
              f"wall {job['wall_s']:.1f} s",
              f"cost        serverless ${job['cost_usd']:.4f}   serverful (same run) "
-             f"${job['serverful_cost_usd']:.4f}"]
-    if ev:
-        lines.append(f"evaluation  mean return {ev['mean']:.1f} ± {ev['std']:.1f} over "
-                     f"{ev['episodes']} episodes (min {ev['min']:.0f}, max {ev['max']:.0f})")
+             f"${job['serverful_cost_usd']:.4f}", *_evaluation_lines(job)]
     console.print(Panel("\n".join(lines), title=f"job {job['id']}", expand=False))
 
 
@@ -127,7 +137,7 @@ def jobs_ls(ctx: typer.Context) -> None:
 
 @jobs_app.command("show")
 def jobs_show(job_id: str) -> None:
-    """A job's status, cost and evaluation."""
+    """A job's status, cost, target confirmation and held-out evaluation."""
     with connect() as client:
         _summary(client.job(job_id))
 

@@ -28,6 +28,7 @@ from faasrl.contracts import (
 )
 from faasrl.invoker import InvocationRecord
 from faasrl.jobs.store import JobRecord
+from faasrl.rl.seeds import Purpose, evaluation_seeds
 
 M = TypeVar("M", bound=BaseModel)
 T = TypeVar("T")
@@ -57,11 +58,12 @@ def rollout_args(rec: JobRecord, redis: dict[str, str], round: int, slot: int,
     return RolloutArgs(job=job_context(rec, redis), round=round, slot=slot, version=version)
 
 
-def evaluate_args(rec: JobRecord, redis: dict[str, str]) -> EvaluateArgs:
-    """Evaluate the current version, seeded apart from training."""
-    spec = rec.spec
-    return EvaluateArgs(job=job_context(rec, redis), version=rec.version,
-                        episodes=spec.evaluation_episodes, seed=spec.seed + 1_000_003)
+def evaluate_args(rec: JobRecord, redis: dict[str, str], purpose: Purpose) -> EvaluateArgs:
+    """Evaluate the current version on ``purpose``'s seeds, which neither training nor the
+    other purpose ever plays."""
+    seeds = evaluation_seeds(rec.spec.seed, purpose, rec.spec.evaluation_episodes)
+    return EvaluateArgs(job=job_context(rec, redis), version=rec.version, episodes=len(seeds),
+                        seed=seeds.start)
 
 
 def update_args(rec: JobRecord, redis: dict[str, str], round: int, slots: list[int],

@@ -20,6 +20,9 @@ ACTIVE: tuple[str, ...] = ("pending", "running")
 class Evaluation(BaseModel):
     version: int
     episodes: int
+    first_seed: int | None = Field(None, description="episode i ran on env seed first_seed + i "
+                                                     "(faasrl.rl.seeds); None: recorded before "
+                                                     "evaluations named their seeds")
     mean: float
     std: float
     min: float
@@ -54,7 +57,11 @@ class JobRecord(BaseModel):
     replay_inserted: int = Field(0, description="off-policy: transitions the buffer function "
                                                 "acknowledged (what a restore can lose)")
     last_row: dict[str, Any] | None = None
-    evaluation: Evaluation | None = None
+    confirmation: Evaluation | None = Field(
+        None, description="the latest evaluation that tried to confirm a reached "
+                          "target_reward, on the confirmation seeds")
+    evaluation: Evaluation | None = Field(
+        None, description="the final one, on held-out seeds at the job's end: what it reports")
 
     @model_validator(mode="before")
     @classmethod

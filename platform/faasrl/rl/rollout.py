@@ -116,14 +116,18 @@ def evaluate(
     seed: int,
     deterministic: bool = True,
 ) -> list[float]:
-    """Raw returns of ``episodes`` whole episodes, one after another in a :func:`make_env` env."""
+    """Raw returns of ``episodes`` whole episodes, one after another in a :func:`make_env` env.
+
+    Episode ``i`` resets with seed ``seed + i``, so each episode is named by its own seed and
+    the caller's seed ranges (:mod:`faasrl.rl.seeds`) say exactly which episodes were played.
+    """
     spec = policy.spec
     env = make_env(env_id, seed)
     generator = torch.Generator().manual_seed(seed)
     returns: list[float] = []
     try:
         while len(returns) < episodes:
-            obs, _ = env.reset()
+            obs, _ = env.reset(seed=seed + len(returns))
             done = False
             while not done:
                 x = torch.from_numpy(np.asarray(obs, dtype=spec.obs_dtype)[None])

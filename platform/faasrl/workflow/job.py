@@ -40,6 +40,7 @@ from faasrl.jobs.checkpoint import read_checkpoint, write_checkpoint
 from faasrl.jobs.cost import serverful_cost
 from faasrl.jobs.function_calls import evaluate_args, init_args, result
 from faasrl.jobs.store import Evaluation, JobRecord, JobStore
+from faasrl.rl.seeds import Purpose
 
 log = logging.getLogger(__name__)
 CONFIRM_GAP = 5  # rounds between evaluations that try to confirm a reached target
@@ -47,7 +48,7 @@ REDIS_ATTEMPTS = 5  # invocations of a function that keeps finding Redis unreach
 # what a resume from a disk checkpoint brings back
 RESTORED_FIELDS = ("round", "version", "env_steps", "wall_s", "cost_usd", "serverful_cost_usd",
                    "recent_returns", "algorithm_state", "controller_state", "last_row", "policy",
-                   "parameter_state", "replay_inserted")
+                   "parameter_state", "replay_inserted", "confirmation")
 T = TypeVar("T")
 
 
@@ -168,9 +169,8 @@ class JobRun:
                     await self.workflow.interrupted(exc)
             await self.workflow.finish()
             rec.stop_reason = reason
-            if spec.evaluation_episodes and (rec.evaluation is None
-                                             or rec.evaluation.version != rec.version):
-                rec.evaluation = await self._evaluate()
+            if spec.evaluation_episodes:  # also after a confirmation: it chose when to stop
+                rec.evaluation = await self._evaluate("final")
             rec.status = "succeeded"
         except asyncio.CancelledError:
             rec.status = self.stop_requested or "cancelled"
@@ -266,8 +266,10 @@ class JobRun:
         """Whether the policy reached ``target_reward``.
 
         Training returns come from several recent versions of a sampling policy, so a window
-        that reaches the target is confirmed by evaluating the current version (when the job
-        evaluates at all); a failed confirmation is retried only ``CONFIRM_GAP`` rounds later.
+        that reaches the target is confirmed by evaluating the current version on the
+        confirmation seeds (when the job evaluates at all); a failed confirmation is retried
+        only ``CONFIRM_GAP`` rounds later. The job reports its final evaluation, on held-out
+        seeds, instead: the confirmation's mean is the one that passed, so it is biased up.
         """
         rec, spec = self.record, self.record.spec
         target, mean_ = spec.stop.target_reward, rec.recent_mean_return
@@ -280,11 +282,11 @@ class JobRun:
             return reached
         if rec.round < self._next_confirm:
             return None
-        rec.evaluation = await self._evaluate()
+        rec.confirmation = confirmation = await self._evaluate("confirmation")
         await self.with_redis(lambda: self.store.save(rec))
-        if rec.evaluation.mean >= target:
-            return f"{reached}, evaluation mean {rec.evaluation.mean:.1f} over " \
-                   f"{rec.evaluation.episodes}"
+        if confirmation.mean >= target:
+            return f"{reached}, confirmation mean {confirmation.mean:.1f} over " \
+                   f"{confirmation.episodes}"
         self._next_confirm = rec.round + CONFIRM_GAP
         return None
 
@@ -423,15 +425,16 @@ class JobRun:
             await pipe.execute()
         self._wall_before = rec.wall_s
 
-    async def _evaluate(self) -> Evaluation:
+    async def _evaluate(self, purpose: Purpose) -> Evaluation:
+        """The current version's evaluation on ``purpose``'s seeds."""
         rec = self.record
-        args = evaluate_args(rec, self.credentials.to_args())
+        args = evaluate_args(rec, self.credentials.to_args(), purpose)
         out = (await self.invoke_until_done(rec.spec.actor_function,
                                             args.model_dump(mode="json")))[-1]
         if out.status != "success":
-            raise JobError(f"evaluation: {describe(out)}")
+            raise JobError(f"{purpose} evaluation: {describe(out)}")
         returns = result(EvaluateResult, out).returns
-        return Evaluation(version=rec.version or 0, episodes=len(returns),
+        return Evaluation(version=rec.version or 0, episodes=len(returns), first_seed=args.seed,
                           mean=statistics.fmean(returns),
                           std=statistics.pstdev(returns) if len(returns) > 1 else 0.0,
                           min=min(returns), max=max(returns), returns=returns)

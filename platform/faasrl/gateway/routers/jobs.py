@@ -53,7 +53,9 @@ async def list_jobs(svc: ServicesDep) -> list[JobRecord]:
 
 @router.get("/{job_id}", response_model=JobRecord)
 async def get_job(job_id: JobId, svc: ServicesDep) -> JobRecord:
-    """Status, round, latest metrics row (``last_row``), cost and evaluation."""
+    """Status, round, latest metrics row (``last_row``), cost, the latest target
+    confirmation (``confirmation``) and the final evaluation on held-out seeds
+    (``evaluation``)."""
     return await _get(svc, job_id)
 
 
