@@ -1,4 +1,5 @@
-"""Learning curves of a job: return vs env steps and vs wall time, actors per round, cost."""
+"""Learning curves of a job: return vs env steps and vs wall time (measured, and modeled
+parallel: ``jobs/parallel.py``), actors per round, cost."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ def plot_job(job: dict[str, Any], rows: list[dict[str, Any]], out: Path) -> Path
     """Write a 2x2 figure of the job's metrics rows to ``out`` (PNG, PDF or SVG)."""
     steps = [r["total_env_steps"] for r in rows]
     wall = [r["wall_s"] for r in rows]
+    parallel = [r.get("parallel_wall_s") for r in rows]  # rows from before the model: none
     recent = [r["recent_mean_return"] for r in rows]
     rounds = [r["round"] for r in rows]
     fig, ax = plt.subplots(2, 2, figsize=(11, 7), constrained_layout=True)
@@ -26,12 +28,18 @@ def plot_job(job: dict[str, Any], rows: list[dict[str, Any]], out: Path) -> Path
             axis.axhline(target, color="grey", linestyle="--", linewidth=1, label="target")
         axis.set_xlabel(label)
         axis.set_ylabel("episode return")
+    if None not in parallel:
+        ax[0, 1].plot(parallel, recent, linestyle=":", label="vs modeled-parallel time")
+    for axis in (ax[0, 0], ax[0, 1]):
         axis.legend(loc="lower right", fontsize=8)
     ax[1, 0].step(rounds, [r["actors"] for r in rows], where="post")
     ax[1, 0].set_xlabel("round")
     ax[1, 0].set_ylabel("actors")
     ax[1, 1].plot(wall, [r["cost_total"] for r in rows], label="serverless")
     ax[1, 1].plot(wall, [r["serverful_cost_total"] for r in rows], label="serverful")
+    if None not in parallel:
+        ax[1, 1].plot(wall, [r["parallel_cost_total"] for r in rows],
+                      label="serverless, modeled parallel")
     ax[1, 1].set_xlabel("wall time (s)")
     ax[1, 1].set_ylabel("cumulative cost (USD)")
     ax[1, 1].legend(fontsize=8)

@@ -35,10 +35,16 @@ def test_short_job_rows_cost_model_and_events(client: Client, platform):
         assert row["cost_round"] == pytest.approx(row["cost_actors"] + row["cost_learner"])
         assert row["cost_actors"] > 0 and row["cost_learner"] > 0
         assert row["round_s"] >= row["learner_s"] > 0 and row["rejected"] == 0
+        # Modeled parallel: the same round without waits for a core, never longer or dearer.
+        assert row["learner_s"] * 0.5 < row["parallel_round_s"] <= row["round_s"]
+        assert 0 < row["parallel_cost_round"] <= row["cost_round"] * (1 + 1e-9)
     assert sum(r["cold_starts"] for r in rows[1:]) == 0  # containers stay warm between rounds
     assert rows[-1]["cost_total"] == pytest.approx(sum(r["cost_round"] for r in rows))
     assert rows[-1]["cost_total"] == pytest.approx(done["cost_usd"])
     assert done["serverful_cost_usd"] > 0
+    saved = sum(r["round_s"] - r["parallel_round_s"] for r in rows)
+    assert done["parallel_wall_s"] == pytest.approx(done["wall_s"] - saved, abs=1e-6)
+    assert done["parallel_cost_usd"] == pytest.approx(rows[-1]["parallel_cost_total"])
 
     csv = httpx.get(f"{platform.url}/v1/jobs/{job['id']}/metrics?format=csv").text
     assert csv.splitlines()[0].startswith("round,actors") and len(csv.splitlines()) == 4

@@ -76,7 +76,10 @@ def _summary(job: dict[str, Any]) -> None:
              f"rounds      {job['round']}   env steps {job['env_steps']:,}   "
              f"wall {job['wall_s']:.1f} s",
              f"cost        serverless ${job['cost_usd']:.4f}   serverful (same run) "
-             f"${job['serverful_cost_usd']:.4f}", *_evaluation_lines(job)]
+             f"${job['serverful_cost_usd']:.4f}",
+             f"modeled     parallel, no waits for a core: wall {job['parallel_wall_s']:.1f} s"
+             f"   cost ${job['parallel_cost_usd']:.4f}",
+             *_evaluation_lines(job)]
     console.print(Panel("\n".join(lines), title=f"job {job['id']}", expand=False))
 
 

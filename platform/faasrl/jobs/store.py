@@ -46,6 +46,9 @@ class JobRecord(BaseModel):
     wall_s: float = Field(0.0, description="time spent running, restarts excluded")
     cost_usd: float = Field(0.0, description="serverless: actors + learner")
     serverful_cost_usd: float = Field(0.0, description="the same run on always-on VMs")
+    parallel_wall_s: float = Field(0.0, description="modeled: wall_s had no invocation waited "
+                                                    "for a core or capacity (jobs/parallel.py)")
+    parallel_cost_usd: float = Field(0.0, description="modeled: cost_usd for those runs")
     recent_returns: list[float] = Field(default_factory=list)
     algorithm_state: dict[str, Any] = Field(
         default_factory=dict, description="what the algorithm carries from one update to the "

@@ -39,6 +39,7 @@ from faasrl.invoker import InvocationRecord, Invoker, InvokerError
 from faasrl.jobs.checkpoint import read_checkpoint, write_checkpoint
 from faasrl.jobs.cost import serverful_cost
 from faasrl.jobs.function_calls import evaluate_args, init_args, result
+from faasrl.jobs.parallel import parallel_cost_usd, parallel_round_s
 from faasrl.jobs.store import Evaluation, JobRecord, JobStore
 from faasrl.rl.seeds import Purpose
 
@@ -47,7 +48,8 @@ CONFIRM_GAP = 5  # rounds between evaluations that try to confirm a reached targ
 REDIS_ATTEMPTS = 5  # invocations of a function that keeps finding Redis unreachable
 # what a resume from a disk checkpoint brings back
 RESTORED_FIELDS = ("round", "version", "env_steps", "wall_s", "cost_usd", "serverful_cost_usd",
-                   "recent_returns", "algorithm_state", "controller_state", "last_row", "policy",
+                   "parallel_wall_s", "parallel_cost_usd", "recent_returns", "algorithm_state",
+                   "controller_state", "last_row", "policy",
                    "parameter_state", "replay_inserted", "confirmation")
 T = TypeVar("T")
 
@@ -180,10 +182,17 @@ class JobRun:
             rec.status, rec.error = "failed", str(exc)
         finally:
             await self.workflow.abandon()
-            rec.wall_s = self.wall()
+            self._advance_wall()
             if rec.status != "interrupted":
                 rec.finished_at = time.time()
             await self._save_final()
+
+    def _advance_wall(self, saved_s: float = 0.0) -> None:
+        """The measured wall moves to now; the modeled-parallel one (``jobs/parallel.py``) as
+        far, less the waits the model took out of the round just closed."""
+        rec, wall = self.record, self.wall()
+        rec.parallel_wall_s += wall - rec.wall_s - saved_s
+        rec.wall_s = wall
 
     async def _save_final(self) -> None:
         """Save the job's end (and checkpoint it), and take its functions' Redis user away.
@@ -320,12 +329,16 @@ class JobRun:
         steps = sum(int(s["steps"]) for s in summaries)
         run_times = [r.run_s for r in outcome.rollouts]
         cost_round = sum(outcome.costs.values())
+        round_s, ended = time.monotonic() - outcome.started, time.time()
+        parallel_s = parallel_round_s(outcome.invocations, ended - round_s, ended)
+        parallel_cost = parallel_cost_usd(outcome.invocations, spec.actor_function, spec.pricing)
         rec.round, rec.version = outcome.round + 1, outcome.version
         rec.env_steps += steps
         counted = returns if outcome.target_returns is None else outcome.target_returns
         rec.recent_returns = (rec.recent_returns + counted)[-spec.stop.target_window:]
         rec.cost_usd += cost_round
-        rec.wall_s = self.wall()
+        rec.parallel_cost_usd += parallel_cost
+        self._advance_wall(saved_s=round_s - parallel_s)
         rec.serverful_cost_usd = serverful_cost(rec.wall_s, spec.pricing)
         rec.controller_state = self.controller.state_dict()
         _, _, decision, decision_s = self._planned or (outcome.round, outcome.actors, {}, 0.0)
@@ -334,14 +347,15 @@ class JobRun:
             "env_steps": steps, "total_env_steps": rec.env_steps, "episodes": len(returns),
             "mean_return": mean(returns), "max_return": max(returns) if returns else None,
             "recent_mean_return": rec.recent_mean_return,
-            "round_s": time.monotonic() - outcome.started,
+            "round_s": round_s, "parallel_round_s": parallel_s,
             "actor_s_max": max(run_times, default=0.0), "actor_s_mean": mean(run_times),
             "cold_starts": sum(r.cold for r in outcome.invocations),
             "queue_s_max": max((r.queue_s for r in outcome.invocations), default=0.0),
             "paused_s": self.paused_s, "controller": decision, "controller_s": decision_s,
             **outcome.columns, **outcome.costs, "cost_round": cost_round,
             "cost_total": rec.cost_usd, "serverful_cost_total": rec.serverful_cost_usd,
-            "wall_s": rec.wall_s,
+            "parallel_cost_round": parallel_cost, "parallel_cost_total": rec.parallel_cost_usd,
+            "wall_s": rec.wall_s, "parallel_wall_s": rec.parallel_wall_s,
         }
         rec.last_row = row
         self.history.append(row)
