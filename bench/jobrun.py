@@ -13,6 +13,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from faasrl.config import Settings
 from faasrl.embedded import EmbeddedPlatform
+from faasrl.rl.seeds import Purpose, evaluation_seeds
 
 
 def run_job(spec: dict[str, Any], *, label: str, timeout_s: float = 1800,
@@ -41,3 +42,23 @@ def run_job(spec: dict[str, Any], *, label: str, timeout_s: float = 1800,
 def write_results(path: Path, payload: dict[str, Any]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({**payload, "python": sys.version.split()[0]}, indent=2))
+
+
+def evaluate_greedy(model: Any, env_id: str, job_seed: int, purpose: Purpose,
+                    episodes: int) -> float:
+    """A library model's greedy mean on the seeds a faasrl job with ``job_seed`` plays for
+    ``purpose`` (episode i on its own seed), so both sides confirm on one set and report the
+    held-out one."""
+    import gymnasium as gym  # the benches that compare against a library have it
+
+    env, returns = gym.make(env_id), []
+    for seed in evaluation_seeds(job_seed, purpose, episodes):
+        obs, _ = env.reset(seed=seed)
+        total, done = 0.0, False
+        while not done:
+            action, _ = model.predict(obs, deterministic=True)
+            obs, reward, terminated, truncated, _ = env.step(action)
+            total, done = total + float(reward), terminated or truncated
+        returns.append(total)
+    env.close()
+    return sum(returns) / len(returns)

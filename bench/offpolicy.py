@@ -21,8 +21,9 @@ uint8 frame path.
 
 Both sides stop by the same rule (faasrl's, ``workflow/job.py``): the mean of the last 20
 training episodes (faasrl: its greediest actor's; SB3: its single env's) reaches the target and
-a greedy 20-episode evaluation on held-out seeds confirms it; a failed confirmation is retried
-``CONFIRM_GAP`` checks later. faasrl checks once per round, SB3 every ``check_every`` env
+a greedy 20-episode evaluation on the job's confirmation seeds confirms it; a failed
+confirmation is retried ``CONFIRM_GAP`` checks later. The reported evaluation is the final one,
+on the held-out seeds (``faasrl.rl.seeds``: both sides play the same per-episode seeds). faasrl checks once per round, SB3 every ``check_every`` env
 steps (DQN: its train_freq). For DQN the rule is harder on SB3: its training episodes keep
 exploring with ε = 0.04, faasrl's greediest Ape-X actor with ε = 0.4^8 ≈ 0.0007, so the table
 also shows each run's last training window. An env-step cap and a wall cap end a run that
@@ -51,14 +52,13 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from jobrun import run_job, write_results
+from jobrun import evaluate_greedy, run_job, write_results
 from rich.console import Console
 from rich.table import Table
 from stable_baselines3 import DQN, SAC
 from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.env_util import make_vec_env
-from stable_baselines3.common.evaluation import evaluate_policy
 from stable_baselines3.common.vec_env import VecEnv
 
 from faasrl.algorithms.offpolicy import stored_transition_bytes, transition_bytes
@@ -66,7 +66,6 @@ from faasrl.jobs.spec import env_transition_layout
 from faasrl.workflow.job import CONFIRM_GAP
 
 WINDOW, EVAL_EPISODES = 20, 20
-EVAL_SEED_OFFSET = 1_000_003  # faasrl's held-out evaluation seeds (jobs/function_calls.py)
 ZOO_DQN_STEPS = 50_000  # the zoo's CartPole n_timesteps, over which its ε schedule runs
 
 
@@ -122,13 +121,6 @@ def faasrl_run(task: Task, seed: int, steps: int, wall: float) -> dict[str, Any]
             "stop_reason": job["stop_reason"], "rows": len(rows)}
 
 
-def _evaluate(model: BaseAlgorithm, env: VecEnv, seed: int) -> float:
-    """Greedy, on the same held-out seeds every time (as faasrl's evaluations)."""
-    env.seed(seed + EVAL_SEED_OFFSET)
-    mean, _ = evaluate_policy(model, env, n_eval_episodes=EVAL_EPISODES, deterministic=True)
-    return float(mean)
-
-
 def _window_mean(model: BaseAlgorithm) -> float | None:
     """The mean of the last ``WINDOW`` training episodes (None before there are that many)."""
     recent = [ep["r"] for ep in list(model.ep_info_buffer)[-WINDOW:]]
@@ -138,12 +130,11 @@ def _window_mean(model: BaseAlgorithm) -> float | None:
 class _ConfirmedTarget(BaseCallback):
     """Ends ``learn()`` by faasrl's rule (see the module docstring), or at the wall cap."""
 
-    def __init__(self, task: Task, eval_env: VecEnv, seed: int, max_wall_s: float):
+    def __init__(self, task: Task, seed: int, max_wall_s: float):
         super().__init__()
-        self.task, self.eval_env, self.seed = task, eval_env, seed
+        self.task, self.seed = task, seed
         self.deadline = time.perf_counter() + max_wall_s
         self.checks, self.next_confirm = 0, 0
-        self.eval_mean: float | None = None
         self.reached = False
 
     def _on_step(self) -> bool:
@@ -152,23 +143,23 @@ class _ConfirmedTarget(BaseCallback):
         self.checks += 1
         window = _window_mean(self.model)
         if window is not None and window >= self.task.target and self.checks >= self.next_confirm:
-            self.eval_mean = _evaluate(self.model, self.eval_env, self.seed)
-            self.reached = self.eval_mean >= self.task.target
+            confirmation = evaluate_greedy(self.model, self.task.env_id, self.seed,
+                                           "confirmation", EVAL_EPISODES)
+            self.reached = confirmation >= self.task.target
             self.next_confirm = self.checks + CONFIRM_GAP
         return not self.reached and time.perf_counter() < self.deadline
 
 
 def sb3_run(task: Task, seed: int, steps: int, wall: float) -> dict[str, Any]:
     model = task.sb3(make_vec_env(task.env_id, n_envs=1, seed=seed), seed, steps)
-    callback = _ConfirmedTarget(task, make_vec_env(task.env_id, n_envs=1, seed=seed), seed,
-                                wall)
+    callback = _ConfirmedTarget(task, seed, wall)
     t0 = time.perf_counter()
     model.learn(total_timesteps=steps, callback=callback)
-    if not callback.reached:  # as faasrl: the final version is evaluated at the end
-        callback.eval_mean = _evaluate(model, callback.eval_env, seed)
+    # As faasrl: the final version is evaluated at the end, on the held-out seeds.
+    held_out = evaluate_greedy(model, task.env_id, seed, "final", EVAL_EPISODES)
     return {"wall_s": time.perf_counter() - t0, "env_steps": int(model.num_timesteps),
             "gradient_steps": int(model._n_updates), "window_mean": _window_mean(model),
-            "eval_mean": callback.eval_mean, "reached": callback.reached}
+            "eval_mean": held_out, "reached": callback.reached}
 
 
 def _mean(values: list[float | None]) -> float | None:
