@@ -1,5 +1,6 @@
-"""The learner's measurements for controllers: Lanczos extremes, the surrogate's Hessian, the KL
-between consecutive policies and the gradient noise scale."""
+"""The learner's measurements for controllers: Lanczos extremes, the surrogate's Hessian (its
+R-operator products against autograd's double backward and the exact Hessian), the KL between
+consecutive policies and the gradient noise scale."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from torch.distributions import Categorical, Normal
 
 from faasrl.algorithms import ppo
 from faasrl.rl.diagnostics import action_distributions, gradient_noise_scale, mean_policy_kl
-from faasrl.rl.hessian import lanczos_extremes, surrogate_hessian_extremes, surrogate_objective
+from faasrl.rl.hessian import lanczos_extremes, surrogate_hessian_extremes, surrogate_hvp
 from faasrl.rl.policy import ActorCritic, PolicySpec
 
 CARTPOLE = PolicySpec((4,), "float32", "discrete", 2, hidden=(8, 8))
@@ -42,14 +43,87 @@ def batch_for(spec: PolicySpec, n: int = 64) -> dict[str, torch.Tensor]:
             "logprobs": torch.zeros(n), "values": torch.zeros(n), "returns": torch.randn(n)}
 
 
+def _surrogate(model: ActorCritic, obs: torch.Tensor, actions: torch.Tensor,
+               advantages: torch.Tensor) -> torch.Tensor:
+    """Nitro's L(θ) = mean_t log π_θ(a_t|s_t) · A_t, by the model's own distribution."""
+    logprob = model.distribution(obs).log_prob(actions)
+    return ((logprob.sum(-1) if logprob.dim() > 1 else logprob) * advantages).mean()
+
+
+def _autograd_hvp(model: ActorCritic, batch: dict[str, torch.Tensor]):
+    """The reference product: autograd's double backward on a retained graph (Pearlmutter)."""
+    objective = _surrogate(model, batch["obs"], batch["actions"], batch["advantages"])
+    params = [p for p in model.parameters() if p.requires_grad]
+    grads = torch.autograd.grad(objective, params, create_graph=True, allow_unused=True)
+    used = [(p, g) for p, g in zip(params, grads, strict=True) if g is not None]
+    flat = torch.cat([g.reshape(-1) for _, g in used])
+
+    def hvp(v: torch.Tensor) -> torch.Tensor:
+        hv = torch.autograd.grad(flat, [p for p, _ in used], v.to(flat.dtype), retain_graph=True)
+        return torch.cat([h.reshape(-1) for h in hv])
+
+    return hvp, flat.numel()
+
+
+def _new_hvp(model: ActorCritic, batch: dict[str, torch.Tensor]):
+    return surrogate_hvp(model, batch["obs"], batch["actions"], batch["advantages"])
+
+
+CARTPOLE_64 = PolicySpec((4,), "float32", "discrete", 2, hidden=(64, 64))
+HOPPER_LIKE = PolicySpec((5,), "float32", "continuous", 3, (-1.0,) * 3, (1.0,) * 3,
+                         hidden=(16, 16), normalize_obs=True)
+ATARI_LIKE = PolicySpec((2, 36, 36), "uint8", "discrete", 4, arch="cnn", hidden=(16,))
+
+
+def _model_and_batch(spec: PolicySpec, n: int) -> tuple[ActorCritic, dict[str, torch.Tensor]]:
+    """A seeded model (log_std and observation statistics off their initial values) and batch."""
+    torch.manual_seed(0)
+    model = ActorCritic(spec)
+    batch = batch_for(spec, n)
+    if spec.obs_dtype == "uint8":
+        batch["obs"] = torch.randint(0, 256, batch["obs"].shape, dtype=torch.uint8,
+                                     generator=torch.Generator().manual_seed(1))
+    if spec.action_kind == "continuous":
+        with torch.no_grad():
+            model.log_std.copy_(torch.linspace(-0.5, 0.3, spec.action_dim))
+    model.update_obs_stats(2 * batch["obs"] + 1)
+    return model, batch
+
+
+@pytest.mark.parametrize("spec", [CARTPOLE_64, PENDULUM, HOPPER_LIKE, ATARI_LIKE],
+                         ids=["cartpole", "pendulum", "normalized-obs", "cnn"])
+def test_surrogate_hvp_equals_autograds_double_backward(spec):
+    model, batch = _model_and_batch(spec, 48)
+    (ref, dim), (new, new_dim) = _autograd_hvp(model, batch), _new_hvp(model, batch)
+    assert new_dim == dim
+    g = torch.Generator().manual_seed(2)
+    for _ in range(3):
+        v = torch.randn(dim, dtype=torch.float64, generator=g)
+        want = ref(v)
+        torch.testing.assert_close(new(v), want, rtol=1e-4, atol=1e-5 * want.abs().max().item())
+
+
+@pytest.mark.parametrize("spec", [CARTPOLE_64, HOPPER_LIKE], ids=["cartpole", "continuous"])
+def test_surrogate_hessian_extremes_equal_the_autograd_implementation(spec):
+    """Same subset, same start vector: the Ritz values of the reference's products."""
+    model, batch = _model_and_batch(spec, 512)
+    out = surrogate_hessian_extremes(model, batch, samples=256, iterations=20,
+                                     generator=torch.Generator().manual_seed(3))
+    g = torch.Generator().manual_seed(3)
+    idx = torch.randperm(512, generator=g)[:256]
+    ref, dim = _autograd_hvp(model, {k: v[idx] for k, v in batch.items()})
+    lo, hi, steps = lanczos_extremes(ref, dim, 20, generator=g)
+    assert (out["lambda_min"], out["lambda_max"], out["iterations"]) == (
+        pytest.approx(lo, rel=1e-5), pytest.approx(hi, rel=1e-5), steps)
+    assert out["samples"] == 256
+
+
 @pytest.mark.parametrize("spec", [CARTPOLE, PENDULUM])
-def test_surrogate_hessian_extremes_match_the_exact_hessian(spec):
+def test_surrogate_hvp_and_extremes_match_the_exact_hessian(spec):
     torch.manual_seed(0)
     model = ActorCritic(spec)
     batch = batch_for(spec)
-    out = surrogate_hessian_extremes(model, batch, samples=64, iterations=200,
-                                     generator=torch.Generator().manual_seed(0))
-    # the exact Hessian over the parameters the objective uses (the actor; not the critic)
+    # the exact Hessian over the parameters the objective uses (not the critic), in order
     names = [n for n, _ in model.named_parameters() if not n.startswith("critic")]
     params = dict(model.named_parameters())
     flat = torch.cat([params[n].detach().reshape(-1) for n in names])
@@ -61,11 +135,25 @@ def test_surrogate_hessian_extremes_match_the_exact_hessian(spec):
             i += params[n].numel()
         return _objective_with(model, overrides, batch)
 
-    hessian = torch.autograd.functional.hessian(objective, flat)
-    exact = np.linalg.eigvalsh(hessian.double().numpy())
+    hessian = torch.autograd.functional.hessian(objective, flat).double()
+    hvp, dim = _new_hvp(model, batch)
+    v = torch.randn(dim, dtype=torch.float64, generator=torch.Generator().manual_seed(4))
+    want = hessian @ v
+    torch.testing.assert_close(hvp(v).double(), want, rtol=1e-4,
+                               atol=1e-5 * want.abs().max().item())
+    out = surrogate_hessian_extremes(model, batch, samples=64, iterations=200,
+                                     generator=torch.Generator().manual_seed(0))
+    exact = np.linalg.eigvalsh(hessian.numpy())
     assert out["lambda_min"] == pytest.approx(exact[0], rel=1e-3, abs=1e-6)
     assert out["lambda_max"] == pytest.approx(exact[-1], rel=1e-3, abs=1e-6)
     assert out["samples"] == 64 and out["seconds"] > 0
+
+
+def test_surrogate_hvp_refuses_a_layer_it_cannot_differentiate():
+    model = ActorCritic(CARTPOLE)
+    model.actor[1] = torch.nn.SiLU()
+    with pytest.raises(TypeError, match="SiLU"):
+        _new_hvp(model, batch_for(CARTPOLE))
 
 
 def _objective_with(model: ActorCritic, overrides: dict[str, torch.Tensor],
@@ -79,7 +167,7 @@ def _objective_with(model: ActorCritic, overrides: dict[str, torch.Tensor],
             self.model = model
 
         def forward(self, obs, actions, adv):
-            return surrogate_objective(self.model, obs, actions, adv)
+            return _surrogate(self.model, obs, actions, adv)
 
     state = {f"model.{k}": v for k, v in overrides.items()}
     return functional_call(Surrogate(), state, (batch["obs"], batch["actions"],
