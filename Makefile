@@ -36,6 +36,7 @@ bench: $(BENCH_STAMP)
 	$(BIN)/python bench/ppo_cartpole.py
 	$(BIN)/python bench/longhaul.py
 	$(BIN)/python bench/offpolicy.py
+	$(BIN)/python bench/nitro_overhead.py
 
 bench-docker: $(STAMP)
 	$(BIN)/python bench/docker_containers.py
