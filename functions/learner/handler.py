@@ -23,9 +23,11 @@ transition, which the buffer applies before it samples again.
 
 In ``gradient`` mode (asynchronous training) the learner does not step: it takes the newest
 published policy (its clock), registers it so that concurrent learners can compute the
-cross-learner ratios, has the algorithm compute one gradient on the batches it was handed (PPO
-with Stellaris's truncation, IMPACT with V-trace against a target network), and pushes
-(gradient, clock, learner slot) to the job's gradient stream for the parameter function.
+cross-learner ratios, has the algorithm compute one gradient on the slice it was handed (env
+columns of some batches: PPO with Stellaris's truncation, IMPACT with V-trace against a target
+network), and pushes (gradient, clock, learner slot) to the job's gradient stream for the
+parameter function. It leaves the batches in the stream: later passes train on them again, and
+the workflow drops them at the round's end.
 """
 
 from __future__ import annotations
@@ -159,6 +161,18 @@ def _published_or_none(store: ParameterStore, version: int) -> dict[str, torch.T
         return None
 
 
+def _env_columns(batch: dict[str, torch.Tensor], schema: TrajectorySchema, envs: int,
+                 span: tuple[int, int] | None) -> dict[str, torch.Tensor]:
+    """The env columns [start, stop) of a time-major batch (``span`` None: all of them): whole
+    env trajectories, per-step rows t·envs + e and per-env rows e."""
+    if span is None or span == (0, envs):
+        return batch
+    start, stop = span
+    return {k: v[start:stop] if k in schema.env_fields
+            else v.reshape(-1, envs, *v.shape[1:])[:, start:stop].reshape(-1, *v.shape[1:])
+            for k, v in batch.items()}
+
+
 def gradient(call: GradientArgs, store: ParameterStore) -> GradientResult:
     job, slot, cfg = call.job, call.slot, call.job.hyperparameters
     module = _algorithm(job, "async")
@@ -185,7 +199,9 @@ def gradient(call: GradientArgs, store: ParameterStore) -> GradientResult:
         if not batches:
             registry.unregister(slot)
             return out
-        data = [_tensors([b], [*schema.fields, *schema.env_fields]) for b in batches]
+        spans = dict(zip(call.entries, call.envs, strict=True)) if call.envs else {}
+        data = [_env_columns(_tensors([b], [*schema.fields, *schema.env_fields]), schema,
+                             job.envs_per_actor, spans.get(b.entry_id)) for b in batches]
         t1 = time.monotonic()
         context = LearnerContext(
             model=learner.model, other=learner.other, clock=clock,
@@ -201,11 +217,10 @@ def gradient(call: GradientArgs, store: ParameterStore) -> GradientResult:
     except BaseException:
         registry.unregister(slot)
         raise
-    stream.delete([b.entry_id for b in batches])
     t3 = time.monotonic()
     lags = [clock - b.version for b in batches]
     return out.model_copy(update={
-        "stats": stats, "pushed": True, "samples": sum(b.rows for b in batches),
+        "stats": stats, "pushed": True, "samples": sum(len(d["obs"]) for d in data),
         "policy_lag": sum(lags) / len(lags), "read_s": t1 - t0, "compute_s": t2 - t1,
         "push_s": t3 - t2, "bytes": nbytes, "device": str(DEVICE)})
 

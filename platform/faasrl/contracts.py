@@ -13,7 +13,15 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 
 from faasrl.algorithms import AlgorithmConfig
 from faasrl.inputs import STRICT
@@ -230,13 +238,31 @@ class UpdateResult(BaseModel):
 
 
 class GradientArgs(BaseModel):
-    """An asynchronous learner: one gradient on the batches of ``entries``."""
+    """An asynchronous learner: one gradient on a slice of the round's batch, the env columns
+    ``envs`` of the batches of ``entries`` (whole env trajectories, so V-trace's time axis
+    stays whole)."""
 
     model_config = CONTRACT
     mode: Literal["gradient"] = "gradient"
     job: JobContext
     slot: int = Field(ge=0, description="the learner's slot (its registry key)")
     entries: list[str] = Field(description="trajectory stream entries")
+    envs: list[tuple[int, int]] | None = Field(
+        None, description="per entry, the slice's env columns [start, stop); None: all")
+
+    @field_validator("envs")
+    @classmethod
+    def _columns_fit(cls, envs: list[tuple[int, int]] | None, info: ValidationInfo
+                     ) -> list[tuple[int, int]] | None:
+        job, entries = info.data.get("job"), info.data.get("entries")
+        if envs is None or job is None or entries is None:
+            return envs
+        if len(envs) != len(entries):
+            raise ValueError("one [start, stop) per entry")
+        if not all(0 <= a < b <= job.envs_per_actor for a, b in envs):
+            raise ValueError(f"columns must be non-empty and within the batch's "
+                             f"{job.envs_per_actor} envs")
+        return envs
 
 
 class GradientResult(BaseModel):

@@ -22,6 +22,8 @@ from faasrl.jobs.spec import JobSpec
 from faasrl.jobs.store import JobRecord
 
 REDIS = {"username": "faasrl-job-j1", "password": "secret"}
+JOB = {"id": "j1", "env_id": "CartPole-v1", "seed": 1, "envs_per_actor": 4,
+       "steps_per_actor": 8, "hyperparameters": {"algorithm": "ppo"}}
 
 
 def _record(**spec: object) -> JobRecord:
@@ -40,7 +42,8 @@ def test_what_the_driver_sends_is_what_the_handler_parses():
     for args, adapter in ((calls.rollout_args(rec, REDIS, 2, 1, None), ACTOR_ARGS),
                           (calls.evaluate_args(rec, REDIS, "final"), ACTOR_ARGS),
                           (calls.init_args(rec, REDIS), LEARNER_ARGS),
-                          (calls.gradient_args(rec, REDIS, 0, "1-0"), LEARNER_ARGS),
+                          (calls.gradient_args(rec, REDIS, 0, ["1-0", "2-0"],
+                                               [(2, 4), (0, 1)]), LEARNER_ARGS),
                           (calls.parameter_args(rec, REDIS, "flush", 2, "s"), PARAMETER_ARGS)):
         assert _sent(args, adapter) == args
     job = calls.job_context(rec, REDIS)
@@ -65,6 +68,10 @@ def test_an_update_carries_the_algorithm_state_and_the_controllers_requests():
     ({"mode": "init", "job": {"id": "j1"}}, "learner args: job.env_id: Field required"),
     ({"mode": "gradient", "job": {}, "slot": "one", "entries": []},
      "learner args: job.id: Field required"),
+    ({"mode": "gradient", "job": JOB, "slot": 0, "entries": ["1-0"], "envs": [(3, 5)]},
+     "learner args: envs: Value error, columns must be non-empty and within the batch's 4"),
+    ({"mode": "gradient", "job": JOB, "slot": 0, "entries": ["1-0"], "envs": [(0, 1)] * 2},
+     "learner args: envs: Value error, one [start, stop) per entry"),
 ])
 def test_a_malformed_invocation_names_the_field(args, message):
     with pytest.raises(ContractError) as err:

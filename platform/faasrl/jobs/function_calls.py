@@ -75,9 +75,10 @@ def update_args(rec: JobRecord, redis: dict[str, str], round: int, slots: list[i
                       total_rounds=rec.spec.stop.max_rounds, **requests)
 
 
-def gradient_args(rec: JobRecord, redis: dict[str, str], slot: int, entry: str
-                  ) -> GradientArgs:
-    return GradientArgs(job=job_context(rec, redis), slot=slot, entries=[entry])
+def gradient_args(rec: JobRecord, redis: dict[str, str], slot: int, entries: list[str],
+                  envs: list[tuple[int, int]] | None = None) -> GradientArgs:
+    """A learner's gradient on a slice: ``envs``, per entry, its env columns (None: all)."""
+    return GradientArgs(job=job_context(rec, redis), slot=slot, entries=entries, envs=envs)
 
 
 def parameter_args(rec: JobRecord, redis: dict[str, str], mode: Literal["step", "flush"],

@@ -36,15 +36,28 @@ FILLED: set[Loc] = {("hyperparameters",), ("envs_per_actor",), ("steps_per_actor
 
 class AsyncSettings(BaseModel):
     """Asynchronous execution (``execution: async``): actors sample continuously, learners
-    compute gradients whenever batches wait, the parameter function aggregates them."""
+    compute gradients whenever batches wait, the parameter function aggregates them.
+
+    The defaults are what the authors' code runs: each round's batch cut into 4 slices, 10
+    passes of one gradient per slice, each gradient its own Adam step. ``sgd_iters: 1,
+    learner_slices: null, optimizer_step: weighted_mean`` is the one-gradient-per-batch mode of
+    before (the paper's text read literally).
+    """
 
     model_config = STRICT
     max_learners: int = Field(4, ge=1, le=256, description="concurrent learner functions "
                                                            "(the paper: 4 per GPU)")
+    sgd_iters: int = Field(10, ge=1, le=100, description="passes over the round's batch, one "
+                                                         "gradient per slice each (the "
+                                                         "authors' num_sgd_iter)")
+    learner_slices: int | None = Field(
+        4, ge=1, le=4096, description="slices of whole env trajectories the round's batch is "
+                                      "cut into (the authors: one per learner, 4); null: one "
+                                      "per actor batch")
     aggregation: AggregationSpec = Field(default_factory=StellarisAggregation)
     optimizer_step: Literal["weighted_mean", "per_gradient"] = Field(
-        "weighted_mean", description="one Adam step on the weighted mean (a uniform scale "
-                                     "cancels in Adam), or one Adam step per gradient")
+        "per_gradient", description="one Adam step per gradient (the authors'), or one on "
+                                    "the weighted mean (a uniform scale cancels in Adam)")
     backlog: int | None = Field(None, ge=1, le=4096, description="waiting batches at which "
                                 "actors pause (default: max_learners)")
 

@@ -1,20 +1,40 @@
-"""Asynchronous training (``execution: async``), Stellaris's loop, as three rules:
+"""Asynchronous training (``execution: async``), Stellaris's loop as the authors run it, as four
+rules:
 
 - ObjectKeyTrigger(policy, any version) -> an actor: every idle actor slot (below the round's
   I_k) samples again with the newest policy it finds (``version: null``), unless ``backlog``
   batches already wait;
-- DataKeyTrigger(n = 1) -> a learner (FIFO training): whenever a batch waits and one of the
-  ``max_learners`` learner slots is free, a learner gets that batch's stream entry (a key, not
-  data), computes one gradient on the newest policy and pushes it, with the clock it used, to
-  the job's gradient stream;
+- DataKeyTrigger(n = 1) -> the cut: a waiting batch enters the round when a learner slot is
+  free and no slice waits for its first pass, and every slice of the round's batch it completes
+  is queued for its first pass (an entry of the ``slices`` stream);
+- DataKeyTrigger(n = 1, slices) -> a learner (FIFO training): whenever a slice waits and one of
+  the ``max_learners`` learner slots is free, a learner gets the slice (stream keys and env
+  columns, not data), computes one gradient on the newest policy and pushes it, with the clock
+  it used, to the job's gradient stream; the slice then queues again for its next pass, until
+  it had ``sgd_iters``;
 - DataKeyTrigger(n = 1, gradients) -> the parameter function (one at a time, kept warm): it
   takes the new gradients into its queue and aggregates as its rule says, publishing versions.
 
+The passes. The authors' code runs ``num_sgd_iter`` = 10 passes per round, each cutting the
+round's batch into one slice per learner (4), every learner computing one gradient on its slice
+with the newest weights it can pull, and the aggregator applying each gradient as its own
+optimizer step. Here the round's batch (its I_k actor batches) is cut into ``learner_slices``
+slices of whole env trajectories (:func:`cut`: contiguous in arrival order, so a slice is ready
+as soon as its batches are, and V-trace keeps whole time axes; a round with fewer trajectories
+has one slice per trajectory; ``null``: one per actor batch), and a pass is one trip of every
+slice through the ``slices`` stream: a slice's next pass queues behind the slices already
+waiting, so passes go round the slices as the authors' go round their learners, each
+gradient on the newest published policy. A round yields slices x ``sgd_iters`` gradients.
+Batches that wait for the cut stay in the trajectory stream, where the actors' backlog counts
+them, so ``sgd_iters: 1, learner_slices: null`` schedules exactly as one gradient per batch
+did.
+
 A round is the training on I_k batches (the same env steps per round as the synchronous
-workflow): it ends once that many batches went to learners and those learners finished; the
-parameter function then flushes its queue and advances its rule (``flush``), and the round's row
-is written. Actors keep sampling across the boundary, so the next round's first batches are
-usually already waiting. Rounds, not seconds, bound everything.
+workflow): it ends once all of them were cut and every slice had its passes (a slice whose
+learner failed, or whose batches were all rejected, has no more); the parameter function then
+flushes its queue and advances its rule (``flush``), the round's batches are dropped, and its
+row is written. Actors keep sampling across the boundary, so the next round's first batches
+are usually already waiting. Rounds, not seconds, bound everything.
 
 A round cut off by an unreachable Redis is dropped and run again from the newest published
 policy and the rule state of the last round end: nothing of it was recorded, so it is neither
@@ -28,6 +48,7 @@ import logging
 import time
 import uuid
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import Any, Literal, TypeVar
 
 from faasrl.contracts import FlushResult, GradientResult, RolloutResult, StepResult
@@ -51,19 +72,45 @@ from faasrl.workflow.triggers import DataKeyTrigger, Message, ObjectKeyTrigger, 
 
 log = logging.getLogger(__name__)
 S = TypeVar("S", bound=StepResult)
+SLICES = "slices"  # slices of the round's batch waiting for their next pass (Item.version)
+
+
+@dataclass(frozen=True)
+class Part:
+    """A slice's share of one actor batch: the round's ``batch``-th, env columns [start, stop)."""
+
+    batch: int
+    start: int
+    stop: int
+
+
+def cut(batches: int, envs: int, slices: int | None) -> list[list[Part]]:
+    """The round's batch (``batches`` actor batches of ``envs`` env trajectories each) cut into
+    ``slices`` contiguous slices of whole trajectories, as even as can be; fewer when it has
+    fewer trajectories; None: one per actor batch."""
+    units = batches * envs
+    n = batches if slices is None else min(slices, units)
+    bounds = [i * units // n for i in range(n + 1)]
+    return [[Part(b, max(lo, b * envs) - b * envs, min(hi, (b + 1) * envs) - b * envs)
+             for b in range(lo // envs, (hi - 1) // envs + 1)]
+            for lo, hi in pairwise(bounds)]
 
 
 @dataclass
 class _Round:
-    """A round's invocations and counts, for its row."""
+    """A round's batches, slices, invocations and counts, for its row."""
 
+    plan: list[list[Part]]  # the slices of the round's batch
     actors: list[InvocationRecord] = field(default_factory=list)
     learners: list[InvocationRecord] = field(default_factory=list)
     parameter: list[InvocationRecord] = field(default_factory=list)
     outputs: list[GradientResult] = field(default_factory=list)  # successful learners' results
     errors: list[str] = field(default_factory=list)
-    learner_slots: dict[int, str] = field(default_factory=dict)  # running: slot -> entry
-    assigned: int = 0
+    batches: list[Item] = field(default_factory=list)  # cut into the round, in arrival order
+    released: int = 0  # slices queued for their first pass
+    rejected: set[str] = field(default_factory=set)  # entries no later pass reads
+    learner_slots: dict[int, int] = field(default_factory=dict)  # running: slot -> slice
+    samples: int = 0  # rows trained on by first passes
     peak: int = 0
     actor_failures: int = 0
     learner_failures: int = 0
@@ -79,13 +126,15 @@ class StellarisWorkflow:
         self.engine = Engine(self.buffer, [
             Rule("rollout", ObjectKeyTrigger(POLICY, new_only=False), self._rollout,
                  ready=self._actor_idle),
-            Rule("gradient", DataKeyTrigger(n=1), self._learn, ready=self._learner_free),
+            Rule("cut", DataKeyTrigger(n=1), self._cut, ready=self._room),
+            Rule("gradient", DataKeyTrigger(n=1, stream=SLICES), self._learn,
+                 ready=self._learner_free),
             Rule("aggregate", DataKeyTrigger(n=1, stream=GRADIENTS), self._aggregate,
                  ready=lambda: not self.engine.running("parameter")),
         ])
         self._actors: set[int] = set()  # slots with a rollout in flight (across rounds)
         self._n = 0
-        self._round = _Round()
+        self._round = _Round(plan=[])
         self._session = uuid.uuid4().hex[:12]  # a parameter function from another run reloads
 
     # ---------------------------------------------------------------- lifecycle
@@ -146,13 +195,15 @@ class StellarisWorkflow:
     async def round(self) -> None:
         run, rec, spec = self.run, self.run.record, self.run.record.spec
         k = rec.round
-        self._n, self._round = run.actors_for_round(), _Round()
-        st = self._round
+        self._n = run.actors_for_round()
+        self._round = st = _Round(plan=cut(self._n, spec.envs_per_actor,
+                                           self.settings.learner_slices))
         run.invoker.prewarm(spec.actor_function, self._n, placement=spec.placement.actors)
         self.buffer.publish(POLICY, rec.version or 0)
         t0 = time.monotonic()
         try:
-            await self.engine.run(finished=lambda: st.assigned >= self._n
+            await self.engine.run(finished=lambda: len(st.batches) >= self._n
+                                  and not self.buffer.pending(SLICES)
                                   and not self.engine.running("learner"))
             await self.engine.wait_for("parameter")
         finally:
@@ -163,6 +214,7 @@ class StellarisWorkflow:
                            f"({reasons or st.errors or 'none'})")
         flush = self._parameter_done(await self._invoke_parameter("flush"), FlushResult)
         self.buffer.drain(GRADIENTS)  # the flush aggregated them
+        await self._drop([b.entry for b in st.batches])
         await self._close(t0, flush)
 
     def _actor_idle(self) -> bool:
@@ -200,28 +252,50 @@ class StellarisWorkflow:
                 raise JobError(f"round {self.run.record.round}: every actor failed; "
                                f"{st.errors[-1]}")
 
-    def _learner_free(self) -> bool:
+    def _room(self) -> bool:
+        """The round takes a batch in when a learner could start on it: batches that wait are
+        the actors' backlog."""
         st = self._round
-        return st.assigned < self._n and len(st.learner_slots) < self.settings.max_learners
+        return (len(st.batches) < self._n and self._learner_free()
+                and not any(i.version == 0 for i in self.buffer.pending(SLICES)))
+
+    def _cut(self, message: Message) -> None:
+        """A batch enters the round: the slices it completes queue for their first pass."""
+        st, item = self._round, message["items"][0]
+        self.buffer.take(TRAJECTORIES, [item])
+        st.batches.append(item)
+        while st.released < len(st.plan) and \
+                max(p.batch for p in st.plan[st.released]) < len(st.batches):
+            self.buffer.put(SLICES, Item(entry=str(st.released), slot=st.released, version=0))
+            st.released += 1
+
+    def _learner_free(self) -> bool:
+        return len(self._round.learner_slots) < self.settings.max_learners
 
     def _learn(self, message: Message) -> None:
-        """A batch waits and a learner slot is free: a learner computes its gradient."""
+        """A slice waits and a learner slot is free: a learner computes its gradient."""
         run, rec, spec, st = self.run, self.run.record, self.run.record.spec, self._round
         item: Item = message["items"][0]
-        self.buffer.take(TRAJECTORIES, [item])
+        self.buffer.take(SLICES, [item])
+        parts = [(st.batches[p.batch].entry, (p.start, p.stop)) for p in st.plan[item.slot]
+                 if st.batches[p.batch].entry not in st.rejected]
+        if not parts:  # a peer's learner rejected all of it
+            return
         slot = min(set(range(self.settings.max_learners)) - set(st.learner_slots))
-        st.learner_slots[slot] = item.entry
-        st.assigned += 1
+        st.learner_slots[slot] = item.slot
         st.peak = max(st.peak, len(st.learner_slots))
-        args = gradient_args(rec, run.credentials.to_args(), slot, item.entry)
+        args = gradient_args(rec, run.credentials.to_args(), slot, [e for e, _ in parts],
+                             [envs for _, envs in parts])
         self.engine.start("learner", run.invoke(spec.learner_function,
                                                 args.model_dump(mode="json"),
                                                 affinity=f"{rec.id}:learner:{slot}"),
-                          lambda r, slot=slot: self._learned(slot, r))
+                          lambda r, slot=slot, item=item: self._learned(slot, item, r))
 
-    async def _learned(self, slot: int, r: InvocationRecord) -> None:
+    async def _learned(self, slot: int, item: Item, r: InvocationRecord) -> None:
+        """A learner's gradient: the parameter function's to take, and the slice's next pass
+        queued (a failed learner ends its slice: what failed it would fail it again)."""
         st = self._round
-        entry = st.learner_slots.pop(slot)
+        del st.learner_slots[slot]
         st.learners.append(r)
         if unreachable(r):
             raise RedisDown(f"round {self.run.record.round}: {describe(r)}")
@@ -229,7 +303,7 @@ class StellarisWorkflow:
             st.learner_failures += 1
             st.failing_learners += 1
             st.errors.append(describe(r))
-            await self._forget_learner(slot, entry)
+            await self._unregister(slot)
             if st.failing_learners >= self.settings.max_learners:
                 raise JobError(f"round {self.run.record.round}: {st.failing_learners} learners "
                                f"failed in a row; {st.errors[-1]}")
@@ -237,15 +311,26 @@ class StellarisWorkflow:
         st.failing_learners = 0
         out = result(GradientResult, r)
         st.outputs.append(out)
-        if out.pushed:
-            self.buffer.put(GRADIENTS, Item(entry=r.id, slot=slot, version=out.clock))
+        st.rejected.update(x.entry for x in out.rejected)
+        if not out.pushed:
+            return
+        self.buffer.put(GRADIENTS, Item(entry=r.id, slot=slot, version=out.clock))
+        if item.version == 0:
+            st.samples += out.samples
+        if item.version + 1 < self.settings.sgd_iters:
+            self.buffer.put(SLICES, Item(entry=item.entry, slot=item.slot,
+                                         version=item.version + 1))
 
-    async def _forget_learner(self, slot: int, entry: str) -> None:
-        """A learner that failed: unregister it and drop its batch."""
-        rec = self.run.record
+    async def _unregister(self, slot: int) -> None:
+        """A learner that failed: peers stop computing ratios against it."""
         async with self.run.redis.pipeline(transaction=True) as pipe:
-            unregister_learner(pipe, rec.id, slot)
-            drop_batches(pipe, rec.id, [entry])
+            unregister_learner(pipe, self.run.record.id, slot)
+            await pipe.execute()
+
+    async def _drop(self, entries: list[str]) -> None:
+        """The round's batches: every pass has been over them."""
+        async with self.run.redis.pipeline(transaction=True) as pipe:
+            drop_batches(pipe, self.run.record.id, entries)
             await pipe.execute()
 
     def _aggregate(self, message: Message) -> None:
@@ -290,7 +375,7 @@ class StellarisWorkflow:
             "aggregations": flush.round_aggregations, "aggregation_reasons": flush.reasons,
             "staleness_mean": flush.staleness_mean, "staleness_max": flush.staleness_max,
             "threshold": flush.threshold, "next_threshold": flush.next_threshold,
-            "samples": sum(o.samples for o in st.outputs),
+            "slices": len(st.plan), "samples": st.samples,
             "rejected": sum(len(o.rejected) for o in st.outputs),
             # the algorithm's own figures (losses, ratios, ...), averaged over its gradients
             **{key: mean([float(o[key]) for o in pushed if o.get(key) is not None])
