@@ -136,6 +136,7 @@ class StellarisWorkflow:
         self._n = 0
         self._round = _Round(plan=[])
         self._session = uuid.uuid4().hex[:12]  # a parameter function from another run reloads
+        self._parameter_ran = False  # in this run
 
     # ---------------------------------------------------------------- lifecycle
     async def start(self) -> None:
@@ -201,6 +202,8 @@ class StellarisWorkflow:
         run.invoker.prewarm(spec.actor_function, self._n, placement=spec.placement.actors)
         self.buffer.publish(POLICY, rec.version or 0)
         t0 = time.monotonic()
+        if not self._parameter_ran:  # loaded while the first batches are sampled
+            self._step()
         try:
             await self.engine.run(finished=lambda: len(st.batches) >= self._n
                                   and not self.buffer.pending(SLICES)
@@ -270,7 +273,11 @@ class StellarisWorkflow:
             st.released += 1
 
     def _learner_free(self) -> bool:
-        return len(self._round.learner_slots) < self.settings.max_learners
+        """A learner slot is free, and the parameter function is loaded: until its first
+        answer of the run no version could follow the gradients, and round 0's δ_max would
+        measure its cold start instead of the asynchrony."""
+        return self._parameter_ran and \
+            len(self._round.learner_slots) < self.settings.max_learners
 
     def _learn(self, message: Message) -> None:
         """A slice waits and a learner slot is free: a learner computes its gradient."""
@@ -336,6 +343,9 @@ class StellarisWorkflow:
     def _aggregate(self, message: Message) -> None:
         """New gradients: the parameter function takes them into its queue."""
         self.buffer.drain(GRADIENTS)
+        self._step()
+
+    def _step(self) -> None:
         self.engine.start("parameter", self._invoke_parameter("step"),
                           lambda r: self._parameter_done(r, StepResult))
 
@@ -353,6 +363,7 @@ class StellarisWorkflow:
         if r.status != "success":
             raise JobError(f"round {rec.round}: {describe(r)}")
         self._round.parameter.append(r)
+        self._parameter_ran = True
         out = result(contract, r)
         rec.version = out.clock  # what a checkpoint now saves
         self.buffer.publish(POLICY, out.clock)
