@@ -13,10 +13,11 @@ Everything a restart needs is in Redis: the clock is the newest published versio
 state and the round's figures are a JSON key, the queue is the stream's entries not yet
 aggregated. A cold container (or one that lost track) rebuilds itself from them.
 
-The Adam choice (the spec's Eq. 4 under Adam): a uniform scale of the gradient cancels in Adam's
-update, so ``optimizer_step: weighted_mean`` (the default) applies one Adam step with lr α_0 to
-(1/H) Σ w_j g_j, where only the rule's relative weights w_j = α_j/α_0 matter; ``per_gradient``
-applies each queued gradient as its own Adam step with lr α_0·w_j (the clock still ticks once).
+The Adam choice (the spec's Eq. 4 under Adam): ``optimizer_step: per_gradient`` (the default,
+as the authors' code applies gradients) takes each queued gradient as its own Adam step with lr
+α_0·w_j, w_j = α_j/α_0 the rule's weight (the clock still ticks once per aggregation); a
+uniform scale of the gradient cancels in Adam's update, so ``weighted_mean`` applies one Adam
+step with lr α_0 to (1/H) Σ w_j g_j, where only the relative weights act.
 
     args: faasrl.contracts.StepArgs | FlushArgs (``mode``: step | flush)
     result: StepResult | FlushResult
