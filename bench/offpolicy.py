@@ -24,9 +24,10 @@ training episodes (faasrl: its greediest actor's; SB3: its single env's) reaches
 a greedy 20-episode evaluation on the job's confirmation seeds confirms it; a failed
 confirmation is retried ``CONFIRM_GAP`` checks later. The reported evaluation is the final one,
 on the held-out seeds (``faasrl.rl.seeds``: both sides play the same per-episode seeds).
-faasrl checks once per round, SB3 every ``check_every`` env steps (DQN: its train_freq). For DQN the rule is harder on SB3: its training episodes keep
-exploring with ε = 0.04, faasrl's greediest Ape-X actor with ε = 0.4^8 ≈ 0.0007, so the table
-also shows each run's last training window. An env-step cap and a wall cap end a run that
+faasrl checks once per round, SB3 every ``check_every`` env steps (DQN: its train_freq). For
+DQN the rule is harder on SB3: its training episodes keep exploring with ε = 0.04, faasrl's
+greediest Ape-X actor with ε = 0.4^8 ≈ 0.0007, so the table also shows each run's last
+training window. An env-step cap and a wall cap end a run that
 never gets there; its final evaluation is still reported, and the means count it at its cap
 (a lower bound). Wall time is faasrl's job wall time (platform start
 excluded; cold starts, the initial policy and evaluations included) and SB3's ``learn()`` plus

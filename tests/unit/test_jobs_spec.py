@@ -247,7 +247,7 @@ def test_records_stored_before_algorithm_modules_load():
     rec = JobRecord.model_validate_json(json.dumps(old_ppo))
     assert rec.algorithm_state == {"kl_coef": 0.4}
     assert rec.spec.hyperparameters == ppo.Config(learning_rate=5e-4, clip_coef=0.4,
-                                                  kl_coef=1.0, vf_coef=1.0)
+                                                  kl_coef=1.0, vf_coef=1.0, truncation="paper")
     assert JobRecord.model_validate_json(rec.model_dump_json()) == rec
 
 

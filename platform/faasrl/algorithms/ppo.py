@@ -62,8 +62,10 @@ class Config(BaseModel):
     kl_coef: float = Field(0.0, ge=0, description="adaptive KL penalty; 0 = off")
     kl_target: float = Field(0.01, gt=0)
     truncation: Literal["paper", "artifact", "off"] = Field(
-        "paper", description="async: the cross-learner importance-ratio cap: min(r, R') "
-                             "(paper), min(r, max(min_i r_i, ρ)) (authors' code) or none")
+        "artifact", description="async: the cross-learner importance-ratio cap: "
+                                "min(r, max(min_i r_i, ρ)) (the authors' code; the paper's "
+                                "min(r, R') drifted toward random under their 10 passes), "
+                                "min(r, R') (paper) or none")
     rho: float = Field(1.0, gt=0, description="async: the truncation threshold ρ")
 
 
