@@ -128,11 +128,14 @@ def summarize(job: dict[str, Any], rows: list[dict[str, Any]]) -> dict[str, Any]
         "final_return": ev["mean"] if ev else (rows[-1]["recent_mean_return"] if rows else None),
         "wall_s": job["wall_s"], "cost_usd": job["cost_usd"], "rounds": job["round"],
         "env_steps": job["env_steps"],
+        # modeled: no invocation waits for a core (jobs/parallel.py), as on Lambda
+        "parallel_wall_s": job["parallel_wall_s"], "parallel_cost_usd": job["parallel_cost_usd"],
         "actor_s": sum(r["actor_s_mean"] * (r["actors"] - r["actor_failures"]) for r in rows),
         "nitro_overhead_pct": 100 * hessian_s / round_s if hessian_s else None,
         "reached": (job.get("stop_reason") or "").startswith("target"),
         "stop_reason": job.get("stop_reason"), "actors": [r["actors"] for r in rows],
         "curve": [(r["wall_s"], r["recent_mean_return"]) for r in rows],
+        "parallel_curve": [(r["parallel_wall_s"], r["recent_mean_return"]) for r in rows],
     }
 
 
@@ -147,16 +150,21 @@ def _mean_std(values: list[float]) -> str:
 def table(runs: list[dict[str, Any]], console: Console) -> dict[str, Any]:
     summary: dict[str, Any] = {}
     t = Table("env", "controller", "final return", "wall s", "cost $", "actor-s", "rounds",
-              "reached", "wall / fixed", "cost / fixed", "Nitro overhead %",
-              title="controllers under the same budget")
+              "reached", "wall / fixed", "cost / fixed", "modeled wall / fixed",
+              "modeled cost / fixed", "Nitro overhead %",
+              title="controllers under the same budget (modeled: no waits for a core)")
     for env in dict.fromkeys(r["env"] for r in runs):
         fixed = [r for r in runs if r["env"] == env and r["controller"] == "fixed"]
         base_wall = statistics.fmean(r["wall_s"] for r in fixed) if fixed else None
         base_cost = statistics.fmean(r["cost_usd"] for r in fixed) if fixed else None
+        base_pwall = statistics.fmean(r["parallel_wall_s"] for r in fixed) if fixed else None
+        base_pcost = statistics.fmean(r["parallel_cost_usd"] for r in fixed) if fixed else None
         for ctl in dict.fromkeys(r["controller"] for r in runs if r["env"] == env):
             rs = [r for r in runs if r["env"] == env and r["controller"] == ctl]
             wall = statistics.fmean(r["wall_s"] for r in rs)
             cost = statistics.fmean(r["cost_usd"] for r in rs)
+            pwall = statistics.fmean(r["parallel_wall_s"] for r in rs)
+            pcost = statistics.fmean(r["parallel_cost_usd"] for r in rs)
             overhead = [r["nitro_overhead_pct"] for r in rs if r["nitro_overhead_pct"]]
             summary[f"{env}/{ctl}"] = {
                 "final_return": statistics.fmean(r["final_return"] for r in rs
@@ -167,6 +175,9 @@ def table(runs: list[dict[str, Any]], console: Console) -> dict[str, Any]:
                 "reached": sum(r["reached"] for r in rs), "seeds": len(rs),
                 "wall_over_fixed": wall / base_wall if base_wall else None,
                 "cost_over_fixed": cost / base_cost if base_cost else None,
+                "parallel_wall_s": pwall, "parallel_cost_usd": pcost,
+                "parallel_wall_over_fixed": pwall / base_pwall if base_pwall else None,
+                "parallel_cost_over_fixed": pcost / base_pcost if base_pcost else None,
                 "nitro_overhead_pct": statistics.fmean(overhead) if overhead else None}
             s = summary[f"{env}/{ctl}"]
             t.add_row(env, ctl, _mean_std([r["final_return"] for r in rs
@@ -177,6 +188,8 @@ def table(runs: list[dict[str, Any]], console: Console) -> dict[str, Any]:
                       _mean_std([r["rounds"] for r in rs]), f"{s['reached']}/{len(rs)}",
                       "-" if s["wall_over_fixed"] is None else f"{s['wall_over_fixed']:.2f}x",
                       "-" if s["cost_over_fixed"] is None else f"{s['cost_over_fixed']:.2f}x",
+                      *("-" if s[k] is None else f"{s[k]:.2f}x"
+                        for k in ("parallel_wall_over_fixed", "parallel_cost_over_fixed")),
                       "-" if s["nitro_overhead_pct"] is None
                       else f"{s['nitro_overhead_pct']:.1f}")
     console.print(t)
@@ -190,17 +203,20 @@ def plot(runs: list[dict[str, Any]], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     envs = list(dict.fromkeys(r["env"] for r in runs))
-    fig, axes = plt.subplots(2, len(envs), figsize=(6 * len(envs), 8), squeeze=False)
+    fig, axes = plt.subplots(3, len(envs), figsize=(6 * len(envs), 12), squeeze=False)
     colors = {c: f"C{i}" for i, c in enumerate(CONTROLLERS)}
     for col, env in enumerate(envs):
-        curve_ax, actors_ax = axes[0][col], axes[1][col]
+        curve_ax, modeled_ax, actors_ax = (axes[row][col] for row in range(3))
         for r in (r for r in runs if r["env"] == env):
-            xs = [x for x, y in r["curve"] if y is not None]
-            ys = [y for _, y in r["curve"] if y is not None]
             label = r["controller"] if r["seed"] == min(q["seed"] for q in runs) else None
-            curve_ax.plot(xs, ys, color=colors[r["controller"]], alpha=0.7, label=label)
+            for ax, curve in ((curve_ax, r["curve"]), (modeled_ax, r["parallel_curve"])):
+                ax.plot([x for x, y in curve if y is not None],
+                        [y for _, y in curve if y is not None],
+                        color=colors[r["controller"]], alpha=0.7, label=label)
             actors_ax.plot(r["actors"], color=colors[r["controller"]], alpha=0.7, label=label)
         curve_ax.set(title=f"{env}: training return", xlabel="wall s", ylabel="mean return")
+        modeled_ax.set(title=f"{env}: training return (modeled: no waits for a core)",
+                       xlabel="modeled-parallel s", ylabel="mean return")
         actors_ax.set(title=f"{env}: actors per round", xlabel="round", ylabel="actors")
         curve_ax.legend(fontsize=8)
     fig.tight_layout()
