@@ -4,15 +4,25 @@ consecutive policies and the gradient noise scale."""
 
 from __future__ import annotations
 
+import importlib.util
+import sys
+
 import numpy as np
 import pytest
 import torch
+from helpers import REPO
 from torch.distributions import Categorical, Normal
 
 from faasrl.algorithms import ppo
 from faasrl.rl.diagnostics import action_distributions, gradient_noise_scale, mean_policy_kl
 from faasrl.rl.hessian import lanczos_extremes, surrogate_hessian_extremes, surrogate_hvp
 from faasrl.rl.policy import ActorCritic, PolicySpec
+
+_spec = importlib.util.spec_from_file_location("bench_nitro_overhead",
+                                               REPO / "bench" / "nitro_overhead.py")
+nitro_overhead = importlib.util.module_from_spec(_spec)
+sys.modules[_spec.name] = nitro_overhead
+_spec.loader.exec_module(nitro_overhead)
 
 CARTPOLE = PolicySpec((4,), "float32", "discrete", 2, hidden=(8, 8))
 PENDULUM = PolicySpec((3,), "float32", "continuous", 2, (-1.0, -1.0), (1.0, 1.0), hidden=(8,))
@@ -51,18 +61,9 @@ def _surrogate(model: ActorCritic, obs: torch.Tensor, actions: torch.Tensor,
 
 
 def _autograd_hvp(model: ActorCritic, batch: dict[str, torch.Tensor]):
-    """The reference product: autograd's double backward on a retained graph (Pearlmutter)."""
-    objective = _surrogate(model, batch["obs"], batch["actions"], batch["advantages"])
-    params = [p for p in model.parameters() if p.requires_grad]
-    grads = torch.autograd.grad(objective, params, create_graph=True, allow_unused=True)
-    used = [(p, g) for p, g in zip(params, grads, strict=True) if g is not None]
-    flat = torch.cat([g.reshape(-1) for _, g in used])
-
-    def hvp(v: torch.Tensor) -> torch.Tensor:
-        hv = torch.autograd.grad(flat, [p for p, _ in used], v.to(flat.dtype), retain_graph=True)
-        return torch.cat([h.reshape(-1) for h in hv])
-
-    return hvp, flat.numel()
+    """The reference product, the one bench/nitro_overhead.py times against: autograd's double
+    backward on a retained graph (Pearlmutter)."""
+    return nitro_overhead.autograd_hvp(model, batch["obs"], batch["actions"], batch["advantages"])
 
 
 def _new_hvp(model: ActorCritic, batch: dict[str, torch.Tensor]):

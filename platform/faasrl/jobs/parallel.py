@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 
 from faasrl.invoker.records import InvocationRecord
 from faasrl.jobs.cost import Pricing, actor_cost, learner_cost
@@ -67,9 +68,7 @@ def parallel_round_s(records: Sequence[InvocationRecord], started_at: float,
 
 def _modeled(r: InvocationRecord) -> InvocationRecord:
     """The record billed for its modeled run: its core waits taken out."""
-    copy = InvocationRecord(**r.to_dict())
-    copy.billed_ms = max(0, r.billed_ms - math.floor((r.wait_s or 0.0) * 1000))
-    return copy
+    return replace(r, billed_ms=max(0, r.billed_ms - math.floor((r.wait_s or 0.0) * 1000)))
 
 
 def parallel_cost_usd(records: Iterable[InvocationRecord], actor_function: str,
