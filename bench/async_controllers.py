@@ -1,4 +1,4 @@
-"""Stellaris against synchronous PPO, pure asynchronous PPO and IMPACT, under the same budget.
+"""Stellaris against synchronous PPO, asynchronous PPO (async, softsync, SSP) and IMPACT.
 
 Every variant runs the same rounds on the same actors (``--actors`` actor functions, each
 rolling out ``envs x steps`` per round), so every run samples the same env steps; what differs
@@ -11,14 +11,21 @@ is how learning happens:
   authors' importance-sampling truncation (ρ 1.0);
 - ``stellaris-paper``: the paper read literally: one gradient per batch, one Adam step on the
   weighted mean of an aggregation, the paper's truncation;
-- ``async``: one gradient per batch, every gradient applied as it arrives, no truncation;
+- ``async``, ``softsync``, ``ssp``: the authors' passes (as ``stellaris``) without truncation,
+  aggregated by the baselines the paper compares against: every gradient applied as it arrives;
+  every K = 4 gradients (Zhang et al.); no gradient staler than s = 2 (stale synchronous
+  parallel);
 - ``impact``: asynchronous IMPACT learners (V-trace, target network), one gradient per batch,
   every gradient applied as it arrives.
 
 Reported per env and variant, over the seeds: the final evaluation's mean return
-(deterministic policy), the cost (actors as Lambda, learner and parameter functions as shares
-of a p3.2xlarge), the mean staleness of the aggregated gradients, and the ratios against
-``ppo-sync`` measured in the same run (the paper's headline figures are such ratios).
+(deterministic policy, held-out seeds), the measured wall time and cost (actors as Lambda,
+learner and parameter functions as shares of a p3.2xlarge), the modeled-parallel wall time and
+cost (no invocation waits for a core: ``faasrl.jobs.parallel``), the training return at equal
+modeled time and at equal modeled cost (the smallest variant's mean), actor-seconds, the mean
+staleness of the aggregated gradients, and the ratios against ``ppo-sync`` measured in the same
+run (the paper's headline figures are such ratios). Writes JSON and a plot of return against
+modeled time to bench/results/.
 
     python bench/async_controllers.py                 # CartPole-v1 and Hopper-v5, seeds 1-3
     python bench/async_controllers.py --quick         # a tiny configuration: does it all run?
@@ -36,7 +43,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from jobrun import run_job, write_results
+from jobrun import actor_seconds, curves, equal_budget_returns, run_job, write_results
 from rich.console import Console
 from rich.table import Table
 
@@ -58,7 +65,13 @@ VARIANTS: dict[str, dict[str, Any]] = {
                                          **ONE_GRADIENT}},
     "async": {"algorithm": "ppo", "execution": "async",
               "hyperparameters": {"truncation": "off"},
-              "asynchronous": {"aggregation": {"rule": "async"}, **ONE_GRADIENT}},
+              "asynchronous": {"aggregation": {"rule": "async"}}},
+    "softsync": {"algorithm": "ppo", "execution": "async",
+                 "hyperparameters": {"truncation": "off"},
+                 "asynchronous": {"aggregation": {"rule": "softsync", "k": 4}}},
+    "ssp": {"algorithm": "ppo", "execution": "async",
+            "hyperparameters": {"truncation": "off"},
+            "asynchronous": {"aggregation": {"rule": "ssp", "s": 2}}},
     "impact": {"algorithm": "impact", "execution": "async",
                "asynchronous": {"aggregation": {"rule": "async"}, **ONE_GRADIENT}},
 }
@@ -104,6 +117,7 @@ def one_run(spec: dict[str, Any], label: str) -> dict[str, Any]:
         "wall_s": job["wall_s"], "run_s": time.perf_counter() - t0,
         # modeled, no waits for a core (jobs/parallel.py)
         "parallel_wall_s": job["parallel_wall_s"], "parallel_cost_usd": job["parallel_cost_usd"],
+        "actor_s": actor_seconds(rows), **curves(rows),
     }
 
 
@@ -115,6 +129,7 @@ def _stats(values: list[float | None]) -> dict[str, float | None]:
 
 
 def summarize(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    equal_budget_returns(runs, "variant", env_key="env_id")
     rows = []
     for env_id in dict.fromkeys(r["env_id"] for r in runs):
         base = [r for r in runs if r["env_id"] == env_id and r["variant"] == "ppo-sync"]
@@ -128,7 +143,9 @@ def summarize(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "env_id": env_id, "variant": variant, "seeds": len(mine),
                 "final_return": ret, "cost_usd": cost,
                 "staleness_mean": _stats([r["staleness_mean"] for r in mine])["mean"],
-                "wall_s": _stats([r["wall_s"] for r in mine])["mean"],
+                **{k: _stats([r[k] for r in mine])["mean"]
+                   for k in ("wall_s", "parallel_wall_s", "parallel_cost_usd", "actor_s",
+                             "return_at_equal_time", "return_at_equal_cost")},
                 "return_vs_ppo_sync": (ret["mean"] / base_return
                                        if base_return and ret["mean"] is not None else None),
                 "cost_vs_ppo_sync": (cost["mean"] / base_cost
@@ -190,17 +207,52 @@ def report(results: dict[str, Any], out: Path) -> None:
     summary = summarize(results["runs"])
 
     table = Table("env", "variant", "final return", "cost $", "vs PPO: return", "cost",
-                  "staleness", "wall s", title="Stellaris vs PPO, async PPO, IMPACT")
+                  "staleness", "wall s", "modeled wall s", "modeled cost $", "actor-s",
+                  "return @ equal modeled time", "@ equal modeled cost",
+                  title="Stellaris vs PPO, async PPO, IMPACT (modeled: no waits for a core)")
     for row in summary:
         ret, cost = row["final_return"], row["cost_usd"]
         table.add_row(row["env_id"], row["variant"],
                       f"{_fmt(ret['mean'])} ± {_fmt(ret['std'])}", _fmt(cost["mean"], 4),
                       _fmt(row["return_vs_ppo_sync"], 2) + "x",
                       _fmt(row["cost_vs_ppo_sync"], 2) + "x",
-                      _fmt(row["staleness_mean"], 2), _fmt(row["wall_s"]))
+                      _fmt(row["staleness_mean"], 2), _fmt(row["wall_s"]),
+                      _fmt(row["parallel_wall_s"]), _fmt(row["parallel_cost_usd"], 4),
+                      _fmt(row["actor_s"]), _fmt(row["return_at_equal_time"]),
+                      _fmt(row["return_at_equal_cost"]))
     Console().print(table)
+    plot(results["runs"], out.with_suffix(".png"))
     write_results(out, {**results, "summary": summary})
-    print(f"wrote {out}")
+    print(f"wrote {out} and {out.with_suffix('.png')}")
+
+
+def plot(runs: list[dict[str, Any]], path: Path) -> None:
+    """Training return against modeled-parallel time and cost, per env."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    envs = list(dict.fromkeys(r["env_id"] for r in runs))
+    fig, axes = plt.subplots(2, len(envs), figsize=(6 * len(envs), 8), squeeze=False)
+    colors = {v: f"C{i}" for i, v in enumerate(VARIANTS)}
+    first_seed = min(r["seed"] for r in runs)
+    for col, env in enumerate(envs):
+        for r in (r for r in runs if r["env_id"] == env):
+            label = r["variant"] if r["seed"] == first_seed else None
+            for ax, curve in ((axes[0][col], r["parallel_curve"]),
+                              (axes[1][col], r["parallel_cost_curve"])):
+                ax.plot([x for x, y in curve if y is not None],
+                        [y for _, y in curve if y is not None],
+                        color=colors[r["variant"]], alpha=0.7, label=label)
+        axes[0][col].set(title=f"{env}: training return (modeled: no waits for a core)",
+                         xlabel="modeled-parallel s", ylabel="mean return")
+        axes[1][col].set(title=f"{env}: training return against modeled cost",
+                         xlabel="modeled-parallel USD", ylabel="mean return")
+        axes[0][col].legend(fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100)
 
 
 if __name__ == "__main__":

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from jobrun import run_job, write_results
+from jobrun import actor_seconds, curves, equal_budget_returns, run_job, write_results
 from rich.console import Console
 from rich.table import Table
 
@@ -130,13 +130,17 @@ def summarize(job: dict[str, Any], rows: list[dict[str, Any]]) -> dict[str, Any]
         "env_steps": job["env_steps"],
         # modeled: no invocation waits for a core (jobs/parallel.py), as on Lambda
         "parallel_wall_s": job["parallel_wall_s"], "parallel_cost_usd": job["parallel_cost_usd"],
-        "actor_s": sum(r["actor_s_mean"] * (r["actors"] - r["actor_failures"]) for r in rows),
+        "actor_s": actor_seconds(rows),
         "nitro_overhead_pct": 100 * hessian_s / round_s if hessian_s else None,
         "reached": (job.get("stop_reason") or "").startswith("target"),
         "stop_reason": job.get("stop_reason"), "actors": [r["actors"] for r in rows],
-        "curve": [(r["wall_s"], r["recent_mean_return"]) for r in rows],
-        "parallel_curve": [(r["parallel_wall_s"], r["recent_mean_return"]) for r in rows],
+        **curves(rows),
     }
+
+
+def _mean(values: list[float | None]) -> float | None:
+    xs = [v for v in values if v is not None]
+    return statistics.fmean(xs) if xs else None
 
 
 def _mean_std(values: list[float]) -> str:
@@ -148,10 +152,11 @@ def _mean_std(values: list[float]) -> str:
 
 
 def table(runs: list[dict[str, Any]], console: Console) -> dict[str, Any]:
-    summary: dict[str, Any] = {}
+    summary: dict[str, Any] = {"horizons": equal_budget_returns(runs, "controller")}
     t = Table("env", "controller", "final return", "wall s", "cost $", "actor-s", "rounds",
               "reached", "wall / fixed", "cost / fixed", "modeled wall / fixed",
-              "modeled cost / fixed", "Nitro overhead %",
+              "modeled cost / fixed", "return @ equal modeled time", "@ equal modeled cost",
+              "Nitro overhead %",
               title="controllers under the same budget (modeled: no waits for a core)")
     for env in dict.fromkeys(r["env"] for r in runs):
         fixed = [r for r in runs if r["env"] == env and r["controller"] == "fixed"]
@@ -178,6 +183,8 @@ def table(runs: list[dict[str, Any]], console: Console) -> dict[str, Any]:
                 "parallel_wall_s": pwall, "parallel_cost_usd": pcost,
                 "parallel_wall_over_fixed": pwall / base_pwall if base_pwall else None,
                 "parallel_cost_over_fixed": pcost / base_pcost if base_pcost else None,
+                **{k: _mean([r[k] for r in rs])
+                   for k in ("return_at_equal_time", "return_at_equal_cost")},
                 "nitro_overhead_pct": statistics.fmean(overhead) if overhead else None}
             s = summary[f"{env}/{ctl}"]
             t.add_row(env, ctl, _mean_std([r["final_return"] for r in rs
@@ -190,6 +197,8 @@ def table(runs: list[dict[str, Any]], console: Console) -> dict[str, Any]:
                       "-" if s["cost_over_fixed"] is None else f"{s['cost_over_fixed']:.2f}x",
                       *("-" if s[k] is None else f"{s[k]:.2f}x"
                         for k in ("parallel_wall_over_fixed", "parallel_cost_over_fixed")),
+                      *(_mean_std([r[k] for r in rs if r[k] is not None])
+                        for k in ("return_at_equal_time", "return_at_equal_cost")),
                       "-" if s["nitro_overhead_pct"] is None
                       else f"{s['nitro_overhead_pct']:.1f}")
     console.print(t)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import statistics
 import sys
 import tempfile
 import time
@@ -62,3 +63,50 @@ def evaluate_greedy(model: Any, env_id: str, job_seed: int, purpose: Purpose,
         returns.append(total)
     env.close()
     return sum(returns) / len(returns)
+
+
+# ------------------------------------------------------------ comparing runs at equal budgets
+Curve = list[tuple[float, float | None]]
+
+
+def actor_seconds(rows: list[dict[str, Any]]) -> float:
+    """Billed actor time: each round's mean actor run time times its actors that answered."""
+    return sum(r["actor_s_mean"] * (r["actors"] - r.get("actor_failures", 0)) for r in rows)
+
+
+def curves(rows: list[dict[str, Any]]) -> dict[str, Curve]:
+    """The training return (the job's recent mean) against measured wall time, modeled-parallel
+    wall time and modeled-parallel cost, one point per round."""
+    return {name: [(r[x], r["recent_mean_return"]) for r in rows]
+            for name, x in (("curve", "wall_s"), ("parallel_curve", "parallel_wall_s"),
+                            ("parallel_cost_curve", "parallel_cost_total"))}
+
+
+def return_at(curve: Curve, x: float) -> float | None:
+    """The training return a run had by ``x``; a run that ended before ``x`` keeps its last."""
+    seen = [y for t, y in curve if t <= x * (1 + 1e-9) and y is not None]
+    return seen[-1] if seen else None
+
+
+def equal_budget_returns(runs: list[dict[str, Any]], group: str, env_key: str = "env"
+                         ) -> dict[str, Any]:
+    """Per env, the horizons every group (controller or variant) reached on average — the
+    smallest group mean of modeled-parallel wall time and of modeled cost — and each run's
+    training return at them, written into the runs as ``return_at_equal_time``/``_cost``."""
+    horizons: dict[str, Any] = {}
+    for env in dict.fromkeys(r[env_key] for r in runs):
+        mine = [r for r in runs if r[env_key] == env]
+        groups = dict.fromkeys(r[group] for r in mine)
+
+        def smallest(key: str, mine: list[dict[str, Any]] = mine,
+                     groups: dict[str, None] = groups) -> float:
+            return min(statistics.fmean(r[key] for r in mine if r[group] == g) for g in groups)
+
+        horizons[env] = {"parallel_wall_s": smallest("parallel_wall_s"),
+                         "parallel_cost_usd": smallest("parallel_cost_usd")}
+        for r in mine:
+            r["return_at_equal_time"] = return_at(r["parallel_curve"],
+                                                  horizons[env]["parallel_wall_s"])
+            r["return_at_equal_cost"] = return_at(r["parallel_cost_curve"],
+                                                  horizons[env]["parallel_cost_usd"])
+    return horizons
