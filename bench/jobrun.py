@@ -71,7 +71,8 @@ Curve = list[tuple[float, float | None]]
 
 def actor_seconds(rows: list[dict[str, Any]]) -> float:
     """Billed actor time: each round's mean actor run time times its actors that answered."""
-    return sum(r["actor_s_mean"] * (r["actors"] - r.get("actor_failures", 0)) for r in rows)
+    return sum((r["actor_s_mean"] or 0.0) * (r["actors"] - r.get("actor_failures", 0))
+               for r in rows)
 
 
 def curves(rows: list[dict[str, Any]]) -> dict[str, Curve]:
