@@ -220,7 +220,7 @@ def report(results: dict[str, Any], out: Path) -> None:
                       _fmt(row["parallel_wall_s"]), _fmt(row["parallel_cost_usd"], 4),
                       _fmt(row["actor_s"]), _fmt(row["return_at_equal_time"]),
                       _fmt(row["return_at_equal_cost"]))
-    Console().print(table)
+    Console(width=220).print(table)
     plot(results["runs"], out.with_suffix(".png"))
     write_results(out, {**results, "summary": summary})
     print(f"wrote {out} and {out.with_suffix('.png')}")

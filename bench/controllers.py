@@ -255,7 +255,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.quick:
         args.envs, args.seeds, args.sim_episodes, args.job_episodes = ["CartPole-v1"], [1], 20, 1
-    console = Console()
+    console = Console(width=220)
     if args.merge:
         merge(args.merge, args.out, console, plot_too=not args.no_plot)
         return
