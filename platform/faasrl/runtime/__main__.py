@@ -23,7 +23,7 @@ def _limit_memory(memory_mb: int) -> None:
         print(f"faasrl runtime: memory limit not applied: {exc}", file=sys.stderr)
 
 
-def _die_with_parent(parent_pid: int) -> None:
+def die_with_parent(parent_pid: int) -> None:
     """Ask the kernel to kill us when the platform dies, so a crash leaves no orphan behind."""
     if sys.platform != "linux":
         return
@@ -45,7 +45,7 @@ def _take_secret(secret_fd: int | None) -> str | None:
     return os.environ.pop(SECRET_ENV, None) or None
 
 
-def _no_peeking() -> None:
+def no_peeking() -> None:
     """Keep other processes of the same user out of this one (its memory, environment and
     file descriptors hold the secret and the job's Redis credentials)."""
     if sys.platform == "linux":
@@ -53,6 +53,22 @@ def _no_peeking() -> None:
 
         pr_set_dumpable = 4
         ctypes.CDLL(None, use_errno=True).prctl(pr_set_dumpable, 0)
+
+
+def serve(*, listen_fd: int | None = None, secret_fd: int | None = None,
+          memory_mb: int | None = None, parent_pid: int | None = None,
+          host: str = "127.0.0.1", port: int = 8080) -> None:
+    """Run a container's runtime in this process until it is stopped (also the zygote's
+    children, which arrive here already forked rather than freshly started)."""
+    if parent_pid:
+        die_with_parent(parent_pid)
+    no_peeking()
+    if memory_mb:
+        _limit_memory(memory_mb)
+    server = RuntimeServer((host, port), listen_fd=listen_fd, secret=_take_secret(secret_fd))
+    host, port = server.server_address[:2]
+    print(f"faasrl runtime listening on {host}:{port} (pid {os.getpid()})", flush=True)
+    server.serve_forever()
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -65,17 +81,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--secret-fd", type=int,
                         help=f"read the bearer secret from this fd (else ${SECRET_ENV})")
     args = parser.parse_args(argv)
-
-    if args.parent_pid:
-        _die_with_parent(args.parent_pid)
-    _no_peeking()
-    if args.memory_mb:
-        _limit_memory(args.memory_mb)
-    server = RuntimeServer((args.host, args.port), listen_fd=args.listen_fd,
-                           secret=_take_secret(args.secret_fd))
-    host, port = server.server_address[:2]
-    print(f"faasrl runtime listening on {host}:{port} (pid {os.getpid()})", flush=True)
-    server.serve_forever()
+    serve(listen_fd=args.listen_fd, secret_fd=args.secret_fd, memory_mb=args.memory_mb,
+          parent_pid=args.parent_pid, host=args.host, port=args.port)
 
 
 if __name__ == "__main__":
