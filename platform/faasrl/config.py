@@ -59,6 +59,10 @@ class Settings(BaseSettings):
     function_python: Path | None = Field(
         None, description="the interpreter function processes run (process backend); None: "
                           "the gateway's own")
+    zygote: bool = Field(
+        True, description="fork process-backend containers from a zygote that has imported "
+                          "what the built-in functions import (cold starts without the imports); "
+                          "off: each starts as a new interpreter")
     node_cpu: float | None = Field(None, gt=0, description="cores to hand out; None = all")
     node_memory_mb: int | None = Field(None, gt=0, description="memory to hand out; None = all")
     node_gpus: int | None = Field(None, ge=0, description="GPUs to hand out; None = NVML count")

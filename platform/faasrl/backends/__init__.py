@@ -12,7 +12,7 @@ def create_backend(settings: Settings) -> Backend:
         from faasrl.backends.process import ProcessBackend
 
         return ProcessBackend(settings.state_dir, user=settings.function_user,
-                              python=settings.function_python)
+                              python=settings.function_python, zygote=settings.zygote)
     if settings.backend == "docker":
         from faasrl.backends.docker import DockerBackend, DockerConfig
 

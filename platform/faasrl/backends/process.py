@@ -14,6 +14,16 @@ functions as an unprivileged user (``function_user``, 10001 by default, as in th
 backend), who cannot read the state dir (mode 0700: logs, the token, Redis's data) — provided
 that user can run the interpreter; where it cannot (a Python under /root), functions run as root
 and the gateway says so at start.
+
+Cold starts: with ``zygote`` on, the backend starts a zygote (``faasrl.runtime.zygote``) in the
+background, which imports what the built-in functions import (torch, gymnasium, ...) once; once
+it is ready, a container is forked from it instead of started as a new interpreter, and
+becomes in the fork what the new interpreter would have been (see ``runtime/zygote.py``). A
+forked container inherits the zygote's heap, which counts against its ``RLIMIT_DATA`` as a torch
+function's own imports would; functions whose ``memory_mb`` leaves less than
+``FORK_HEADROOM_MB`` beyond it are started as new interpreters. Whenever the zygote is not ready,
+is gone or does not answer, a container starts the old way; a zygote that died after it had
+been ready is started again (at most every ``RESPAWN_S``).
 """
 
 from __future__ import annotations
@@ -32,10 +42,12 @@ import sys
 import tempfile
 import time
 from collections import deque
+from dataclasses import dataclass
 from pathlib import Path
 
 import faasrl
 from faasrl.backends.base import Backend, ContainerHandle, ContainerStats
+from faasrl.backends.zygote import Zygote, ZygoteGone
 from faasrl.manifest import FunctionSpec
 
 log = logging.getLogger(__name__)
@@ -44,6 +56,8 @@ _PLATFORM_DIR = str(Path(faasrl.__file__).resolve().parents[1])
 # What a function inherits of the gateway's environment; everything else it must be given
 # (its manifest's ``env``), so the gateway's secrets never reach it.
 PASSED_ENV = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "LD_LIBRARY_PATH", "PYTHONPATH")
+FORK_HEADROOM_MB = 256  # of its own heap, beyond the zygote's, a forked container must have
+RESPAWN_S = 10.0  # at most one new zygote this often
 
 
 def process_start_time(pid: int) -> int | None:
@@ -103,10 +117,52 @@ def function_credentials(user: str, python: str) -> tuple[int, int] | None:
     return uid, gid
 
 
+@dataclass
+class _Exec:
+    """A container started as a new interpreter: the gateway's own child."""
+
+    proc: subprocess.Popen[bytes]
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    @property
+    def zygote(self) -> None:
+        return None
+
+    def exit_code(self) -> int | None:
+        return self.proc.returncode if self.proc.returncode is not None else _exited(self.pid)
+
+    def reaped(self) -> bool:
+        return self.proc.returncode is not None
+
+    def reap(self) -> None:
+        self.proc.wait()
+
+
+@dataclass
+class _Forked:
+    """A container forked by a zygote, which reports its exit and reaps it when told."""
+
+    pid: int
+    zygote: Zygote
+
+    def exit_code(self) -> int | None:
+        return self.zygote.exit_code(self.pid)
+
+    def reaped(self) -> bool:
+        return False  # the zygote holds it until reap(), or it went with a dead zygote
+
+    def reap(self) -> None:
+        self.zygote.reap(self.pid)
+
+
 class ProcessBackend(Backend):
     name = "process"
 
-    def __init__(self, state_dir: Path, *, user: str = "", python: Path | None = None):
+    def __init__(self, state_dir: Path, *, user: str = "", python: Path | None = None,
+                 zygote: bool = False):
         self._records = Path(state_dir) / "containers"
         self._logs = Path(state_dir) / "logs"
         for folder in (self._records, self._logs):  # the gateway's alone
@@ -114,9 +170,14 @@ class ProcessBackend(Backend):
         self._python = str(python or sys.executable)
         self.credentials = function_credentials(user, self._python)
         self._owner = {"owner_pid": os.getpid(), "owner_start": process_start_time(os.getpid())}
-        self._procs: dict[str, subprocess.Popen[bytes]] = {}
+        self._children: dict[str, _Exec | _Forked] = {}
         self._handles: dict[str, ContainerHandle] = {}
         self._tmp: dict[str, Path] = {}  # one HOME/TMPDIR per container, gone with it
+        self.zygote: Zygote | None = None
+        self._respawn = zygote  # start a new zygote when this one is gone
+        self._zygote_started = 0.0
+        if zygote:
+            self._start_zygote()
 
     def check(self, spec: FunctionSpec) -> dict[str, str]:
         fields = {}
@@ -131,71 +192,141 @@ class ProcessBackend(Backend):
                     gpus: tuple[int, ...] = ()) -> ContainerHandle:
         if spec.code_dir and not Path(spec.code_dir).is_dir():
             raise FileNotFoundError(f"code_dir {spec.code_dir} is not a folder on this host")
-        tmp = Path(tempfile.mkdtemp(prefix=f"faasrl-{container_id}-"))
-        if self.credentials is not None:
-            os.chown(tmp, *self.credentials)
+        tmp = self._private_dir(f"faasrl-{container_id}-")
         self._tmp[container_id] = tmp
         cwd = Path(spec.code_dir) if spec.code_dir else tmp
         threads = str(max(1, int(spec.cpu)))  # numeric libraries size their pools to this
         env = {**_base_env(), "OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads,
                "CUDA_VISIBLE_DEVICES": ",".join(map(str, gpus)),
                "FAASRL_CONTAINER_ID": container_id, "HOME": str(tmp), "TMPDIR": str(tmp)}
-        secret = secrets.token_urlsafe(32)
-        secret_r, secret_w = os.pipe()
-        os.write(secret_w, secret.encode())
-        os.close(secret_w)
+        log_path = self._logs / f"{container_id}.log"
+        started = None
+        if (zygote := self._zygote_for(spec)) is not None:
+            try:
+                started = await self._fork(zygote, container_id, env, cwd, spec.memory_mb,
+                                           log_path)
+            except ZygoteGone as exc:
+                log.warning("container %s starts without the zygote: %s", container_id, exc)
+        child, port, secret = started or self._exec(env, cwd, spec.memory_mb, log_path)
+        handle = ContainerHandle(container_id, spec.name, self.name, "127.0.0.1", port,
+                                 child.pid, secret=secret)
+        self._children[container_id] = child
+        self._handles[container_id] = handle
+        record = {"id": container_id, "function": spec.name, "pid": child.pid, "port": port,
+                  "start_time": process_start_time(child.pid), "tmp": str(tmp),
+                  "zygote": child.zygote.pid if child.zygote else None, **self._owner}
+        (self._records / f"{container_id}.json").write_text(json.dumps(record))
+        return handle
+
+    def _exec(self, env: dict[str, str], cwd: Path, memory_mb: int,
+              log_path: Path) -> tuple[_Exec, int, str]:
+        secret, secret_r = _secret_pipe()
         cmd = [self._python, "-m", "faasrl.runtime", "--parent-pid", str(os.getpid()),
-               "--memory-mb", str(spec.memory_mb), "--secret-fd", str(secret_r)]
-        user = {} if self.credentials is None else {
-            "user": self.credentials[0], "group": self.credentials[1], "extra_groups": []}
+               "--memory-mb", str(memory_mb), "--secret-fd", str(secret_r)]
         try:
             with socket.create_server(("127.0.0.1", 0), backlog=128) as sock, \
-                    open(self._logs / f"{container_id}.log", "ab") as out:
+                    open(log_path, "ab") as out:
                 fd = sock.fileno()
                 proc = subprocess.Popen(
                     [*cmd, "--listen-fd", str(fd)], cwd=cwd, env=env, stdin=subprocess.DEVNULL,
                     stdout=out, stderr=subprocess.STDOUT, pass_fds=(fd, secret_r),
-                    start_new_session=True, **user)
+                    start_new_session=True, **self._user())
                 port = sock.getsockname()[1]
         finally:
             os.close(secret_r)
-        handle = ContainerHandle(container_id, spec.name, self.name, "127.0.0.1", port, proc.pid,
-                                 secret=secret)
-        self._procs[container_id] = proc
-        self._handles[container_id] = handle
-        record = {"id": container_id, "function": spec.name, "pid": proc.pid, "port": port,
-                  "start_time": process_start_time(proc.pid), "tmp": str(tmp), **self._owner}
-        (self._records / f"{container_id}.json").write_text(json.dumps(record))
-        return handle
+        return _Exec(proc), port, secret
+
+    async def _fork(self, zygote: Zygote, container_id: str, env: dict[str, str], cwd: Path,
+                    memory_mb: int, log_path: Path) -> tuple[_Forked, int, str]:
+        # A socket and secret of its own: after a failed fork the zygote's child may have read
+        # this secret, so the fallback must not reuse it.
+        secret, secret_r = _secret_pipe()
+        try:
+            with socket.create_server(("127.0.0.1", 0), backlog=128) as sock, \
+                    open(log_path, "ab") as out:
+                pid = await zygote.fork(container_id, env, str(cwd), memory_mb,
+                                        (sock.fileno(), secret_r, out.fileno()))
+                port = sock.getsockname()[1]
+        finally:
+            os.close(secret_r)
+        return _Forked(pid, zygote), port, secret
+
+    def _user(self) -> dict[str, object]:
+        return {} if self.credentials is None else {
+            "user": self.credentials[0], "group": self.credentials[1], "extra_groups": []}
+
+    def _private_dir(self, prefix: str) -> Path:
+        folder = Path(tempfile.mkdtemp(prefix=prefix))
+        if self.credentials is not None:
+            os.chown(folder, *self.credentials)
+        return folder
+
+    def _zygote_for(self, spec: FunctionSpec) -> Zygote | None:
+        """The zygote to fork this function's container from; None: start a new interpreter
+        (starting a new zygote if the last one died after it had been ready)."""
+        zygote = self.zygote
+        if zygote is not None and zygote.gone:
+            self._forget_zygote(zygote)
+            self._respawn = self._respawn and zygote.was_ready  # no crash loop at start-up
+            zygote = None
+        if zygote is None:
+            if self._respawn and time.monotonic() - self._zygote_started >= RESPAWN_S:
+                self._start_zygote()
+            return None
+        if not zygote.usable:
+            return None
+        return zygote if spec.memory_mb >= zygote.data_mb + FORK_HEADROOM_MB else None
+
+    def _start_zygote(self) -> None:
+        tmp = self._private_dir("faasrl-zygote-")
+        # One thread while it imports: numeric libraries would start pools a fork cannot copy.
+        env = {**_base_env(), "HOME": str(tmp), "TMPDIR": str(tmp), "OMP_NUM_THREADS": "1",
+               "MKL_NUM_THREADS": "1"}
+        self._zygote_started = time.monotonic()
+        try:
+            zygote = Zygote(self._python, env, tmp, self._logs / "zygote.log", self.credentials)
+        except OSError as exc:
+            log.warning("no zygote, containers start as new interpreters: %s", exc)
+            shutil.rmtree(tmp, ignore_errors=True)
+            return
+        self.zygote = zygote
+        record = {"id": f"zygote-{zygote.pid}", "function": None, "pid": zygote.pid,
+                  "start_time": process_start_time(zygote.pid), "tmp": str(tmp), **self._owner}
+        (self._records / f"zygote-{zygote.pid}.json").write_text(json.dumps(record))
+
+    def _forget_zygote(self, zygote: Zygote) -> None:
+        if self.zygote is zygote:
+            self.zygote = None
+        (self._records / f"zygote-{zygote.pid}.json").unlink(missing_ok=True)
+        shutil.rmtree(zygote.cwd, ignore_errors=True)
 
     async def stop(self, handle: ContainerHandle, grace_s: float = 2.0) -> None:
-        proc = self._procs.get(handle.id)
-        if proc is None:
+        child = self._children.get(handle.id)
+        if child is None:
             return
-        pid = proc.pid
-        if proc.returncode is None:
+        pid = child.pid
+        if not child.reaped():
             _killpg(pid, signal.SIGTERM)
             deadline = time.monotonic() + grace_s
             delay = 0.002
-            while _exited(pid) is None and time.monotonic() < deadline:
+            while child.exit_code() is None and time.monotonic() < deadline:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 0.05)
             # The leader is now a zombie or still running: either way the group id is still
             # ours, so the rest of the group can be killed before the leader is reaped.
             _killpg(pid, signal.SIGKILL)
-            while proc.poll() is None:
+            while child.exit_code() is None:
                 await asyncio.sleep(0.005)
-        self._procs.pop(handle.id, None)
+            child.reap()
+        self._children.pop(handle.id, None)
         self._handles.pop(handle.id, None)
         (self._records / f"{handle.id}.json").unlink(missing_ok=True)
         if (tmp := self._tmp.pop(handle.id, None)) is not None:
             shutil.rmtree(tmp, ignore_errors=True)
 
     def exit_code(self, handle: ContainerHandle) -> int | None:
-        proc = self._procs.get(handle.id)
-        if proc is None:
-            return -1
-        return proc.returncode if proc.returncode is not None else _exited(proc.pid)
+        child = self._children.get(handle.id)
+        return -1 if child is None else child.exit_code()
 
     def list_own(self) -> list[ContainerHandle]:
         return list(self._handles.values())
@@ -239,6 +370,18 @@ class ProcessBackend(Backend):
 
     async def close(self) -> None:
         await asyncio.gather(*(self.stop(h, grace_s=1.0) for h in list(self._handles.values())))
+        if (zygote := self.zygote) is not None:
+            await zygote.close()
+            self._forget_zygote(zygote)
+
+
+def _secret_pipe() -> tuple[str, int]:
+    """A new runtime secret, and the read end of a pipe that holds it."""
+    secret = secrets.token_urlsafe(32)
+    secret_r, secret_w = os.pipe()
+    os.write(secret_w, secret.encode())
+    os.close(secret_w)
+    return secret, secret_r
 
 
 def _killpg(pgid: int, sig: int) -> None:
