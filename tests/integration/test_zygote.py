@@ -1,0 +1,255 @@
+"""The process backend's zygote: containers forked from it are what a new interpreter would have
+been (session, environment, limits, fds, user), stop and exit as before, and a container starts
+without it when it is gone. Real processes throughout."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import signal
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import TEST_FUNCTIONS, pid_alive, wait_for
+
+import faasrl.backends.process as process
+from faasrl.backends.process import PASSED_ENV, ProcessBackend
+from faasrl.invoker.runtime_client import RuntimeClient, RuntimeGone
+from faasrl.manifest import FunctionSpec
+
+# Big enough to be forked (the zygote's heap is counted against it, see FORK_HEADROOM_MB).
+PROBE = FunctionSpec(name="probe", handler="forked:probe", code_dir=str(TEST_FUNCTIONS),
+                     cpu=2, memory_mb=1024)
+
+
+def zygote_backend(state_dir: Path, **kw: Any) -> ProcessBackend:
+    backend = ProcessBackend(state_dir, zygote=True, **kw)
+    assert backend.zygote is not None and backend.zygote.wait_ready(120), \
+        (state_dir / "logs" / "zygote.log").read_text()
+    return backend
+
+
+async def started(backend: ProcessBackend, cid: str, spec: FunctionSpec = PROBE
+                  ) -> tuple[Any, RuntimeClient]:
+    handle = await backend.start(spec, cid)
+    client = RuntimeClient(handle.host, handle.port, handle.secret)
+    status, out = await client.request("POST", "/init", {"handler": spec.handler}, timeout=30)
+    assert status == 200, (out, backend.logs(handle))
+    return handle, client
+
+
+async def run(client: RuntimeClient) -> dict[str, Any]:
+    status, out = await client.request("POST", "/run", {"args": None}, timeout=30)
+    assert status == 200 and "result" in out, out
+    return out["result"]
+
+
+def record(state_dir: Path, cid: str) -> dict[str, Any]:
+    return json.loads((state_dir / "containers" / f"{cid}.json").read_text())
+
+
+def test_a_forked_container_is_what_a_new_interpreter_would_be(tmp_path, monkeypatch):
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "gateway-secret")  # the gateway's, not theirs
+
+    async def scenario():
+        backend = zygote_backend(tmp_path)
+        try:
+            _, client = await started(backend, "c1")
+            out = await run(client)
+            client.close()
+            return backend.zygote.pid, record(tmp_path, "c1"), out
+        finally:
+            await backend.close()
+
+    zygote_pid, rec, out = asyncio.run(scenario())
+    assert out["ppid"] == zygote_pid == rec["zygote"]  # forked, not a new interpreter
+    assert out["pgid"] == out["sid"] == out["pid"]  # a session of its own: killpg reaches all
+    home = rec["tmp"]
+    expected = {k: os.environ[k] for k in PASSED_ENV if k in os.environ}
+    expected.update(PYTHONPATH=out["env"]["PYTHONPATH"], PYTHONUNBUFFERED="1",
+                    OMP_NUM_THREADS="2", MKL_NUM_THREADS="2", CUDA_VISIBLE_DEVICES="",
+                    FAASRL_CONTAINER_ID="c1", HOME=home, TMPDIR=home)
+    assert out["env"] == expected  # exactly: none of the zygote's, none of the gateway's
+    assert out["tmp"] == home and "faasrl-c1-" in home
+    assert out["cwd"] == str(TEST_FUNCTIONS)
+    assert out["data_limit"] == 1024 * 1024 * 1024
+    assert out["dumpable"] == 0
+    log = str(tmp_path / "logs" / "c1.log")
+    assert out["fds"]["0"] == "/dev/null" and out["fds"]["1"] == out["fds"]["2"] == log
+    others = {fd: target for fd, target in out["fds"].items() if int(fd) > 2}
+    # The listening socket and the invoker's connection; no pipe, file or socket of the zygote.
+    assert all(t.startswith("socket:") for t in others.values()) and len(others) == 2, others
+    assert out["torch_threads"] == 2  # its cpu, not the zygote's one thread
+
+
+def test_siblings_do_not_share_random_state(tmp_path):
+    async def scenario():
+        backend = zygote_backend(tmp_path)
+        try:
+            outs = []
+            for cid in ("c1", "c2"):
+                _, client = await started(backend, cid)
+                outs.append(await run(client))
+                client.close()
+            return outs
+        finally:
+            await backend.close()
+
+    a, b = asyncio.run(scenario())
+    assert a["ppid"] == b["ppid"]
+    for key in ("random", "numpy_random", "torch_random"):
+        assert a[key] != b[key], key
+
+
+def test_a_handler_importing_what_the_zygote_lacks_works(tmp_path):
+    async def scenario():
+        backend = zygote_backend(tmp_path)
+        try:
+            _, client = await started(backend, "c1")
+            out = await run(client)
+            client.close()
+            return out
+        finally:
+            await backend.close()
+
+    out = asyncio.run(scenario())
+    assert (out["sqlite3_preloaded"], out["sqlite3"]) == (False, 42)
+
+
+def test_stop_kills_a_forked_containers_group_and_its_exit_is_seen(tmp_path):
+    spawner = PROBE.model_copy(update={"handler": "fns:spawn_child"})
+    crasher = PROBE.model_copy(update={"handler": "fns:crash"})
+
+    async def scenario():
+        backend = zygote_backend(tmp_path)
+        try:
+            handle, client = await started(backend, "c1", spawner)
+            child = (await run(client))["child"]
+            assert pid_alive(child) and backend.exit_code(handle) is None
+            client.close()
+            await backend.stop(handle, grace_s=1.0)
+            stopped = handle.pid, child
+
+            handle, client = await started(backend, "c2", crasher)
+            assert record(tmp_path, "c2")["zygote"] == backend.zygote.pid
+            with pytest.raises(RuntimeGone):
+                await client.request("POST", "/run", {"args": None}, timeout=30)
+            code = wait_for(lambda: backend.exit_code(handle), what="the exit")
+            client.close()
+            await backend.stop(handle)
+            return stopped, code, handle.pid
+        finally:
+            await backend.close()
+
+    (pid, child), code, crashed = asyncio.run(scenario())
+    assert not pid_alive(child)  # the grandchild went with its group
+    assert not os.path.exists(f"/proc/{pid}")  # and the leader was reaped, not left a zombie
+    assert code == 3
+    assert not os.path.exists(f"/proc/{crashed}")
+    assert list((tmp_path / "containers").iterdir()) == []
+
+
+def test_without_its_zygote_a_container_starts_as_a_new_interpreter(tmp_path, monkeypatch):
+    monkeypatch.setattr(process, "RESPAWN_S", 0.0)
+
+    async def scenario():
+        backend = zygote_backend(tmp_path)
+        try:
+            forked, _ = await started(backend, "c1")
+            old = backend.zygote
+            os.kill(old.pid, signal.SIGKILL)
+            wait_for(lambda: old.gone, what="the zygote's death to be noticed")
+            # Its children die with it (their parent-death signal).
+            assert wait_for(lambda: backend.exit_code(forked)) == -signal.SIGKILL
+            _, client = await started(backend, "c2")
+            out = await run(client)
+            client.close()
+            assert backend.zygote is not None and backend.zygote is not old  # a new one
+            assert backend.zygote.wait_ready(120)
+            _, client = await started(backend, "c3")
+            client.close()
+            return old.pid, record(tmp_path, "c2"), out, backend.zygote.pid, \
+                record(tmp_path, "c3")
+        finally:
+            await backend.close()
+
+    old, rec, out, new, rec3 = asyncio.run(scenario())
+    assert rec["zygote"] is None and out["ppid"] == os.getpid()
+    assert out["data_limit"] == 1024 * 1024 * 1024
+    assert rec3["zygote"] == new != old
+    assert list((tmp_path / "containers").iterdir()) == []
+
+
+def test_a_small_function_is_not_forked(tmp_path):
+    small = PROBE.model_copy(update={"memory_mb": 256})  # less than the zygote's heap + room
+
+    async def scenario():
+        backend = zygote_backend(tmp_path)
+        try:
+            _, client = await started(backend, "c1", small)
+            out = await run(client)
+            client.close()
+            return out, record(tmp_path, "c1")
+        finally:
+            await backend.close()
+
+    out, rec = asyncio.run(scenario())
+    assert rec["zygote"] is None and out["ppid"] == os.getpid()
+
+
+def test_a_dead_platforms_zygote_and_its_containers_are_reaped(tmp_path):
+    async def scenario():
+        backend = zygote_backend(tmp_path)
+        handle, client = await started(backend, "c1")
+        client.close()
+        zygote = backend.zygote.pid
+        dead = subprocess.Popen(["true"])
+        dead.wait()
+        for path in (tmp_path / "containers").iterdir():  # as if their owner had died
+            rec = json.loads(path.read_text())
+            path.write_text(json.dumps({**rec, "owner_pid": dead.pid, "owner_start": 1}))
+        reaped = ProcessBackend(tmp_path).reap_orphans()
+        wait_for(lambda: not pid_alive(handle.pid), what="the container's end")
+        await backend.close()
+        return reaped, zygote, handle.pid
+
+    reaped, zygote, pid = asyncio.run(scenario())
+    assert reaped == 2
+    assert not pid_alive(zygote) and not pid_alive(pid)
+
+
+def _python_for(uid: int) -> str | None:
+    python = shutil.which("python3.11", path="/usr/bin:/usr/local/bin")
+    if python is None:
+        return None
+    probe = subprocess.run([python, "-c", f"import os; os.listdir({str(TEST_FUNCTIONS)!r})"],
+                           user=uid, group=uid, extra_groups=[], capture_output=True, cwd="/")
+    return python if probe.returncode == 0 else None
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only a root gateway changes the functions' user")
+def test_a_root_gateways_zygote_forks_as_the_function_user(tmp_path):
+    python = _python_for(10001)  # our interpreter may live where uid 10001 cannot go
+    if python is None:
+        pytest.skip("no Python here that uid 10001 can run on the test functions")
+    state = tmp_path / "state"
+
+    async def scenario():
+        backend = zygote_backend(state, user="10001:10001", python=Path(python))
+        assert backend.credentials == (10001, 10001)
+        try:
+            _, client = await started(backend, "c1", PROBE.model_copy(update={"memory_mb": 512}))
+            out = await run(client)
+            client.close()
+            assert Path(out["tmp"]).stat().st_uid == 10001  # its HOME is its own
+            return out, record(state, "c1"), backend.zygote.pid
+        finally:
+            await backend.close()
+
+    out, rec, zygote = asyncio.run(scenario())
+    assert rec["zygote"] == zygote == out["ppid"]
+    assert (out["uid"], out["gid"], out["groups"]) == (10001, 10001, [])
