@@ -42,8 +42,10 @@ from faasrl.runtime.__main__ import die_with_parent, no_peeking, serve
 
 # What the built-in functions (functions/*/handler.py) import; a module that fails to import is
 # left to the function, which then imports it after the fork as it would without a zygote.
+# torch._dynamo: every torch optimizer imports it when first built (1.5 s, a learner's first
+# update), though no handler names it.
 PRELOAD = (
-    "numpy", "torch", "gymnasium", "safetensors", "redis", "pydantic",
+    "numpy", "torch", "torch._dynamo", "gymnasium", "safetensors", "redis", "pydantic",
     "faasrl.algorithms", "faasrl.algorithms.offpolicy", "faasrl.contracts",
     "faasrl.data.codec", "faasrl.data.connection", "faasrl.data.gradients", "faasrl.data.keys",
     "faasrl.data.params", "faasrl.data.trajectories", "faasrl.rl.aggregation",
