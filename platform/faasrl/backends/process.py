@@ -49,6 +49,7 @@ import faasrl
 from faasrl.backends.base import Backend, ContainerHandle, ContainerStats
 from faasrl.backends.zygote import Zygote, ZygoteGone
 from faasrl.manifest import FunctionSpec
+from faasrl.runtime.zygote import exited
 
 log = logging.getLogger(__name__)
 _CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -73,17 +74,6 @@ def process_start_time(pid: int) -> int | None:
 def is_alive(pid: int, start_time: int | None) -> bool:
     """Whether the process that had this pid and start time still runs."""
     return start_time is not None and process_start_time(pid) == start_time
-
-
-def _exited(pid: int) -> int | None:
-    """Exit status of our child without reaping it (so its process group stays addressable)."""
-    try:
-        info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-    except ChildProcessError:
-        return -1  # already reaped
-    if info is None:
-        return None
-    return info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
 
 
 def _base_env() -> dict[str, str]:
@@ -132,7 +122,7 @@ class _Exec:
         return None
 
     def exit_code(self) -> int | None:
-        return self.proc.returncode if self.proc.returncode is not None else _exited(self.pid)
+        return self.proc.returncode if self.proc.returncode is not None else exited(self.pid)
 
     def reaped(self) -> bool:
         return self.proc.returncode is not None

@@ -133,8 +133,9 @@ class Zygote:
                 self._on(json.loads(data))
         except (OSError, ValueError) as exc:
             log.warning("zygote %d: control socket failed: %s", self.pid, exc)
-        with self._lock:
+        with self._lock:  # no send() is under way: the socket can go
             self._gone = True
+            self._sock.close()
             pending, self._pending = self._pending, {}
             for pid, status in self._exits.items():
                 if status is None:
@@ -143,7 +144,6 @@ class Zygote:
             with contextlib.suppress(InvalidStateError):
                 future.set_exception(ZygoteGone("the zygote died"))
         self._settled.set()
-        self._sock.close()
         code = self.proc.wait()
         log.log(logging.WARNING if code else logging.DEBUG,
                 "zygote %d exited with status %d", self.pid, code)

@@ -65,8 +65,16 @@ def send(sock: socket.socket, message: dict[str, Any], fds: Sequence[int] = ()) 
         sock.send(data)
 
 
-def exit_status(info: os.waitid_result) -> int:
-    """A child's exit code, or minus the signal that killed it (as ``Popen.returncode``)."""
+def exited(pid: int) -> int | None:
+    """Exit status of our child (minus the signal that killed it, as ``Popen.returncode``;
+    -1: already reaped), None while it runs; without reaping it, so that its process group id
+    stays addressable."""
+    try:
+        info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return -1
+    if info is None:
+        return None
     return info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
 
 
@@ -93,8 +101,14 @@ def _data_mb() -> float:
     return kb / 1024
 
 
-def _threads() -> int:
-    return len(os.listdir("/proc/self/task"))
+def _unsafe_to_fork() -> str | None:
+    """Why a fork of this process would not be a working copy: a child gets only the forking
+    thread (any other's locks stay held), and CUDA cannot be used again after a fork."""
+    if (threads := len(os.listdir("/proc/self/task"))) > 1:
+        return f"{threads} threads"
+    if (torch := sys.modules.get("torch")) is not None and torch.cuda.is_initialized():
+        return "CUDA initialized"
+    return None
 
 
 @dataclass
@@ -165,13 +179,13 @@ class Zygote:
         """Report exits (once each), reap the children the backend is done with."""
         for pid, child in list(self._children.items()):
             if child.status is None:
-                info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-                if info is None:
+                if (status := exited(pid)) is None:
                     continue
-                child.status = exit_status(info)
-                send(self._control, {"exit": pid, "status": child.status})
+                child.status = status
+                send(self._control, {"exit": pid, "status": status})
             if child.reap:
-                os.waitpid(pid, 0)
+                with contextlib.suppress(ChildProcessError):
+                    os.waitpid(pid, 0)
                 del self._children[pid]
 
     def _shut_down(self) -> None:
@@ -250,9 +264,8 @@ def main(argv: list[str] | None = None) -> None:
     imported, failed = _preload()
     for name, why in failed.items():
         print(f"faasrl zygote: {name} not preloaded ({why})", flush=True)
-    if (threads := _threads()) > 1:
-        print(f"faasrl zygote: {threads} threads after the imports; forking them is unsafe",
-              flush=True)
+    if (unsafe := _unsafe_to_fork()) is not None:
+        print(f"faasrl zygote: {unsafe} after the imports; forking is unsafe", flush=True)
         sys.exit(1)
     send(control, {"ready": True, "data_mb": _data_mb(), "imported": imported,
                    "failed": failed})
