@@ -184,6 +184,22 @@ def test_without_its_zygote_a_container_starts_as_a_new_interpreter(tmp_path, mo
     assert list((tmp_path / "containers").iterdir()) == []
 
 
+def test_a_start_does_not_wait_for_the_zygotes_imports(tmp_path):
+    async def scenario():
+        backend = ProcessBackend(tmp_path, zygote=True)  # its imports take a second or more
+        try:
+            _, client = await started(backend, "c1")
+            out = await run(client)
+            client.close()
+            return out, record(tmp_path, "c1"), backend.zygote.wait_ready(120)
+        finally:
+            await backend.close()
+
+    out, rec, ready = asyncio.run(scenario())
+    assert rec["zygote"] is None and out["ppid"] == os.getpid()
+    assert ready  # and it did get ready meanwhile
+
+
 def test_a_small_function_is_not_forked(tmp_path):
     small = PROBE.model_copy(update={"memory_mb": 256})  # less than the zygote's heap + room
 
