@@ -200,6 +200,24 @@ def test_a_start_does_not_wait_for_the_zygotes_imports(tmp_path):
     assert ready  # and it did get ready meanwhile
 
 
+def test_a_relative_code_dir_is_the_gateways_not_the_zygotes(tmp_path, monkeypatch):
+    monkeypatch.chdir(TEST_FUNCTIONS.parent)
+    relative = PROBE.model_copy(update={"code_dir": TEST_FUNCTIONS.name})
+
+    async def scenario():
+        backend = zygote_backend(tmp_path)
+        try:
+            _, client = await started(backend, "c1", relative)
+            out = await run(client)
+            client.close()
+            return out, record(tmp_path, "c1")
+        finally:
+            await backend.close()
+
+    out, rec = asyncio.run(scenario())
+    assert rec["zygote"] is not None and out["cwd"] == str(TEST_FUNCTIONS)
+
+
 def test_a_small_function_is_not_forked(tmp_path):
     small = PROBE.model_copy(update={"memory_mb": 256})  # less than the zygote's heap + room
 

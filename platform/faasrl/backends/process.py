@@ -184,7 +184,7 @@ class ProcessBackend(Backend):
             raise FileNotFoundError(f"code_dir {spec.code_dir} is not a folder on this host")
         tmp = self._private_dir(f"faasrl-{container_id}-")
         self._tmp[container_id] = tmp
-        cwd = Path(spec.code_dir) if spec.code_dir else tmp
+        cwd = Path(spec.code_dir).absolute() if spec.code_dir else tmp  # the zygote is elsewhere
         threads = str(max(1, int(spec.cpu)))  # numeric libraries size their pools to this
         env = {**_base_env(), "OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads,
                "CUDA_VISIBLE_DEVICES": ",".join(map(str, gpus)),
