@@ -15,10 +15,11 @@ backend), who cannot read the state dir (mode 0700: logs, the token, Redis's dat
 that user can run the interpreter; where it cannot (a Python under /root), functions run as root
 and the gateway says so at start.
 
-Cold starts: with ``zygote`` on, the backend starts a zygote (``faasrl.runtime.zygote``) in the
-background, which imports what the built-in functions import (torch, gymnasium, ...) once; once
-it is ready, a container is forked from it instead of started as a new interpreter, and
-becomes in the fork what the new interpreter would have been (see ``runtime/zygote.py``). A
+Cold starts: with ``zygote`` on, the backend starts a zygote (``faasrl.runtime.zygote``, with
+its interpreter and user) in the background, which imports what the built-in functions import
+(torch, gymnasium, ...) up front; when it is ready, a container is forked from it instead of
+started as a new interpreter, and becomes in the fork what the new interpreter would have been
+(see ``runtime/zygote.py``). A
 forked container inherits the zygote's heap, which counts against its ``RLIMIT_DATA`` as a torch
 function's own imports would; functions whose ``memory_mb`` leaves less than
 ``FORK_HEADROOM_MB`` beyond it are started as new interpreters. Whenever the zygote is not ready,

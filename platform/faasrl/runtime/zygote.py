@@ -15,7 +15,8 @@ message; never pickle):
 It is the parent of every container it forks: each one's parent-death signal fires when the
 zygote dies, and the zygote's own when the gateway dies, so nothing outlives the gateway.
 Fork safety: nothing here runs a torch op or opens a connection, so no thread pool, CUDA context
-or socket exists to be inherited; the zygote checks it is single-threaded before it says ready.
+or socket exists to be inherited; it checks that it is single-threaded, with CUDA untouched,
+before it says ready.
 """
 
 from __future__ import annotations
@@ -54,7 +55,6 @@ PRELOAD = (
     "faasrl.runtime.server",
 )
 MAX_MESSAGE = 1 << 20
-FORK_FAILED_EXIT = 70  # a child that could not become a runtime
 
 
 def send(sock: socket.socket, message: dict[str, Any], fds: Sequence[int] = ()) -> None:
@@ -162,13 +162,15 @@ class Zygote:
         except OSError as exc:
             send(self._control, {"id": request["id"], "error": str(exc)})
             pid = -1
-        if pid == 0:
+        if pid == 0:  # never returns to the zygote's loop; exits as an interpreter would
+            code = 1
             try:
                 self._become(request, listen_fd, secret_fd, log_fd)
+                code = 0
             except BaseException:
                 traceback.print_exc()
             finally:
-                os._exit(FORK_FAILED_EXIT)
+                os._exit(code)
         for fd in (listen_fd, secret_fd, log_fd):
             os.close(fd)
         if pid > 0:
