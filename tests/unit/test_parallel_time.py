@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from faasrl.invoker.records import InvocationRecord
@@ -48,6 +50,30 @@ def test_work_started_in_the_round_before_counts_from_the_round_start():
     records = [_rec("actor", -1.0, 1.0, run=2.0, wait=1.0),
                _rec("learner", 1.0, 2.0, run=1.0)]
     assert parallel_round_s(records, T0, T0 + 2.0) == pytest.approx(1.5)
+
+
+def test_work_that_ended_before_the_round_adds_nothing():
+    # An asynchronous round trains on a batch rolled out during the round before: its actor
+    # ended 3 s before this round began. Counting it stretched every later invocation by the
+    # part of its saving that fell outside the round (an async Hopper job modeled 1.4x its
+    # measured wall).
+    records = [_rec("actor", -5.0, -3.0, run=2.0, wait=1.5),
+               _rec("learner", 0.5, 1.5, run=1.0)]
+    assert parallel_round_s(records, T0, T0 + 2.0) == pytest.approx(2.0)
+
+
+def test_the_model_is_never_longer_than_the_measured_round():
+    rng = random.Random(0)
+    for _ in range(500):
+        records = []
+        for _ in range(rng.randint(1, 12)):
+            requested = rng.uniform(-6.0, 5.0)
+            finished = requested + rng.uniform(0.01, 4.0)
+            run = rng.uniform(0.0, finished - requested)
+            records.append(_rec("actor", requested, finished, run=run,
+                                wait=rng.uniform(0.0, run), queue=rng.uniform(0.0, 0.5)))
+        end = max(0.1, *(r.finished_at - T0 for r in records)) + rng.uniform(0.0, 0.5)
+        assert parallel_round_s(records, T0, T0 + end) <= end + 1e-9
 
 
 def test_an_invocation_requested_before_another_finished_does_not_wait_for_it():

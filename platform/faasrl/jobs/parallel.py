@@ -41,7 +41,8 @@ def parallel_round_s(records: Sequence[InvocationRecord], started_at: float,
                      ended_at: float) -> float:
     """The round's modeled length; ``started_at``/``ended_at`` are epoch seconds, like the
     records' ``requested_at``/``finished_at``. Invocations carried over from an earlier round
-    count from the round's start, their savings in proportion."""
+    count from the round's start, their savings in proportion; those that ended before it
+    (an asynchronous round trains on batches rolled out earlier) add nothing."""
     done = sorted((r for r in records if r.finished_at is not None),
                   key=lambda r: r.requested_at)
     ends: list[tuple[float, float]] = []  # (measured finish, modeled finish), since started_at
@@ -58,8 +59,8 @@ def parallel_round_s(records: Sequence[InvocationRecord], started_at: float,
     for r in done:
         requested, finished = r.requested_at - started_at, r.finished_at - started_at
         span = finished - requested
-        if span <= 0:
-            continue
+        if span <= 0 or finished <= 0:
+            continue  # an earlier round's time holds all of it (an async batch trained now)
         share = min(1.0, finished / span) if requested < 0 else 1.0
         modeled = max(0.0, span - _saved_s(r)) * share
         ends.append((finished, start(max(0.0, requested)) + modeled))
