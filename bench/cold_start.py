@@ -15,7 +15,6 @@ learner's ``update`` on that rollout.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import statistics
 import sys
@@ -30,25 +29,11 @@ from rich.table import Table
 
 from faasrl.config import Settings
 from faasrl.data import acl
-from faasrl.data.connection import gateway_redis
 from faasrl.embedded import EmbeddedPlatform
 
 FUNCTIONS = Path(__file__).resolve().parents[1] / "functions"
 MODES = {"new interpreter": False, "zygote": True}
 FIELDS = ("client_s", "init_s", "run_s")
-
-
-def grant(admin_url: str, job_id: str) -> dict[str, str]:
-    """A job's Redis user, as its driver makes one."""
-    creds = acl.JobCredentials.new(job_id)
-
-    async def go() -> None:
-        r = gateway_redis(admin_url)
-        await acl.grant(r, job_id, creds)
-        await r.aclose()
-
-    asyncio.run(go())
-    return creds.to_args()
 
 
 def cold(platform: EmbeddedPlatform, function: str, name: str, args: Any) -> dict[str, Any]:
@@ -72,7 +57,7 @@ def repetition(platform: EmbeddedPlatform, tag: str, steps: int) -> dict[str, di
     rollout, the learner's update (a learner replaced mid-job: its first result is an update)."""
     job = {"id": f"cold-{tag}", "env_id": "CartPole-v1", "policy": None, "seed": 1,
            "envs_per_actor": 2, "steps_per_actor": steps, "hyperparameters": {"algorithm": "ppo"},
-           "redis": grant(platform.redis_url, f"cold-{tag}")}
+           "redis": acl.grant_new(platform.redis_url, f"cold-{tag}")}
     init = cold(platform, "learner", f"init-{tag}", {"mode": "init", "job": job})
     made = init.pop("result")
     job["policy"] = made["policy"]

@@ -87,24 +87,6 @@ def assert_rows_whole(rows: list[dict[str, Any]], rounds: int,
         assert abs(row["cost_total"] - total_cost) <= 1e-9 + 1e-6 * total_cost, row
 
 
-def grant(admin_url: str, job_id: str) -> dict[str, str]:
-    """Grant a job's Redis user as its driver does; what the driver hands its functions."""
-    import asyncio
-
-    from faasrl.data import acl
-    from faasrl.data.connection import gateway_redis
-
-    creds = acl.JobCredentials.new(job_id)
-
-    async def go() -> None:
-        r = gateway_redis(admin_url)
-        await acl.grant(r, job_id, creds)
-        await r.aclose()
-
-    asyncio.run(go())
-    return creds.to_args()
-
-
 def stall(rows: list[dict[str, Any]]) -> float:
     """How much longer than the median round the slowest round took (what a fault cost);
     round 0 is left out: its learner warms up."""

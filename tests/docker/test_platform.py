@@ -10,9 +10,10 @@ from pathlib import Path
 import docker
 import pytest
 import redis
-from helpers import TEST_FUNCTIONS, TEST_NETWORK, grant, wait_for
+from helpers import TEST_FUNCTIONS, TEST_NETWORK, wait_for
 
 from faasrl.client import GatewayError
+from faasrl.data import acl
 
 pytestmark = pytest.mark.docker
 
@@ -51,7 +52,7 @@ def uploaded(docker_platform, tmp_path: Path):
 
 
 def test_uploaded_function_reaches_the_embedded_redis(docker_platform, uploaded):
-    job = {"id": "dj", "redis": grant(docker_platform.redis_url, "dj")}
+    job = {"id": "dj", "redis": acl.grant_new(docker_platform.redis_url, "dj")}
     cold = uploaded.invoke("writer", {"key": "a", "job": job})
     assert cold["status"] == "success", cold
     assert cold["cold"] is True and cold["backend"] == "docker"
@@ -66,7 +67,7 @@ def test_uploaded_function_reaches_the_embedded_redis(docker_platform, uploaded)
 
 def test_a_killed_container_is_replaced_and_the_invocation_retried(docker_platform, uploaded,
                                                                   docker_client):
-    job = {"id": "dk", "redis": grant(docker_platform.redis_url, "dk")}
+    job = {"id": "dk", "redis": acl.grant_new(docker_platform.redis_url, "dk")}
     invocation = uploaded.invoke_async("writer", {"key": "k", "sleep_s": 2, "job": job})
     busy = wait_for(lambda: [c for c in uploaded.cluster()["functions"]["writer"]["containers"]
                              if c["state"] == "busy"], 60, "a busy container")
@@ -98,7 +99,7 @@ def test_a_function_container_reaches_its_jobs_keys_only_and_no_other_runtime(
         [other] = client.cluster()["functions"]["other"]["containers"]
         with redis.Redis.from_url(docker_platform.redis_url) as admin:
             admin.set("faasrl:job:B:secret", "s")
-        rec = client.invoke("probe", {"job": {"id": "A", "redis": grant(
+        rec = client.invoke("probe", {"job": {"id": "A", "redis": acl.grant_new(
             docker_platform.redis_url, "A")}, "other_job": "B", "runtime": other["endpoint"],
             "files": ["/var/run/docker.sock"]})
     assert rec["status"] == "success", rec

@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pytest
 import redis
-from helpers import TEST_FUNCTIONS, fn, grant
+from helpers import TEST_FUNCTIONS, fn
+
+from faasrl.data import acl
 
 TOKEN = "isolation-token"
 
@@ -33,7 +35,8 @@ def run_probe(platform, files: list[str] = ()) -> dict:
         [container] = c.cluster()["functions"]["other"]["containers"]
         with redis.Redis.from_url(platform.redis_url) as admin:
             admin.set("faasrl:job:B:secret", "s")
-        rec = c.invoke("probe", {"job": {"id": "A", "redis": grant(platform.redis_url, "A")},
+        job = {"id": "A", "redis": acl.grant_new(platform.redis_url, "A")}
+        rec = c.invoke("probe", {"job": job,
                                  "other_job": "B", "runtime": container["endpoint"],
                                  "files": list(files)})
     assert rec["status"] == "success", rec

@@ -10,9 +10,10 @@ import signal
 import numpy as np
 import pytest
 import redis
-from helpers import finished, grant, wait_for
+from helpers import finished, wait_for
 
 from faasrl.client import Client, GatewayError
+from faasrl.data import acl
 from faasrl.data.codec import decode_arrays, encode_arrays
 from faasrl.data.keys import trajectories_key
 from faasrl.rl.policy import policy_spec_for
@@ -73,7 +74,7 @@ def test_a_malformed_transition_blob_is_dead_lettered_and_never_sampled(client: 
     job_id = "offpolicy-dead-letter"
     spec = policy_spec_for("CartPole-v1").to_dict()
     context = {"id": job_id, "env_id": "CartPole-v1", "policy": spec, "seed": 1,
-               "envs_per_actor": 1, "steps_per_actor": 8, "redis": grant(redis_url, job_id),
+               "envs_per_actor": 1, "steps_per_actor": 8, "redis": acl.grant_new(redis_url, job_id),
                "hyperparameters": {"algorithm": "dqn", **HP, "learning_starts": 4}}
     good = {"obs": np.ones((6, 4), np.float32), "actions": np.zeros(6, np.int64),
             "returns": np.ones(6, np.float32), "next_obs": np.ones((6, 4), np.float32),

@@ -52,20 +52,26 @@ def record(state_dir: Path, cid: str) -> dict[str, Any]:
     return json.loads((state_dir / "containers" / f"{cid}.json").read_text())
 
 
-def test_a_forked_container_is_what_a_new_interpreter_would_be(tmp_path, monkeypatch):
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "gateway-secret")  # the gateway's, not theirs
-
+def run_once(state_dir: Path, spec: FunctionSpec = PROBE) -> tuple[dict[str, Any], dict[str, Any],
+                                                                   int]:
+    """One container ``c1`` of ``spec`` on a zygote backend, run once: what its handler saw,
+    its record and the zygote's pid."""
     async def scenario():
-        backend = zygote_backend(tmp_path)
+        backend = zygote_backend(state_dir)
         try:
-            _, client = await started(backend, "c1")
+            _, client = await started(backend, "c1", spec)
             out = await run(client)
             client.close()
-            return backend.zygote.pid, record(tmp_path, "c1"), out
+            return out, record(state_dir, "c1"), backend.zygote.pid
         finally:
             await backend.close()
 
-    zygote_pid, rec, out = asyncio.run(scenario())
+    return asyncio.run(scenario())
+
+
+def test_a_forked_container_is_what_a_new_interpreter_would_be(tmp_path, monkeypatch):
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "gateway-secret")  # the gateway's, not theirs
+    out, rec, zygote_pid = run_once(tmp_path)
     assert out["ppid"] == zygote_pid == rec["zygote"]  # forked, not a new interpreter
     assert out["pgid"] == out["sid"] == out["pid"]  # a session of its own: killpg reaches all
     home = rec["tmp"]
@@ -106,17 +112,7 @@ def test_siblings_do_not_share_random_state(tmp_path):
 
 
 def test_a_handler_importing_what_the_zygote_lacks_works(tmp_path):
-    async def scenario():
-        backend = zygote_backend(tmp_path)
-        try:
-            _, client = await started(backend, "c1")
-            out = await run(client)
-            client.close()
-            return out
-        finally:
-            await backend.close()
-
-    out = asyncio.run(scenario())
+    out, _, _ = run_once(tmp_path)
     assert (out["sqlite3_preloaded"], out["sqlite3"]) == (False, 42)
 
 
@@ -203,35 +199,13 @@ def test_a_start_does_not_wait_for_the_zygotes_imports(tmp_path):
 def test_a_relative_code_dir_is_the_gateways_not_the_zygotes(tmp_path, monkeypatch):
     monkeypatch.chdir(TEST_FUNCTIONS.parent)
     relative = PROBE.model_copy(update={"code_dir": TEST_FUNCTIONS.name})
-
-    async def scenario():
-        backend = zygote_backend(tmp_path)
-        try:
-            _, client = await started(backend, "c1", relative)
-            out = await run(client)
-            client.close()
-            return out, record(tmp_path, "c1")
-        finally:
-            await backend.close()
-
-    out, rec = asyncio.run(scenario())
+    out, rec, _ = run_once(tmp_path, relative)
     assert rec["zygote"] is not None and out["cwd"] == str(TEST_FUNCTIONS)
 
 
 def test_a_small_function_is_not_forked(tmp_path):
     small = PROBE.model_copy(update={"memory_mb": 256})  # less than the zygote's heap + room
-
-    async def scenario():
-        backend = zygote_backend(tmp_path)
-        try:
-            _, client = await started(backend, "c1", small)
-            out = await run(client)
-            client.close()
-            return out, record(tmp_path, "c1")
-        finally:
-            await backend.close()
-
-    out, rec = asyncio.run(scenario())
+    out, rec, _ = run_once(tmp_path, small)
     assert rec["zygote"] is None and out["ppid"] == os.getpid()
 
 

@@ -45,6 +45,7 @@ import time
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import faasrl
 from faasrl.backends.base import Backend, ContainerHandle, ContainerStats
@@ -242,7 +243,7 @@ class ProcessBackend(Backend):
             os.close(secret_r)
         return _Forked(pid, zygote), port, secret
 
-    def _user(self) -> dict[str, object]:
+    def _user(self) -> dict[str, Any]:
         return {} if self.credentials is None else {
             "user": self.credentials[0], "group": self.credentials[1], "extra_groups": []}
 
@@ -275,7 +276,7 @@ class ProcessBackend(Backend):
                "MKL_NUM_THREADS": "1"}
         self._zygote_started = time.monotonic()
         try:
-            zygote = Zygote(self._python, env, tmp, self._logs / "zygote.log", self.credentials)
+            zygote = Zygote(self._python, env, tmp, self._logs / "zygote.log", self._user())
         except OSError as exc:
             log.warning("no zygote, containers start as new interpreters: %s", exc)
             shutil.rmtree(tmp, ignore_errors=True)

@@ -24,9 +24,10 @@ import signal
 import socket
 import subprocess
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, InvalidStateError
 from pathlib import Path
+from typing import Any
 
 from faasrl.runtime.zygote import MAX_MESSAGE, send
 
@@ -41,10 +42,9 @@ class Zygote:
     """One zygote process (per interpreter and user) and what it told us."""
 
     def __init__(self, python: str, env: dict[str, str], cwd: Path, log_path: Path,
-                 credentials: tuple[int, int] | None):
+                 user: Mapping[str, Any]):
+        """``user``: Popen's user/group arguments, as the backend starts its containers."""
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        user = {} if credentials is None else {
-            "user": credentials[0], "group": credentials[1], "extra_groups": []}
         try:
             with open(log_path, "ab") as out:
                 self.proc = subprocess.Popen(

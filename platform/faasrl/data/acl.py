@@ -49,6 +49,26 @@ async def grant(redis: Redis, job_id: str, creds: JobCredentials) -> None:
                                 f">{creds.password}", f"~{job_prefix(job_id)}*", *JOB_COMMANDS)
 
 
+def grant_new(admin_url: str, job_id: str) -> dict[str, str]:
+    """A new user for ``job_id``, granted as a job's driver grants one, and what the driver
+    hands its functions: for invoking functions outside a job (tests, benchmarks)."""
+    import asyncio
+
+    from faasrl.data.connection import gateway_redis
+
+    creds = JobCredentials.new(job_id)
+
+    async def go() -> None:
+        r = gateway_redis(admin_url)
+        try:
+            await grant(r, job_id, creds)
+        finally:
+            await r.aclose()
+
+    asyncio.run(go())
+    return creds.to_args()
+
+
 async def revoke(redis: Redis, job_id: str) -> None:
     """Delete the job's user (Redis disconnects its clients)."""
     await redis.execute_command("ACL", "DELUSER", job_user(job_id))
