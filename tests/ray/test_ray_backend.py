@@ -104,7 +104,7 @@ def test_a_node_removed_mid_round_loses_nothing(on_ray: EmbeddedPlatform, cluste
             return next((c["node"] for c in pool["containers"] if c["state"] == "busy"), None)
 
         doomed = wait_for(busy_actor_node, timeout_s=60, what="a busy actor", poll_s=0.005)
-        node = next(n for n in [spare, *cluster.worker_nodes] if n.unique_id == doomed)
+        node = next(n for n in [spare, *cluster.worker_nodes] if n.node_id == doomed)
         cluster.remove_node(node, allow_graceful=False)
         wait_for(lambda: alive_cores(client) == 3, timeout_s=30, what="the node to be gone")
         succeeded(client, job["id"], timeout_s=240)
@@ -152,9 +152,9 @@ def test_a_restarted_gateway_reaps_its_orphans_and_spares_others(tmp_path, clust
             wait_for(lambda: len(ours()) == 2, timeout_s=60, what="two echo actors")
         # An actor of this node whose owner is gone (pid 1 never started at tick 1), and one
         # of another gateway's node: the restarted gateway must reap the first only.
-        host = ray.remote(RuntimeActor).options(num_cpus=0, max_concurrency=2)
-        orphan = host.options(name="restart/1:1/orphan").remote("orphan")
-        other = host.options(name="elsewhere/1:1/theirs").remote("theirs")
+        host = ray.remote(RuntimeActor)
+        orphan = host.options(name="restart/1:1/orphan", num_cpus=0).remote("orphan")
+        other = host.options(name="elsewhere/1:1/theirs", num_cpus=0).remote("theirs")
         ray.get([orphan.logs.remote(1), other.logs.remote(1)], timeout=60)
         proc.send_signal(signal.SIGKILL)
         proc.wait()
