@@ -111,8 +111,8 @@ def base_env() -> dict[str, str]:
     """What every function process starts with: a few of this process's variables (never its
     secrets) and faasrl's own folder on the path."""
     passed = {k: os.environ[k] for k in PASSED_ENV if k in os.environ}
-    passed["PYTHONPATH"] = os.pathsep.join(p for p in (_PLATFORM_DIR, passed.get("PYTHONPATH"))
-                                           if p)
+    rest = [p for p in passed.get("PYTHONPATH", "").split(os.pathsep) if p and p != _PLATFORM_DIR]
+    passed["PYTHONPATH"] = os.pathsep.join([_PLATFORM_DIR, *rest])
     return {**passed, "PYTHONUNBUFFERED": "1"}
 
 
