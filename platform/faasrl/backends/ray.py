@@ -218,12 +218,13 @@ class RayBackend(Backend):
         return handle
 
     def _exited(self, container_id: str, done: Future[int]) -> None:
+        if container_id not in self._actors:
+            return  # stopped by this backend
         try:
             self._exits[container_id] = int(done.result())
         except Exception as exc:  # the actor, its worker or its node died
-            if container_id in self._actors:
-                log.warning("container %s is lost: %s", container_id,
-                            str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+            log.warning("container %s is lost: %s", container_id,
+                        str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
             self._exits[container_id] = -1
 
     async def stop(self, handle: ContainerHandle, grace_s: float = 2.0) -> None:
