@@ -113,11 +113,13 @@ def every_invocation_recorded(client: Client, function: str, at_least: int) -> N
 
 
 # ------------------------------------------------------------- the gateway as a process
-def gateway(state: Path, port: int, token: str, **env: str) -> subprocess.Popen[bytes]:
-    """``faasrl up`` in its own process (its log in the state dir's parent)."""
+def gateway(state: Path, port: int, token: str, *options: str,
+            **env: str) -> subprocess.Popen[bytes]:
+    """``faasrl up`` with ``options`` in its own process (its log in the state dir's parent)."""
     log = open(state.parent / f"gateway-{time.monotonic_ns()}.log", "wb")  # noqa: SIM115
     return subprocess.Popen(
-        [sys.executable, "-m", "faasrl", "up", "--port", str(port), "--state-dir", str(state)],
+        [sys.executable, "-m", "faasrl", "up", "--port", str(port), "--state-dir", str(state),
+         *options],
         env={**os.environ, "FAASRL_TOKEN": token, **env}, stdout=log, stderr=subprocess.STDOUT,
         start_new_session=True)
 

@@ -144,10 +144,10 @@ def test_a_restarted_gateway_reaps_its_orphans_and_spares_others(tmp_path, clust
 
     state, port, token = tmp_path / "state", free_port(), "ray-token"
     url = f"http://127.0.0.1:{port}"
-    env = {"FAASRL_BACKEND": "ray", "FAASRL_RAY_ADDRESS": cluster.address,
-           "FAASRL_NODE_NAME": "restart", **RAY_ENV}
+    options = ("--backend", "ray", "--ray-address", cluster.address)
+    env = {"FAASRL_NODE_NAME": "restart", **RAY_ENV}
     ray.init(address=cluster.address, namespace="faasrl", log_to_driver=False)
-    proc = gateway(state, port, token, **env)
+    proc = gateway(state, port, token, *options, **env)
     try:
         with gateway_up(url, token, proc, timeout_s=120) as client:
             client.prewarm("echo", 2)
@@ -163,7 +163,7 @@ def test_a_restarted_gateway_reaps_its_orphans_and_spares_others(tmp_path, clust
         # Ray kills a gateway's actors with it (they are not detached).
         wait_for(lambda: ours() == ["restart/1:1/orphan"], timeout_s=60,
                  what="the killed gateway's actors to go", poll_s=0.2)
-        proc = gateway(state, port, token, **env)
+        proc = gateway(state, port, token, *options, **env)
         with gateway_up(url, token, proc, timeout_s=120) as client:
             wait_for(lambda: "restart/1:1/orphan" not in ours(), timeout_s=30,
                      what="the orphan to be reaped", poll_s=0.2)
@@ -186,7 +186,7 @@ def test_up_with_no_address_runs_its_own_cluster_that_keeps_the_gateway_secrets(
     functions see none of the gateway's environment, and which stops with it."""
     state, port, token = tmp_path / "state", free_port(), "ray-token"
     proc = gateway(state, port, token, FAASRL_BACKEND="ray", AWS_SECRET_ACCESS_KEY="gw-secret",
-                   FAASRL_NODE_CPU="1", **RAY_ENV)
+                   FAASRL_NODE_CPU="1", **RAY_ENV)  # FAASRL_BACKEND: the other test uses --backend
     try:
         with gateway_up(f"http://127.0.0.1:{port}", token, proc, timeout_s=120) as client:
             assert client.cluster()["capacity"]["cpu"] == 1  # its own one-core cluster
