@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from helpers import (
+    REPO,
     assert_rows_whole,
     at_round,
     every_invocation_recorded,
@@ -30,6 +31,7 @@ from helpers import (
 
 from faasrl.client import Client, GatewayError
 from faasrl.embedded import EmbeddedPlatform
+from faasrl.manifest import load_manifest
 
 ray = pytest.importorskip("ray", reason="the Ray backend needs the ray package (make install)")
 cluster_utils = pytest.importorskip("ray.cluster_utils")
@@ -116,6 +118,32 @@ def test_a_node_removed_mid_round_loses_nothing(on_ray: EmbeddedPlatform, cluste
         assert sum(r["cold_starts"] for r in rows[2:]) >= 1  # the lost actor was replaced
         assert doomed not in {c["node"] for pool in client.cluster()["functions"].values()
                               for c in pool["containers"]}
+
+
+def test_actors_on_lambda_and_the_learner_on_ray_in_one_job(make_platform, cluster: Any,
+                                                            monkeypatch: pytest.MonkeyPatch):
+    """Hybrid placement: the actor's Lambda twin is this gateway's own Lambda API (as in
+    tests/integration/test_lambda_backend.py), so actors go gateway → boto3 → Lambda API → a
+    Ray container, and the learner runs on Ray directly."""
+    token = "ray-lambda-token"
+    for key, value in {"AWS_ACCESS_KEY_ID": "faasrl", "AWS_SECRET_ACCESS_KEY": token,
+                       "AWS_DEFAULT_REGION": "us-east-1"}.items():
+        monkeypatch.setenv(key, value)
+    platform = make_platform(backend="ray", ray_address=cluster.address, token=token,
+                             register_builtins=True, node_name="ray-hybrid")
+    actor = load_manifest(REPO / "functions" / "actor").model_dump()
+    actor["aws_lambda"] = {"function_name": "actor", "endpoint_url": platform.url}
+    with platform.client() as client:
+        client.deploy(actor)
+        job = client.submit({**SYNC, "placement": {"actors": "lambda"},
+                             "stop": {"max_rounds": 2}})
+        succeeded(client, job["id"], timeout_s=240)
+        actors = wait_for(lambda: len(r := client.invocations("actor", 100)) >= 2 * 2 * 2
+                          and r, what="the actor records")
+        learner = client.invocations("learner", 100)
+    assert {r["backend"] for r in actors} == {"lambda", "ray"}  # through Lambda, served on Ray
+    assert all(r["node"] for r in actors if r["backend"] == "ray")
+    assert learner and {r["backend"] for r in learner} == {"ray"}
 
 
 def test_a_function_no_node_can_hold_is_refused_naming_the_field(on_ray: EmbeddedPlatform):
