@@ -4,10 +4,16 @@ from __future__ import annotations
 
 import os
 import socket
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+import httpx
+
+from faasrl.client import Client
 
 TEST_FUNCTIONS = Path(__file__).parent / "functions"
 REPO = Path(__file__).resolve().parents[1]
@@ -92,3 +98,41 @@ def stall(rows: list[dict[str, Any]]) -> float:
     round 0 is left out: its learner warms up."""
     times = sorted(r["round_s"] for r in rows[1:])
     return times[-1] - times[len(times) // 2]
+
+
+def at_round(client: Client, job_id: str, k: int) -> None:
+    wait_for(lambda: client.job(job_id)["round"] >= k, timeout_s=120, what=f"round {k}",
+             poll_s=0.05)
+
+
+def every_invocation_recorded(client: Client, function: str, at_least: int) -> None:
+    """Records of ``function`` exist for at least the invocations the rows account for."""
+    recs = wait_for(lambda: len(r := client.invocations(function, limit=1000)) >= at_least
+                    and r, what=f"{at_least} records of {function}")
+    assert all(r["status"] in ("success", "error", "timeout") for r in recs)
+
+
+# ------------------------------------------------------------- the gateway as a process
+def gateway(state: Path, port: int, token: str, *options: str,
+            **env: str) -> subprocess.Popen[bytes]:
+    """``faasrl up`` with ``options`` in its own process (its log in the state dir's parent)."""
+    log = open(state.parent / f"gateway-{time.monotonic_ns()}.log", "wb")  # noqa: SIM115
+    return subprocess.Popen(
+        [sys.executable, "-m", "faasrl", "up", "--port", str(port), "--state-dir", str(state),
+         *options],
+        env={**os.environ, "FAASRL_TOKEN": token, **env}, stdout=log, stderr=subprocess.STDOUT,
+        start_new_session=True)
+
+
+def gateway_up(url: str, token: str, proc: subprocess.Popen[bytes],
+               timeout_s: float = 60) -> Client:
+    """A client of the gateway process ``proc`` once it answers at ``url``."""
+    def healthy() -> bool:
+        assert proc.poll() is None, f"the gateway exited with {proc.returncode}"
+        try:
+            return httpx.get(f"{url}/healthz", timeout=1).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    wait_for(healthy, timeout_s=timeout_s, what="the gateway", poll_s=0.1)
+    return Client(url, token)

@@ -35,10 +35,11 @@ class Settings(BaseSettings):
     schedulers_dir: Path | None = Field(None, description="saved MinionsRL schedulers; None = "
                                                           "<state_dir>/schedulers")
 
-    backend: Literal["process", "docker"] = Field(
+    backend: Literal["process", "docker", "ray"] = Field(
         "process", description="where this node's function containers come from")
     node_name: str = Field(default_factory=socket.gethostname,
-                           description="labels this node's Docker containers; unique per gateway")
+                           description="labels this node's Docker containers and Ray actors; "
+                                       "unique per gateway")
     docker_image: str = Field("faasrl/runtime:latest",
                               description="image of functions that name none")
     docker_gpu_image: str = Field("faasrl/runtime-gpu:latest",
@@ -49,6 +50,14 @@ class Settings(BaseSettings):
                                      description="where the images hold the built-in functions")
     docker_pids_limit: int = Field(1024, ge=64, description="processes+threads per container")
     docker_tmpfs_mb: int = Field(512, ge=16, description="the /tmp tmpfs (counts as memory)")
+    ray_address: str | None = Field(
+        None, description="the Ray cluster to place containers on (host:port of its head, or "
+                          "'auto'); None starts a local one-node cluster with the gateway")
+    ray_namespace: str = Field("faasrl", min_length=1,
+                               description="the Ray namespace the containers' actors are named in")
+    ray_builtins_dir: str | None = Field(
+        None, description="where Ray nodes hold the built-in functions (the runtime image's "
+                          "/opt/faasrl/functions); None: functions_dir, as on a local cluster")
     function_redis_url: str | None = Field(
         None, description="the Redis URL containers get; None: redis_url (the embedded Redis: "
         "its bridge address for Docker containers)")

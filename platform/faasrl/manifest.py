@@ -45,6 +45,33 @@ class LambdaTarget(BaseModel):
                                      description="None: AWS; a faasrl gateway's URL to test")
 
 
+class RayPlacement(BaseModel):
+    """Where on a Ray cluster the function's containers may go (the Ray backend); beyond its
+    cpu, memory_mb and gpu, which every backend reserves."""
+
+    model_config = STRICT
+
+    resources: dict[str, float] = Field(
+        default_factory=dict, description="custom Ray resources each container holds "
+                                          "(a node offers them: ray start --resources)")
+    strategy: Literal["PACK", "SPREAD"] = Field(
+        "PACK", description="PACK: fill nodes in turn (Ray's default); SPREAD: across nodes")
+    node_label: dict[str, str] = Field(
+        default_factory=dict, description="labels a node must carry (ray start --labels)")
+
+    @field_validator("resources")
+    @classmethod
+    def _amounts(cls, resources: dict[str, float]) -> dict[str, float]:
+        bad = [k for k, v in resources.items() if not k or v <= 0 or k in _RAY_BUILTIN]
+        if bad:
+            raise ValueError(f"custom resources need a name and an amount > 0, and cpu, gpu "
+                             f"and memory are the manifest's own fields: {', '.join(bad)}")
+        return resources
+
+
+_RAY_BUILTIN = {"CPU", "GPU", "memory", "object_store_memory"}
+
+
 class FunctionSpec(BaseModel):
     """A registered function: its code, its resource needs and its container lifecycle."""
 
@@ -72,6 +99,8 @@ class FunctionSpec(BaseModel):
         "local", description="where invocations run unless the caller says otherwise")
     aws_lambda: LambdaTarget | None = Field(None, validate_default=True,
                                             description="where it runs on Lambda")
+    ray: RayPlacement | None = Field(None, description="where on a Ray cluster its containers "
+                                                       "go (Ray backend; others ignore it)")
 
     @field_validator("env")
     @classmethod

@@ -9,14 +9,21 @@ from __future__ import annotations
 import os
 import signal
 import statistics
-import subprocess
-import sys
 import time
-from pathlib import Path
 
-import httpx
 import pytest
-from helpers import assert_rows_whole, finished, pid_alive, stall, wait_for
+from helpers import (
+    assert_rows_whole,
+    at_round,
+    every_invocation_recorded,
+    finished,
+    free_port,
+    gateway,
+    gateway_up,
+    pid_alive,
+    stall,
+    wait_for,
+)
 
 from faasrl.client import Client, GatewayError
 from faasrl.redis_server import EmbeddedRedis
@@ -43,20 +50,8 @@ def busy_pid(client: Client, function: str, timeout_s: float = 60) -> int:
                     poll_s=0.005)
 
 
-def at_round(client: Client, job_id: str, k: int) -> None:
-    wait_for(lambda: client.job(job_id)["round"] >= k, timeout_s=120, what=f"round {k}",
-             poll_s=0.05)
-
-
 def report(what: str, seconds: float) -> None:
     print(f"\nfault disruption: {what}: job stalled {seconds:.2f} s")
-
-
-def every_invocation_recorded(client: Client, function: str, at_least: int) -> None:
-    """Records of ``function`` exist for at least the invocations the rows account for."""
-    recs = wait_for(lambda: len(r := client.invocations(function, limit=1000)) >= at_least
-                    and r, what=f"{at_least} records of {function}")
-    assert all(r["status"] in ("success", "error", "timeout") for r in recs)
 
 
 @pytest.mark.parametrize("function", ["actor", "learner"])
@@ -128,49 +123,19 @@ def test_a_redis_restart_during_the_actors_phase(make_platform, tmp_path):
         server.stop()
 
 
-# ------------------------------------------------------------- the gateway as a process
-def gateway(state: Path, port: int, token: str, **env: str) -> subprocess.Popen[bytes]:
-    """``faasrl up`` in its own process (its log in the state dir's parent)."""
-    log = open(state.parent / f"gateway-{time.monotonic_ns()}.log", "wb")  # noqa: SIM115
-    return subprocess.Popen(
-        [sys.executable, "-m", "faasrl", "up", "--port", str(port), "--state-dir", str(state)],
-        env={**os.environ, "FAASRL_TOKEN": token, **env}, stdout=log, stderr=subprocess.STDOUT,
-        start_new_session=True)
-
-
-def up(url: str, token: str, proc: subprocess.Popen[bytes]) -> Client:
-    def healthy() -> bool:
-        assert proc.poll() is None, f"the gateway exited with {proc.returncode}"
-        try:
-            return httpx.get(f"{url}/healthz", timeout=1).status_code == 200
-        except httpx.HTTPError:
-            return False
-
-    wait_for(healthy, timeout_s=60, what="the gateway", poll_s=0.1)
-    return Client(url, token)
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_a_killed_gateway_resumes_its_job(tmp_path):
     state, port, token = tmp_path / "state", free_port(), "fault-token"
     url = f"http://127.0.0.1:{port}"
     proc = gateway(state, port, token)
     try:
-        with up(url, token, proc) as client:
+        with gateway_up(url, token, proc) as client:
             job = client.submit(SYNC)
             at_round(client, job["id"], 3)
         proc.send_signal(signal.SIGKILL)
         proc.wait()
         t0 = time.monotonic()
         proc = gateway(state, port, token)
-        with up(url, token, proc) as client:
+        with gateway_up(url, token, proc) as client:
             before = client.job(job["id"])["round"]
             at_round(client, job["id"], before + 1)
             stalled = time.monotonic() - t0
@@ -194,7 +159,7 @@ def test_an_answered_invocation_keeps_its_record_across_a_redis_outage_and_sigte
     env = {"FAASRL_REDIS_URL": server.url, "FAASRL_REGISTER_BUILTINS": "true"}
     proc = gateway(state, port, token, **env)
     try:
-        with up(url, token, proc) as client:
+        with gateway_up(url, token, proc) as client:
             client.invoke("echo", {"warm": True})
             server.stop()
             answered = client.invoke("echo", {"n": 1})
@@ -209,7 +174,7 @@ def test_an_answered_invocation_keeps_its_record_across_a_redis_outage_and_sigte
         assert (state / "records.spool").exists()
         server.start()
         proc = gateway(state, port, token, **env)
-        with up(url, token, proc) as client:
+        with gateway_up(url, token, proc) as client:
             rec = wait_for(lambda: _record(client, answered["id"]), what="the spooled record")
             assert rec["status"] == "success" and rec["result"]["echo"] == {"n": 1}
         assert not (state / "records.spool").exists()

@@ -354,3 +354,25 @@ def test_a_new_key_prefers_a_container_no_key_is_bound_to():
     p.release(a if p.container(a).affinity == "slot0" else b, 3.0)  # the most recently used now
     bound = a if p.container(a).affinity == "slot0" else b
     assert only(p.request("f", "y", 4.0, affinity="slot1"), Assign).container != bound
+
+
+def test_with_cores_held_idle_an_idle_container_keeps_its_cores():
+    p = pool(cpu=1, cores_held_idle=True)
+    p.register(spec("a"), 0)
+    p.register(spec("b"), 0)
+    start = only(p.request("a", "w1", 0), Start)
+    p.ready(start.container, 1)
+    p.release(start.container, 2)
+    assert p.reserved.cpu == 1  # idle, yet its actor holds the core
+    stop = only(p.request("b", "w2", 3), Stop)  # b's core must come from evicting a
+    assert stop.container == start.container
+
+
+def test_resize_lets_a_waiter_start_once_a_node_joins():
+    p = pool(cpu=1, cores_held_idle=True)
+    p.register(spec("a"), 0)
+    first = only(p.request("a", "w1", 0), Start)
+    assert p.request("a", "w2", 0) == []  # the one core is taken: w2 waits
+    second = only(p.resize(Resources(2, 4096), [], 1), Start)
+    assert second.container != first.container
+    assert p.capacity.cpu == 2

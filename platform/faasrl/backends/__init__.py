@@ -21,6 +21,15 @@ def create_backend(settings: Settings) -> Backend:
             gpu_image=settings.docker_gpu_image, network=settings.docker_network,
             functions_dir=settings.functions_dir, builtins_dir=settings.docker_builtins_dir,
             pids_limit=settings.docker_pids_limit, tmpfs_mb=settings.docker_tmpfs_mb))
+    if settings.backend == "ray":
+        from faasrl.backends.ray import RayBackend, RayConfig
+
+        return RayBackend(RayConfig(
+            node=settings.node_name, address=settings.ray_address,
+            namespace=settings.ray_namespace, functions_dir=settings.functions_dir,
+            builtins_dir=settings.ray_builtins_dir, log_dir=settings.state_dir / "logs",
+            local_cpu=settings.node_cpu, local_memory_mb=settings.node_memory_mb,
+            local_gpus=settings.node_gpus))
     raise ValueError(f"unknown backend {settings.backend!r}")
 
 

@@ -4,8 +4,13 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING
 
 from faasrl.manifest import FunctionSpec
+
+if TYPE_CHECKING:
+    from faasrl.invoker.resources import Resources
 
 
 @dataclass
@@ -17,7 +22,8 @@ class ContainerHandle:
     backend: str
     host: str
     port: int
-    pid: int | None = None  # process backend
+    pid: int | None = None  # process backend; the Ray backend's: on its node
+    node: str | None = None  # the machine it runs on, where that is not the gateway's (Ray)
     native_id: str | None = None  # the backend's own id (a Docker container id)
     secret: str | None = field(default=None, repr=False)  # the runtime's bearer token
 
@@ -28,10 +34,32 @@ class ContainerStats:
     cpu_s: float
 
 
+def builtin_dir(spec: FunctionSpec, functions_dir: Path | None, builtins_dir: str) -> str | None:
+    """Where a built-in function's folder is on a machine that holds the built-ins under
+    ``builtins_dir`` (an image, a Ray node); None for uploaded code (the runtime unpacks it)
+    and for folders that are not the gateway's built-ins."""
+    if spec.code_sha256 or not spec.code_dir or functions_dir is None:
+        return None
+    try:
+        rel = Path(spec.code_dir).resolve().relative_to(functions_dir.resolve())
+    except ValueError:
+        return None
+    return str(PurePosixPath(builtins_dir, *rel.parts))
+
+
 class Backend(ABC):
     """Starts and stops containers that run ``faasrl.runtime``; knows nothing of pools."""
 
     name: str
+    # Whether a container holds its cores while idle too (a Ray actor keeps its num_cpus until
+    # it is killed); else only while it starts or runs, as a process uses no CPU while idle.
+    holds_cores_idle: bool = False
+
+    def capacity(self) -> Resources | None:
+        """What the machines this backend places containers on offer now, when they and not
+        the gateway's host size the node (a cluster whose nodes join and leave); None: the
+        host's. Called on every maintenance tick, so it must answer from memory."""
+        return None
 
     def check(self, spec: FunctionSpec) -> dict[str, str]:
         """Per manifest field, why this backend could not run the function (empty: it can).

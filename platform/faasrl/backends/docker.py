@@ -19,21 +19,20 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import logging
-import os
 import secrets
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 
 import docker
 from docker.errors import APIError, DockerException, ImageNotFound, NotFound
 from docker.types import DeviceRequest
 
-from faasrl.backends.base import Backend, ContainerHandle, ContainerStats
-from faasrl.backends.process import is_alive, process_start_time
+from faasrl.backends.base import Backend, ContainerHandle, ContainerStats, builtin_dir
+from faasrl.backends.process import owner_alive, owner_label
 from faasrl.manifest import FunctionSpec
 from faasrl.runtime.server import SECRET_ENV
 
@@ -59,20 +58,6 @@ class DockerConfig:
     tmpfs_mb: int = 512
 
 
-def owner_label() -> str:
-    """This process as ``pid:start time``: with the node name, enough to tell it is gone."""
-    return f"{os.getpid()}:{process_start_time(os.getpid())}"
-
-
-def owner_alive(label: str) -> bool:
-    """Whether the process a ``faasrl.owner`` label names still runs (in our pid namespace)."""
-    pid, _, start = label.partition(":")
-    try:
-        return is_alive(int(pid), int(start))
-    except ValueError:
-        return False
-
-
 def image_of(spec: FunctionSpec, gpus: tuple[int, ...], config: DockerConfig) -> str:
     return spec.image or (config.gpu_image if gpus else config.image)
 
@@ -83,13 +68,7 @@ def working_dir(spec: FunctionSpec, config: DockerConfig) -> str | None:
     Uploaded code is unpacked by the runtime itself; a built-in function is in the image under
     ``builtins_dir``; otherwise the image's own working directory holds the code.
     """
-    if spec.code_sha256 or not spec.code_dir or config.functions_dir is None:
-        return None
-    try:
-        rel = Path(spec.code_dir).resolve().relative_to(config.functions_dir.resolve())
-    except ValueError:
-        return None
-    return str(PurePosixPath(config.builtins_dir, *rel.parts))
+    return builtin_dir(spec, config.functions_dir, config.builtins_dir)
 
 
 def container_options(spec: FunctionSpec, container_id: str, gpus: tuple[int, ...],

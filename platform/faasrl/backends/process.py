@@ -73,15 +73,46 @@ def process_start_time(pid: int) -> int | None:
     return int(stat[stat.rindex(b")") + 2:].split()[19])
 
 
+def process_stats(pid: int) -> ContainerStats | None:
+    """A process's resident memory and CPU time, None once it is gone."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+        stat = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return None
+    rss_kb = next((int(line.split()[1]) for line in status.splitlines()
+                   if line.startswith("VmRSS:")), 0)
+    fields = stat[stat.rindex(b")") + 2:].split()
+    cpu_s = (int(fields[11]) + int(fields[12])) / _CLK_TCK
+    return ContainerStats(memory_mb=rss_kb / 1024, cpu_s=cpu_s)
+
+
 def is_alive(pid: int, start_time: int | None) -> bool:
     """Whether the process that had this pid and start time still runs."""
     return start_time is not None and process_start_time(pid) == start_time
 
 
-def _base_env() -> dict[str, str]:
+def owner_label() -> str:
+    """This process as ``pid:start time``: with the node name, enough to tell it is gone (a
+    Docker container's ``faasrl.owner`` label, a Ray actor's name)."""
+    return f"{os.getpid()}:{process_start_time(os.getpid())}"
+
+
+def owner_alive(label: str) -> bool:
+    """Whether the process an owner label names still runs (in our pid namespace)."""
+    pid, _, start = label.partition(":")
+    try:
+        return is_alive(int(pid), int(start))
+    except ValueError:
+        return False
+
+
+def base_env() -> dict[str, str]:
+    """What every function process starts with: a few of this process's variables (never its
+    secrets) and faasrl's own folder on the path."""
     passed = {k: os.environ[k] for k in PASSED_ENV if k in os.environ}
-    passed["PYTHONPATH"] = os.pathsep.join(p for p in (_PLATFORM_DIR, passed.get("PYTHONPATH"))
-                                           if p)
+    rest = [p for p in passed.get("PYTHONPATH", "").split(os.pathsep) if p and p != _PLATFORM_DIR]
+    passed["PYTHONPATH"] = os.pathsep.join([_PLATFORM_DIR, *rest])
     return {**passed, "PYTHONUNBUFFERED": "1"}
 
 
@@ -94,7 +125,7 @@ def function_credentials(user: str, python: str) -> tuple[int, int] | None:
     uid, gid = int(uid_text), int(gid_text or uid_text)
     try:
         probe = subprocess.run([python, "-c", "import faasrl.runtime.server"], user=uid,
-                               group=gid, extra_groups=[], env=_base_env(), cwd="/",
+                               group=gid, extra_groups=[], env=base_env(), cwd="/",
                                capture_output=True, timeout=60)
         failed = probe.stderr.decode(errors="replace").strip().splitlines()[-1:] \
             if probe.returncode else []
@@ -188,7 +219,7 @@ class ProcessBackend(Backend):
         self._tmp[container_id] = tmp
         cwd = Path(spec.code_dir).absolute() if spec.code_dir else tmp  # the zygote is elsewhere
         threads = str(max(1, int(spec.cpu)))  # numeric libraries size their pools to this
-        env = {**_base_env(), "OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads,
+        env = {**base_env(), "OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads,
                "CUDA_VISIBLE_DEVICES": ",".join(map(str, gpus)),
                "FAASRL_CONTAINER_ID": container_id, "HOME": str(tmp), "TMPDIR": str(tmp)}
         log_path = self._logs / f"{container_id}.log"
@@ -212,7 +243,7 @@ class ProcessBackend(Backend):
 
     def _exec(self, env: dict[str, str], cwd: Path, memory_mb: int,
               log_path: Path) -> tuple[_Exec, int, str]:
-        secret, secret_r = _secret_pipe()
+        secret, secret_r = secret_pipe()
         cmd = [self._python, "-m", "faasrl.runtime", "--parent-pid", str(os.getpid()),
                "--memory-mb", str(memory_mb), "--secret-fd", str(secret_r)]
         try:
@@ -232,7 +263,7 @@ class ProcessBackend(Backend):
                     memory_mb: int, log_path: Path) -> tuple[_Forked, int, str]:
         # A socket and secret of its own: after a failed fork the zygote's child may have read
         # this secret, so the fallback must not reuse it.
-        secret, secret_r = _secret_pipe()
+        secret, secret_r = secret_pipe()
         try:
             with socket.create_server(("127.0.0.1", 0), backlog=128) as sock, \
                     open(log_path, "ab") as out:
@@ -272,7 +303,7 @@ class ProcessBackend(Backend):
     def _start_zygote(self) -> None:
         tmp = self._private_dir("faasrl-zygote-")
         # One thread while it imports: numeric libraries would start pools a fork cannot copy.
-        env = {**_base_env(), "HOME": str(tmp), "TMPDIR": str(tmp), "OMP_NUM_THREADS": "1",
+        env = {**base_env(), "HOME": str(tmp), "TMPDIR": str(tmp), "OMP_NUM_THREADS": "1",
                "MKL_NUM_THREADS": "1"}
         self._zygote_started = time.monotonic()
         try:
@@ -298,7 +329,7 @@ class ProcessBackend(Backend):
             return
         pid = child.pid
         if not child.reaped():
-            _killpg(pid, signal.SIGTERM)
+            kill_group(pid, signal.SIGTERM)
             deadline = time.monotonic() + grace_s
             delay = 0.002
             while child.exit_code() is None and time.monotonic() < deadline:
@@ -306,7 +337,7 @@ class ProcessBackend(Backend):
                 delay = min(delay * 2, 0.05)
             # The leader is now a zombie or still running: either way the group id is still
             # ours, so the rest of the group can be killed before the leader is reaped.
-            _killpg(pid, signal.SIGKILL)
+            kill_group(pid, signal.SIGKILL)
             while child.exit_code() is None:
                 await asyncio.sleep(0.005)
             child.reap()
@@ -334,7 +365,7 @@ class ProcessBackend(Backend):
             if is_alive(rec.get("owner_pid", 0), rec.get("owner_start")):
                 continue  # another live platform owns it
             if is_alive(rec.get("pid", 0), rec.get("start_time")):
-                _killpg(rec["pid"], signal.SIGKILL)
+                kill_group(rec["pid"], signal.SIGKILL)
                 reaped += 1
             path.unlink(missing_ok=True)
             if rec.get("tmp"):
@@ -342,16 +373,7 @@ class ProcessBackend(Backend):
         return reaped
 
     def stats(self, handle: ContainerHandle) -> ContainerStats | None:
-        try:
-            status = Path(f"/proc/{handle.pid}/status").read_text()
-            stat = Path(f"/proc/{handle.pid}/stat").read_bytes()
-        except OSError:
-            return None
-        rss_kb = next((int(line.split()[1]) for line in status.splitlines()
-                       if line.startswith("VmRSS:")), 0)
-        fields = stat[stat.rindex(b")") + 2:].split()
-        cpu_s = (int(fields[11]) + int(fields[12])) / _CLK_TCK
-        return ContainerStats(memory_mb=rss_kb / 1024, cpu_s=cpu_s)
+        return process_stats(handle.pid) if handle.pid is not None else None
 
     def logs(self, handle: ContainerHandle, tail: int = 50) -> str:
         try:
@@ -367,7 +389,7 @@ class ProcessBackend(Backend):
             self._forget_zygote(zygote)
 
 
-def _secret_pipe() -> tuple[str, int]:
+def secret_pipe() -> tuple[str, int]:
     """A new runtime secret, and the read end of a pipe that holds it."""
     secret = secrets.token_urlsafe(32)
     secret_r, secret_w = os.pipe()
@@ -376,6 +398,6 @@ def _secret_pipe() -> tuple[str, int]:
     return secret, secret_r
 
 
-def _killpg(pgid: int, sig: int) -> None:
+def kill_group(pgid: int, sig: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from pydantic import SecretStr
+from pydantic import SecretStr, ValidationError
 from rich.logging import RichHandler
 from rich.panel import Panel
 from rich.table import Table
@@ -26,6 +26,11 @@ def up(
     state_dir: Annotated[Path | None, typer.Option(help="pids, logs, Redis data")] = None,
     no_auth: Annotated[bool, typer.Option("--no-auth", help="serve /v1 without a token")] = False,
     access_log: Annotated[bool, typer.Option(help="log every request")] = False,
+    backend: Annotated[str | None, typer.Option(
+        help="where containers run: process, docker or ray [FAASRL_BACKEND, process]")] = None,
+    ray_address: Annotated[str | None, typer.Option(
+        help="the Ray cluster (head host:port) for --backend ray [FAASRL_RAY_ADDRESS]; "
+             "none: a local one-node cluster")] = None,
 ) -> None:
     """Start the platform: embedded Redis (unless FAASRL_REDIS_URL), gateway and invoker.
 
@@ -37,9 +42,14 @@ def up(
     from faasrl.embedded import EmbeddedPlatform
 
     overrides: dict[str, Any] = {k: v for k, v in
-                                 {"host": host, "port": port, "state_dir": state_dir}.items()
+                                 {"host": host, "port": port, "state_dir": state_dir,
+                                  "backend": backend, "ray_address": ray_address}.items()
                                  if v is not None}
-    settings = Settings(**overrides)
+    try:
+        settings = Settings(**overrides)
+    except ValidationError as exc:
+        fields = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        raise typer.BadParameter(fields) from None
     if no_auth:
         settings = settings.model_copy(update={"token": None})
         token_line = "auth     off (--no-auth)"
@@ -67,6 +77,9 @@ def up(
                  f"redis    {without_credentials(platform.redis_url or '')}"
                  + ("  (embedded)" if platform.redis else ""),
                  f"state    {settings.state_dir}",
+                 f"backend  {settings.backend}" + (
+                     f"   (Ray cluster {settings.ray_address or 'local'})"
+                     if settings.backend == "ray" else ""),
                  token_line,
                  "", "Ctrl-C stops every container and Redis."]
         console.print(Panel("\n".join(lines), title="faasrl is up", expand=False))

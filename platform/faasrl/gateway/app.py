@@ -48,10 +48,15 @@ def create_app(settings: Settings, redis_url: str, function_redis_url: str | Non
         await _warn_if_open(redis)
         health = RedisHealth(redis)
         await health.start()
-        capacity, gpu_ids = node_capacity(settings.node_cpu, settings.node_memory_mb,
-                                          settings.node_gpus)
+        backend = create_backend(settings)
+        if (capacity := backend.capacity()) is not None:  # a cluster's, not this host's
+            gpu_ids: list[int] = list(range(capacity.gpus))
+        else:
+            capacity, gpu_ids = node_capacity(settings.node_cpu, settings.node_memory_mb,
+                                              settings.node_gpus)
         pool = Pool(capacity, gpu_ids, max_queue=settings.max_queue,
-                    queue_timeout_s=settings.queue_timeout_s)
+                    queue_timeout_s=settings.queue_timeout_s,
+                    cores_held_idle=backend.holds_cores_idle)
         registry = CollectorRegistry()
         registry.register(PoolCollector(lambda: pool))
         records = RecordStore(redis, settings.record_ttl_s,
@@ -59,7 +64,7 @@ def create_app(settings: Settings, redis_url: str, function_redis_url: str | Non
         code_store = CodeStore(redis)
         await records.start()
         invoker = Invoker(
-            create_backend(settings), pool, records=records,
+            backend, pool, records=records,
             metrics=InvokerMetrics(registry),
             config=InvokerConfig(start_timeout_s=settings.start_timeout_s,
                                  stop_grace_s=settings.stop_grace_s,

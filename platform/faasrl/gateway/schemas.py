@@ -43,6 +43,8 @@ class InvocationOut(BaseModel):
     memory_mb: int
     backend: str
     container: str | None
+    node: str | None = Field(None, description="the Ray node its container ran on; null: the "
+                                               "gateway's host")
     requested_at: float
     finished_at: float | None
     result: Any = None
@@ -80,6 +82,8 @@ class ContainerOut(BaseModel):
     idle_s: float | None
     gpus: list[int]
     pid: int | None
+    node: str | None = Field(None, description="the Ray node it runs on; null: the gateway's "
+                                               "host")
     endpoint: str | None
     memory_mb: float | None
     cpu_s: float | None

@@ -235,6 +235,8 @@ class Invoker:
                     break
                 rec.queue_s += waited
                 rec.container = assign.container
+                rec.node = handle.node if (handle := self._handles.get(assign.container)) \
+                    else None
                 if assign.cold:
                     rec.cold = True
                     rec.init_s += self._start_s.get(assign.container, 0.0)
@@ -489,11 +491,19 @@ class Invoker:
             await asyncio.sleep(self.config.maintain_interval_s)
             try:
                 now = time.monotonic()
+                self._follow_capacity(now)
                 for c in self._pool.containers():
                     self._check_exit(c, now)
                 self._apply(self._pool.tick(now))
             except Exception:
                 log.exception("invoker maintenance failed")
+
+    def _follow_capacity(self, now: float) -> None:
+        """Take the backend's capacity when it has its own (a cluster's nodes come and go)."""
+        capacity = self._backend.capacity()
+        if capacity is not None and capacity != self._pool.capacity:
+            log.info("capacity now %s (was %s)", capacity, self._pool.capacity)
+            self._apply(self._pool.resize(capacity, range(capacity.gpus), now))
 
     def _check_exit(self, c: Container, now: float) -> None:
         if c.state not in (State.IDLE, State.BUSY):

@@ -18,6 +18,8 @@ Policy in brief:
 - A container holds its function's memory and GPUs from start until it has exited, but its cores
   only while it starts or runs an invocation: an idle container uses memory, not CPU. So an idle
   learner does not block a round's actors, and an idle actor needs free cores to run again.
+  A backend whose reservations last a container's life (Ray: an actor holds its ``num_cpus``
+  until it is killed) builds the pool with ``cores_held_idle``: then cores are held like memory.
 """
 
 from __future__ import annotations
@@ -124,8 +126,10 @@ class Pool:
         max_queue: int = 1000,
         queue_timeout_s: float = 300.0,
         new_id: Callable[[], str] | None = None,
+        cores_held_idle: bool = False,
     ):
         self.capacity = capacity
+        self.cores_held_idle = cores_held_idle
         self.max_queue = max_queue
         self.queue_timeout_s = queue_timeout_s
         self._new_id = new_id or _unique_id
@@ -246,6 +250,14 @@ class Pool:
                 actions.append(self._assign(w, c, now, cold=False, bills_init=False))
         return actions + self._dispatch(now)
 
+    def resize(self, capacity: Resources, gpu_ids: Iterable[int], now: float) -> list[Action]:
+        """The node's capacity changed (a cluster's nodes joined or left): what waits may fit
+        now. GPUs held by containers stay theirs; the rest of ``gpu_ids`` is free."""
+        self.capacity = capacity
+        held = {g for c in self._containers.values() for g in c.gpus}
+        self._free_gpus = sorted(set(gpu_ids) - held)
+        return self._top_up(now) + self._dispatch(now)
+
     def lost(self, cid: str, reason: str, now: float) -> list[Action]:
         """A started container died, timed out or must go: stop it (idempotent)."""
         c = self._containers.get(cid)
@@ -305,7 +317,7 @@ class Pool:
         """What the containers hold now (see the module docstring for what holds what)."""
         total = Resources()
         for c in self._containers.values():
-            total = total + _held(c)
+            total = total + self._held(c)
         return total
 
     # ---------------------------------------------------------------- internals
@@ -365,6 +377,13 @@ class Pool:
         self._containers[c.id] = c
         return Start(c.id, spec, gpus)
 
+    def _held(self, c: Container) -> Resources:
+        """Memory and GPUs for a container's whole life; cores only while it starts or runs
+        (or for its whole life too, with ``cores_held_idle``)."""
+        if self.cores_held_idle or c.state in (State.STARTING, State.BUSY):
+            return c.need
+        return Resources(0.0, c.need.memory_mb, c.need.gpus)
+
     def _free(self) -> Resources:
         return self.capacity - self.reserved
 
@@ -420,9 +439,11 @@ class Pool:
 
     def _evict(self, function: str, short: Resources) -> tuple[Resources, list[Action]]:
         """Stop least recently used idle containers of other functions if that covers the memory
-        and GPUs in ``short`` (idle containers hold no cores, so evicting frees none)."""
-        short = Resources(0.0, short.memory_mb, short.gpus)
-        if short.memory_mb <= 0 and short.gpus <= 0:
+        and GPUs in ``short`` (idle containers hold no cores, so evicting frees none; unless
+        ``cores_held_idle``)."""
+        if not self.cores_held_idle:
+            short = Resources(0.0, short.memory_mb, short.gpus)
+        if short.cpu <= 0 and short.memory_mb <= 0 and short.gpus <= 0:
             return Resources(), []
         candidates = sorted(
             (c for c in self._containers.values() if c.state is State.IDLE
@@ -434,7 +455,7 @@ class Pool:
             if freed.covers(short):
                 break
             chosen.append(c)
-            freed = freed + _held(c)
+            freed = freed + self._held(c)
         if not freed.covers(short):
             return Resources(), []
         return freed, [self._stop(c, f"evicted for {function!r}") for c in chosen]
@@ -444,7 +465,7 @@ class Pool:
         stopping = Resources()
         for c in self._containers.values():
             if c.state is State.STOPPING:
-                stopping = stopping + _held(c)
+                stopping = stopping + self._held(c)
         budget = self._free() + stopping  # what is free once stopping containers are gone
         blocked: set[str] = set()  # functions whose earlier waiter found nothing in this pass
         for w in list(self._queue.values()):
@@ -455,7 +476,7 @@ class Pool:
                 continue
             cpu = Resources(need_of(self._specs[w.function]).cpu)
             if (c := self._assignable(w)) is not None:
-                if c.state is State.IDLE:  # it needs its cores back
+                if c.state is State.IDLE and not self.cores_held_idle:  # it needs its cores back
                     if not (budget.covers(cpu) and self._free().covers(cpu)):
                         budget = (budget - cpu).floor_zero()
                         blocked.add(w.function)
@@ -485,8 +506,3 @@ class Pool:
             # else: the capacity it needs is being freed; stopped() dispatches again
         return actions
 
-
-def _held(c: Container) -> Resources:
-    """Memory and GPUs for a container's whole life; cores only while it starts or runs."""
-    cpu = c.need.cpu if c.state in (State.STARTING, State.BUSY) else 0.0
-    return Resources(cpu, c.need.memory_mb, c.need.gpus)

@@ -36,6 +36,7 @@ class InvocationRecord:
     memory_mb: int = 0
     backend: str = ""
     container: str | None = None
+    node: str | None = None  # the machine its container ran on (a Ray node); None: this host
     requested_at: float = 0.0  # epoch seconds
     finished_at: float | None = None
     result: Any = None

@@ -22,6 +22,7 @@ def snapshot(invoker: Invoker) -> ClusterOut:
             age_s=now - c.created_at,
             idle_s=None if c.idle_since is None else now - c.idle_since,
             gpus=list(c.gpus), pid=c.handle.pid if c.handle else None,
+            node=c.handle.node if c.handle else None,
             endpoint=f"{c.handle.host}:{c.handle.port}" if c.handle else None,
             memory_mb=stats.memory_mb if stats else None, cpu_s=stats.cpu_s if stats else None)
         functions.setdefault(c.function, FunctionPoolOut(queued=0, containers=[]))

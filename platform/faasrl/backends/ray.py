@@ -1,0 +1,319 @@
+"""The Ray backend: every container is a Ray actor that runs ``faasrl.runtime`` on its node.
+
+Ray places the actor (``ray_actor.RuntimeActor``) with the function's resources — ``cpu`` as
+``num_cpus``, ``memory_mb`` as ``memory``, ``gpu`` as ``num_gpus`` (the actor's GPUs are the
+ones Ray assigns it) and the manifest's ``ray`` section (custom resources, SPREAD or PACK,
+node labels). The actor starts the runtime as its child and says where it listens; from then on
+the invoker speaks ``/init`` and ``/run`` to it over HTTP as to any container, and uploaded code
+arrives through ``/init`` (``code_sha256``), as in Docker: nodes share no filesystem with the
+gateway. Built-in functions are on every node (the runtime image, or this checkout on a local
+cluster).
+
+An actor holds its ``num_cpus`` until it is killed, so the pool counts an idle container's
+cores as held (``holds_cores_idle``). The node's capacity is the cluster's: the sum of its alive
+nodes, polled once a second, so it follows nodes joining and leaving. A function that fits no
+single node is refused at deploy (422) and at start, never left pending.
+
+Actors are named ``<node>/<owner>/<container id>`` in one namespace (``faasrl``): ``node`` is
+this gateway's ``node_name`` and ``owner`` its process (pid and start time). They are not
+detached, so Ray kills them with the gateway that made them; a gateway that starts kills any of
+its node's whose owner is gone, and never touches other nodes' or a live owner's. A container
+whose actor or node dies is seen from Ray's own state: the actor's ``wait_exit`` call fails.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import ray
+from ray.exceptions import RayError
+
+from faasrl.backends.base import Backend, ContainerHandle, ContainerStats, builtin_dir
+from faasrl.backends.process import owner_alive, owner_label
+from faasrl.backends.ray_actor import RuntimeActor
+from faasrl.backends.ray_local import LocalRayCluster
+from faasrl.invoker.resources import Resources
+from faasrl.manifest import FunctionSpec
+
+log = logging.getLogger(__name__)
+NODES_POLL_S = 1.0  # how often the cluster's nodes (capacity) are read
+ACTOR_THREADS = 4  # wait_exit blocks one for the container's life; stop/stats/logs use others
+_STATS_MAX_AGE_S = 2.0
+_MB = 2**20
+
+
+@dataclass(frozen=True)
+class RayConfig:
+    """What the backend needs from the platform's settings."""
+
+    node: str
+    address: str | None = None  # None: start a local one-node cluster
+    namespace: str = "faasrl"
+    functions_dir: Path | None = None  # the gateway's built-in functions
+    builtins_dir: str | None = None  # the same on the Ray nodes; None: functions_dir
+    log_dir: Path | None = None  # the local cluster's log
+    local_cpu: float | None = None  # the local cluster's resources; None: the host's
+    local_memory_mb: int | None = None
+    local_gpus: int | None = None
+
+
+def actor_name(node: str, owner: str, container_id: str) -> str:
+    return f"{node}/{owner}/{container_id}"
+
+
+def actor_options(spec: FunctionSpec, name: str, namespace: str) -> dict[str, Any]:
+    """The options of the container's actor: its name and what Ray reserves for it where."""
+    options: dict[str, Any] = {
+        "name": name, "namespace": namespace, "num_cpus": spec.cpu, "num_gpus": spec.gpu,
+        "memory": spec.memory_mb * _MB, "max_concurrency": ACTOR_THREADS, "max_restarts": 0,
+        "scheduling_strategy": "DEFAULT"}
+    if spec.ray is not None:
+        options["scheduling_strategy"] = "SPREAD" if spec.ray.strategy == "SPREAD" else "DEFAULT"
+        if spec.ray.resources:
+            options["resources"] = dict(spec.ray.resources)
+        if spec.ray.node_label:
+            options["label_selector"] = dict(spec.ray.node_label)
+    return options
+
+
+def node_shortfall(spec: FunctionSpec, nodes: list[dict[str, Any]]) -> dict[str, str]:
+    """Per manifest field, why no alive node of the cluster could hold one container of
+    ``spec`` (empty: one can). ``nodes``: ``ray.nodes()``."""
+    alive = [n for n in nodes if n.get("Alive")]
+    if not alive:
+        return {"ray": "the Ray cluster has no alive node"}
+    custom = dict(spec.ray.resources) if spec.ray else {}
+    labels = dict(spec.ray.node_label) if spec.ray else {}
+    need = {"CPU": spec.cpu, "memory": spec.memory_mb * _MB, "GPU": float(spec.gpu), **custom}
+    field_of = {"CPU": "cpu", "memory": "memory_mb", "GPU": "gpu"}
+
+    def fits(node: dict[str, Any]) -> bool:
+        have, tags = node.get("Resources", {}), node.get("Labels", {})
+        return (all(have.get(k, 0.0) + 1e-9 >= v for k, v in need.items() if v > 0)
+                and all(tags.get(k) == v for k, v in labels.items()))
+
+    if any(fits(n) for n in alive):
+        return {}
+    out: dict[str, str] = {}
+    for key, amount in need.items():
+        if amount > 0 and not any(n.get("Resources", {}).get(key, 0.0) + 1e-9 >= amount
+                                  for n in alive):
+            most = max(n.get("Resources", {}).get(key, 0.0) for n in alive)
+            shown = (f"{amount / _MB:g} MB", f"{most / _MB:g} MB") if key == "memory" \
+                else (f"{amount:g}", f"{most:g}")
+            where = field_of.get(key, f"ray.resources.{key}")
+            out[where] = (f"{shown[0]} of {key!r} requested; no Ray node has that much "
+                          f"(the most any has: {shown[1]})")
+    for key, value in labels.items():
+        if not any(n.get("Labels", {}).get(key) == value for n in alive):
+            out[f"ray.node_label.{key}"] = f"no Ray node is labelled {key}={value}"
+    return out or {"ray": "no single Ray node has all of it at once (each has only a part)"}
+
+
+def cluster_capacity(nodes: list[dict[str, Any]]) -> Resources:
+    """The sum of the alive nodes' CPUs, memory and GPUs."""
+    alive = [n.get("Resources", {}) for n in nodes if n.get("Alive")]
+    return Resources(sum(r.get("CPU", 0.0) for r in alive),
+                     int(sum(r.get("memory", 0.0) for r in alive) // _MB),
+                     int(sum(r.get("GPU", 0.0) for r in alive)))
+
+
+class RayBackend(Backend):
+    name = "ray"
+    holds_cores_idle = True
+
+    def __init__(self, config: RayConfig):
+        self.config = config
+        self._local: LocalRayCluster | None = None
+        address = config.address
+        if address is None:
+            log_dir = config.log_dir or Path.home() / ".faasrl" / "logs"
+            self._local = LocalRayCluster(log_dir / "ray-head.log", cpu=config.local_cpu,
+                                          memory_mb=config.local_memory_mb,
+                                          gpus=config.local_gpus)
+            address = self._local.start()
+        try:
+            ray.init(address=address, namespace=config.namespace, log_to_driver=False,
+                     logging_level=logging.WARNING)
+        except Exception:
+            if self._local is not None:
+                self._local.stop()
+            raise
+        self._actor_class = ray.remote(RuntimeActor)
+        self._owner = owner_label()
+        self._handles: dict[str, ContainerHandle] = {}
+        self._actors: dict[str, Any] = {}  # container id -> actor handle
+        self._exits: dict[str, int] = {}  # container id -> exit status (-1: actor/node died)
+        self._stats: dict[str, tuple[float, ContainerStats | None]] = {}
+        self._refreshing: set[str] = set()
+        self._nodes: list[dict[str, Any]] = ray.nodes()
+        # Ray's calls block; kills, log reads and node polls run here, off the event loop.
+        self._pool = ThreadPoolExecutor(8, thread_name_prefix="ray")
+        self._closing = threading.Event()
+        self._poller = threading.Thread(target=self._poll_nodes, name="ray-nodes", daemon=True)
+        self._poller.start()
+
+    # ------------------------------------------------------------------ cluster
+    def capacity(self) -> Resources:
+        return cluster_capacity(self._nodes)
+
+    def _poll_nodes(self) -> None:
+        while not self._closing.wait(NODES_POLL_S):
+            try:
+                self._nodes = ray.nodes()
+            except Exception as exc:  # the GCS is away: keep the last view, say so once
+                if not self._closing.is_set():
+                    log.warning("cannot read the Ray cluster's nodes: %s", exc)
+
+    def check(self, spec: FunctionSpec) -> dict[str, str]:
+        fields: dict[str, str] = {}
+        if spec.image:
+            fields["image"] = ("the Ray backend runs no images: the nodes' own Python runs the "
+                               "runtime (give the Ray cluster the faasrl runtime image)")
+        if not spec.code_sha256 and self._workdir(spec) is None:
+            fields["code_dir"] = (
+                "Ray nodes cannot see folders of the gateway's host: deploy the folder with "
+                "'faasrl functions deploy' (it uploads the code: code_sha256)")
+        return {**fields, **node_shortfall(spec, self._nodes)}
+
+    def _workdir(self, spec: FunctionSpec) -> str | None:
+        functions = self.config.functions_dir
+        on_nodes = self.config.builtins_dir or (str(functions) if functions else None)
+        return builtin_dir(spec, functions, on_nodes) if on_nodes else None
+
+    # --------------------------------------------------------------- lifecycle
+    async def start(self, spec: FunctionSpec, container_id: str,
+                    gpus: tuple[int, ...] = ()) -> ContainerHandle:
+        """``gpus`` is ignored: Ray assigns the actor its GPUs on its node."""
+        if short := node_shortfall(spec, self._nodes):
+            raise RuntimeError("no Ray node can hold it: " + "; ".join(
+                f"{k}: {v}" for k, v in short.items()))
+        name = actor_name(self.config.node, self._owner, container_id)
+        actor = self._actor_class.options(
+            **actor_options(spec, name, self.config.namespace)).remote(container_id)
+        self._actors[container_id] = actor
+        try:
+            config = {"cpu": spec.cpu, "memory_mb": spec.memory_mb,
+                      "workdir": None if spec.code_sha256 else self._workdir(spec)}
+            out = json.loads(await _wait(actor.start.remote(json.dumps(config))))
+        except BaseException:  # pending past the start timeout, or failed: it must not linger
+            self._actors.pop(container_id, None)
+            await self._kill(actor)
+            raise
+        handle = ContainerHandle(container_id, spec.name, self.name, out["host"], out["port"],
+                                 pid=out["pid"], native_id=name, secret=out["secret"],
+                                 node=out["node_id"])
+        self._handles[container_id] = handle
+        actor.wait_exit.remote().future().add_done_callback(
+            lambda done: self._exited(container_id, done))
+        return handle
+
+    def _exited(self, container_id: str, done: Future[int]) -> None:
+        if container_id not in self._actors:
+            return  # stopped by this backend
+        try:
+            self._exits[container_id] = int(done.result())
+        except Exception as exc:  # the actor, its worker or its node died
+            log.warning("container %s is lost: %s", container_id,
+                        str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+            self._exits[container_id] = -1
+
+    async def stop(self, handle: ContainerHandle, grace_s: float = 2.0) -> None:
+        actor = self._actors.pop(handle.id, None)
+        self._handles.pop(handle.id, None)
+        self._stats.pop(handle.id, None)
+        if actor is None:
+            return
+        if handle.id not in self._exits:
+            try:
+                await asyncio.wait_for(_wait(actor.stop.remote(grace_s)), grace_s + 5.0)
+            except (RayError, TimeoutError) as exc:
+                log.debug("container %s did not stop cleanly: %s", handle.id, exc)
+        await self._kill(actor)
+        self._exits.pop(handle.id, None)
+
+    async def _kill(self, actor: Any) -> None:
+        await asyncio.get_running_loop().run_in_executor(self._pool, _kill, actor)
+
+    def exit_code(self, handle: ContainerHandle) -> int | None:
+        if handle.id not in self._actors:
+            return -1
+        return self._exits.get(handle.id)
+
+    def list_own(self) -> list[ContainerHandle]:
+        return list(self._handles.values())
+
+    def reap_orphans(self) -> int:
+        reaped = 0
+        for name in ray.util.list_named_actors():
+            node, _, rest = name.partition("/")
+            owner, _, _ = rest.rpartition("/")
+            if node != self.config.node or owner == self._owner or owner_alive(owner):
+                continue
+            try:
+                _kill(ray.get_actor(name, namespace=self.config.namespace))
+                reaped += 1
+            except ValueError:
+                pass  # gone meanwhile
+        return reaped
+
+    # ------------------------------------------------------------ observation
+    def stats(self, handle: ContainerHandle) -> ContainerStats | None:
+        """The latest sample, refreshed in the background when older than 2 s."""
+        taken, sample = self._stats.get(handle.id, (0.0, None))
+        actor = self._actors.get(handle.id)
+        if time.monotonic() - taken > _STATS_MAX_AGE_S and actor is not None \
+                and handle.id not in self._refreshing:
+            self._refreshing.add(handle.id)
+            actor.stats.remote().future().add_done_callback(
+                lambda done: self._sampled(handle.id, done))
+        return sample
+
+    def _sampled(self, container_id: str, done: Future[str]) -> None:
+        try:
+            raw = json.loads(done.result())
+            sample = ContainerStats(**raw) if raw else None
+        except Exception:
+            sample = None
+        self._stats[container_id] = (time.monotonic(), sample)
+        self._refreshing.discard(container_id)
+
+    def logs(self, handle: ContainerHandle, tail: int = 50) -> str:
+        actor = self._actors.get(handle.id)
+        if actor is None:
+            return ""
+        try:
+            return str(ray.get(actor.logs.remote(tail), timeout=2.0))
+        except Exception:
+            return ""
+
+    async def close(self) -> None:
+        await asyncio.gather(*(self.stop(h, grace_s=1.0) for h in list(self._handles.values())))
+        for actor in list(self._actors.values()):  # still starting
+            await self._kill(actor)
+        self._actors.clear()
+        self._closing.set()
+        self._poller.join(timeout=NODES_POLL_S + 5.0)
+        self._pool.shutdown(wait=True, cancel_futures=True)
+        ray.shutdown()
+        if self._local is not None:
+            self._local.stop()
+
+
+async def _wait(ref: Any) -> Any:
+    """An ObjectRef's value, awaited without blocking the event loop."""
+    return await asyncio.wrap_future(ref.future())
+
+
+def _kill(actor: Any) -> None:
+    with contextlib.suppress(RayError, ValueError):  # gone already
+        ray.kill(actor, no_restart=True)

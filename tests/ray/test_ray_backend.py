@@ -1,0 +1,269 @@
+"""The Ray backend on a real multi-node Ray cluster on this machine (``ray.cluster_utils``): a
+head that runs nothing and one-core worker nodes, started once for the module.
+
+A PPO job's containers spread over the nodes; a node removed mid-job loses nothing; a function
+no node can hold is refused naming the field; a restarted gateway reaps its node's actors whose
+owner is gone and leaves other nodes' alone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import (
+    REPO,
+    assert_rows_whole,
+    at_round,
+    every_invocation_recorded,
+    fn,
+    free_port,
+    gateway,
+    gateway_up,
+    pid_alive,
+    succeeded,
+    wait_for,
+)
+
+from faasrl.client import Client, GatewayError
+from faasrl.embedded import EmbeddedPlatform
+from faasrl.manifest import load_manifest
+
+ray = pytest.importorskip("ray", reason="the Ray backend needs the ray package (make install)")
+cluster_utils = pytest.importorskip("ray.cluster_utils")
+
+pytestmark = pytest.mark.ray
+
+OBJECT_STORE = 80 * 2**20  # Ray's minimum is 75 MB; faasrl moves no data through it
+WORKER = {"num_cpus": 1, "memory": 5 * 2**30, "object_store_memory": OBJECT_STORE}
+# Lean Ray on a small machine: no usage report, no idle workers started ahead, quick to see a
+# dead node.
+RAY_ENV = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_num_prestart_python_workers": "0",
+           "RAY_prestart_worker_first_driver": "0", "RAY_health_check_period_ms": "500",
+           "RAY_health_check_failure_threshold": "4"}
+ROUNDS = 6
+SYNC = {"env_id": "CartPole-v1", "envs_per_actor": 2, "steps_per_actor": 128,
+        "controller": {"name": "fixed", "actors": 2}, "evaluation_episodes": 0,
+        "stop": {"max_rounds": ROUNDS}}
+SYNC_STEPS = 2 * 2 * 128
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Any]:
+    """A head with no cores and three one-core worker nodes."""
+    with pytest.MonkeyPatch.context() as env:
+        for key, value in RAY_ENV.items():
+            env.setenv(key, value)
+        made = cluster_utils.Cluster(
+            initialize_head=True, connect=False,
+            head_node_args={"num_cpus": 0, "include_dashboard": False,
+                            "object_store_memory": OBJECT_STORE})
+        try:
+            for _ in range(3):
+                made.add_node(**WORKER)
+            made.wait_for_nodes(timeout=120)
+            yield made
+        finally:
+            made.shutdown()
+
+
+@pytest.fixture
+def on_ray(make_platform: Any, cluster: Any) -> Iterator[EmbeddedPlatform]:
+    yield make_platform(backend="ray", ray_address=cluster.address, register_builtins=True,
+                        node_name="ray-test")
+
+
+def alive_cores(client: Client) -> float:
+    return client.cluster()["capacity"]["cpu"]
+
+
+def test_a_ppo_job_spreads_its_containers_over_the_nodes(on_ray: EmbeddedPlatform):
+    with on_ray.client() as client:
+        assert client.cluster()["backend"] == "ray"
+        assert alive_cores(client) == 3  # the cluster's, not this host's
+        job = client.submit(SYNC)
+        succeeded(client, job["id"], timeout_s=240)
+        assert_rows_whole(client.job_metrics(job["id"]), ROUNDS, SYNC_STEPS)
+        records = client.invocations(limit=1000)
+    nodes = {r["node"] for r in records if r["function"] in ("actor", "learner")}
+    assert None not in nodes
+    assert len(nodes) == 3, nodes  # one core per node: actor, actor, learner on three nodes
+    actor_nodes = {r["node"] for r in records if r["function"] == "actor"}
+    assert len(actor_nodes) == 2, actor_nodes
+
+
+def test_a_node_removed_mid_round_loses_nothing(on_ray: EmbeddedPlatform, cluster: Any):
+    spare = cluster.add_node(**WORKER)
+    with on_ray.client() as client:
+        wait_for(lambda: alive_cores(client) == 4, timeout_s=30, what="the new node's core")
+        job = client.submit(SYNC)
+        at_round(client, job["id"], 2)
+
+        def busy_actor_node() -> str | None:
+            pool = client.cluster()["functions"].get("actor", {"containers": []})
+            return next((c["node"] for c in pool["containers"] if c["state"] == "busy"), None)
+
+        doomed = wait_for(busy_actor_node, timeout_s=60, what="a busy actor", poll_s=0.005)
+        node = next(n for n in [spare, *cluster.worker_nodes] if n.node_id == doomed)
+        cluster.remove_node(node, allow_graceful=False)
+        wait_for(lambda: alive_cores(client) == 3, timeout_s=30, what="the node to be gone")
+        succeeded(client, job["id"], timeout_s=240)
+        rows = client.job_metrics(job["id"])
+        assert_rows_whole(rows, ROUNDS, SYNC_STEPS)
+        every_invocation_recorded(client, "actor", 2 * ROUNDS)
+        assert sum(r["cold_starts"] for r in rows[2:]) >= 1  # the lost actor was replaced
+        assert doomed not in {c["node"] for pool in client.cluster()["functions"].values()
+                              for c in pool["containers"]}
+
+
+def test_actors_on_lambda_and_the_learner_on_ray_in_one_job(make_platform, cluster: Any,
+                                                            monkeypatch: pytest.MonkeyPatch):
+    """Hybrid placement: the actor's Lambda twin is this gateway's own Lambda API (as in
+    tests/integration/test_lambda_backend.py), so actors go gateway → boto3 → Lambda API → a
+    Ray container, and the learner runs on Ray directly."""
+    token = "ray-lambda-token"
+    for key, value in {"AWS_ACCESS_KEY_ID": "faasrl", "AWS_SECRET_ACCESS_KEY": token,
+                       "AWS_DEFAULT_REGION": "us-east-1"}.items():
+        monkeypatch.setenv(key, value)
+    platform = make_platform(backend="ray", ray_address=cluster.address, token=token,
+                             register_builtins=True, node_name="ray-hybrid")
+    actor = load_manifest(REPO / "functions" / "actor").model_dump()
+    actor["aws_lambda"] = {"function_name": "actor", "endpoint_url": platform.url}
+    with platform.client() as client:
+        client.deploy(actor)
+        job = client.submit({**SYNC, "placement": {"actors": "lambda"},
+                             "stop": {"max_rounds": 2}})
+        succeeded(client, job["id"], timeout_s=240)
+        actors = wait_for(lambda: len(r := client.invocations("actor", 100)) >= 2 * 2 * 2
+                          and r, what="the actor records")
+        learner = client.invocations("learner", 100)
+    assert {r["backend"] for r in actors} == {"lambda", "ray"}  # through Lambda, served on Ray
+    assert all(r["node"] for r in actors if r["backend"] == "ray")
+    assert learner and {r["backend"] for r in learner} == {"ray"}
+
+
+def test_a_function_no_node_can_hold_is_refused_naming_the_field(on_ray: EmbeddedPlatform):
+    with on_ray.client() as client:
+        code = client.upload_code(fn()["code_dir"])
+        base = {**fn("tpu"), "code_dir": None, "code_sha256": code}
+        with pytest.raises(GatewayError) as exc:
+            client.deploy({**base, "ray": {"resources": {"TPU": 1}}})
+        assert exc.value.status == 422 and "ray.resources.TPU" in exc.value.fields
+        with pytest.raises(GatewayError) as exc:
+            client.deploy({**base, "ray": {"node_label": {"pool": "gpu"}}})
+        assert exc.value.status == 422 and "ray.node_label.pool" in exc.value.fields
+        with pytest.raises(GatewayError) as exc:
+            client.deploy({**base, "cpu": 2})  # 3 cores in all, but one per node
+        assert exc.value.status == 422 and "cpu" in exc.value.fields
+        with pytest.raises(GatewayError) as exc:  # a folder of this host: nodes cannot see it
+            client.deploy(fn("local"))
+        assert exc.value.status == 422 and "code_dir" in exc.value.fields
+        client.deploy(base)  # uploaded code reaches the node through /init
+        out = client.invoke("tpu", {"x": 1})
+        assert out["status"] == "success" and out["result"]["args"] == {"x": 1}, out
+
+
+def test_a_restarted_gateway_reaps_its_orphans_and_spares_others(tmp_path, cluster: Any):
+    from faasrl.backends.ray_actor import RuntimeActor
+
+    state, port, token = tmp_path / "state", free_port(), "ray-token"
+    url = f"http://127.0.0.1:{port}"
+    options = ("--backend", "ray", "--ray-address", cluster.address)
+    env = {"FAASRL_NODE_NAME": "restart", **RAY_ENV}
+    ray.init(address=cluster.address, namespace="faasrl", log_to_driver=False)
+    proc = gateway(state, port, token, *options, **env)
+    try:
+        with gateway_up(url, token, proc, timeout_s=120) as client:
+            client.prewarm("echo", 2)
+            wait_for(lambda: len(ours()) == 2, timeout_s=60, what="two echo actors")
+        # An actor of this node whose owner is gone (pid 1 never started at tick 1), and one
+        # of another gateway's node: the restarted gateway must reap the first only.
+        host = ray.remote(RuntimeActor)
+        orphan = host.options(name="restart/1:1/orphan", num_cpus=0).remote("orphan")
+        other = host.options(name="elsewhere/1:1/theirs", num_cpus=0).remote("theirs")
+        ray.get([orphan.logs.remote(1), other.logs.remote(1)], timeout=60)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        # Ray kills a gateway's actors with it (they are not detached).
+        wait_for(lambda: ours() == ["restart/1:1/orphan"], timeout_s=60,
+                 what="the killed gateway's actors to go", poll_s=0.2)
+        proc = gateway(state, port, token, *options, **env)
+        with gateway_up(url, token, proc, timeout_s=120) as client:
+            wait_for(lambda: "restart/1:1/orphan" not in ours(), timeout_s=30,
+                     what="the orphan to be reaped", poll_s=0.2)
+            assert "elsewhere/1:1/theirs" in ray.util.list_named_actors()
+            assert client.invoke("echo", {"ok": True})["status"] == "success"
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(60)
+        wait_for(lambda: ours() == [], timeout_s=30, what="a stopped gateway's actors to go")
+        ray.kill(other)
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+        with contextlib.suppress(Exception):
+            ray.shutdown()
+
+
+def test_up_with_no_address_runs_its_own_cluster_that_keeps_the_gateway_secrets(tmp_path):
+    """``faasrl up --backend ray``: a local cluster started with the gateway, whose workers and
+    functions see none of the gateway's environment, and which stops with it."""
+    state, port, token = tmp_path / "state", free_port(), "ray-token"
+    proc = gateway(state, port, token, FAASRL_BACKEND="ray", AWS_SECRET_ACCESS_KEY="gw-secret",
+                   FAASRL_NODE_CPU="1", **RAY_ENV)  # FAASRL_BACKEND: the other test uses --backend
+    try:
+        with gateway_up(f"http://127.0.0.1:{port}", token, proc, timeout_s=120) as client:
+            assert client.cluster()["capacity"]["cpu"] == 1  # its own one-core cluster
+            head = [pid for pid in children(proc.pid) if b"ray.scripts" in cmdline(pid)]
+            assert len(head) == 1, head
+            code = client.upload_code(fn()["code_dir"])
+            client.deploy({**fn("env", handler="fns:env"), "code_dir": None,
+                           "code_sha256": code})
+            out = client.invoke("env", ["FAASRL_TOKEN", "AWS_SECRET_ACCESS_KEY", "HOME"])
+            assert out["status"] == "success", out
+            assert out["result"]["FAASRL_TOKEN"] is None
+            assert out["result"]["AWS_SECRET_ACCESS_KEY"] is None
+            assert "faasrl-" in out["result"]["HOME"]
+            [container] = client.cluster()["functions"]["env"]["containers"]
+            actor = parent(container["pid"])  # the Ray worker hosting the container
+            assert b"gw-secret" not in environ(actor) and token.encode() not in environ(actor)
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(90)
+        wait_for(lambda: not pid_alive(head[0]), timeout_s=30, what="the local cluster to stop")
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+
+
+def children(pid: int) -> list[int]:
+    return [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()
+            and parent(int(p.name)) == pid]
+
+
+def parent(pid: int) -> int | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return None
+    return int(stat[stat.rindex(b")") + 2:].split()[1])
+
+
+def cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
+def environ(pid: int | None) -> bytes:
+    return Path(f"/proc/{pid}/environ").read_bytes()
+
+
+def ours() -> list[str]:
+    """The named actors of the gateway node ``restart``."""
+    return sorted(n for n in ray.util.list_named_actors() if n.startswith("restart/"))
