@@ -24,7 +24,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from redis.asyncio import Redis
 
@@ -42,6 +42,9 @@ from faasrl.jobs.function_calls import evaluate_args, init_args, result
 from faasrl.jobs.parallel import parallel_cost_usd, parallel_round_s
 from faasrl.jobs.store import Evaluation, JobRecord, JobStore
 from faasrl.rl.seeds import Purpose
+
+if TYPE_CHECKING:
+    from faasrl.jobs.tensorboard import EventLog
 
 log = logging.getLogger(__name__)
 CONFIRM_GAP = 5  # rounds between evaluations that try to confirm a reached target
@@ -70,6 +73,14 @@ def unreachable(rec: InvocationRecord) -> bool:
 def describe(rec: InvocationRecord) -> str:
     err = rec.error or {}
     return f"{rec.function} ({rec.status}): {err.get('type', '?')}: {err.get('message', '')}"
+
+
+def _event_log(folder: Path) -> EventLog:
+    """The job's TensorBoard log; imported here, as only jobs that ask for one need
+    tensorboard loaded in the gateway."""
+    from faasrl.jobs.tensorboard import FOLDER, EventLog
+
+    return EventLog(folder / FOLDER)
 
 
 def mean(values: list[float]) -> float | None:
@@ -142,6 +153,7 @@ class JobRun:
         self._next_confirm = 0  # first round at which a reached target may be evaluated
         # (round, actors, the controller's explanation, seconds it took) of the round's decision
         self._planned: tuple[int, int, dict[str, Any], float] | None = None
+        self._events: EventLog | None = None  # the TensorBoard log, when the spec asks for one
 
     # ------------------------------------------------------------------- the job
     async def run(self) -> None:
@@ -154,6 +166,8 @@ class JobRun:
             await self.with_redis(self.grant)
             self.controller.load_state_dict(rec.controller_state)
             self.history = await self.with_redis(lambda: self.store.rows(rec.id))
+            if spec.tensorboard:
+                self._events = await asyncio.to_thread(_event_log, self.folder)
             # The actors start while the learner builds the initial policy, not after it.
             self.invoker.prewarm(spec.actor_function, self.actors_for_round(),
                                  placement=spec.placement.actors)
@@ -181,6 +195,8 @@ class JobRun:
             log.warning("job %s failed: %s", rec.id, exc)
             rec.status, rec.error = "failed", str(exc)
         finally:
+            if self._events is not None:
+                await asyncio.to_thread(self._events.close)
             await self.workflow.abandon()
             self._advance_wall()
             if rec.status != "interrupted":
@@ -362,6 +378,8 @@ class JobRun:
         self.paused_s = 0.0
         index = len(self.history) - 1
         await self.with_redis(lambda: self.store.save_round(rec, row, index))
+        if self._events is not None:
+            await asyncio.to_thread(self._events.add_row, row, ended)
         if rec.round % spec.checkpoint_every == 0:
             await self.with_redis(self._checkpoint)
 
