@@ -1,5 +1,6 @@
 """TensorBoard event files of a job: written by the gateway as rounds end (``tensorboard: true``)
-and by ``faasrl jobs export`` from the REST metrics; read back with tensorboard's own reader."""
+and by ``faasrl jobs export`` from the REST metrics; read back with tensorboard's own reader.
+The same command exports the job's model file."""
 
 from __future__ import annotations
 
@@ -41,7 +42,7 @@ def assert_matches_rows(scalars: dict[str, list[tuple[int, float]]], rows: list[
                                                              rel=1e-6), tag
 
 
-def test_a_job_writes_its_rounds_as_tensorboard_scalars_and_the_cli_exports_them(
+def test_a_job_writes_its_rounds_as_tensorboard_scalars_and_the_cli_exports_them_and_the_model(
         client: Client, platform, tmp_path: Path):
     job = client.submit(SHORT)
     done = finished(client, job["id"])
@@ -58,11 +59,13 @@ def test_a_job_writes_its_rounds_as_tensorboard_scalars_and_the_cli_exports_them
     out = tmp_path / "exported"
     cli = subprocess.run(
         [sys.executable, "-m", "faasrl", "--url", platform.url, "--token", platform.token or "",
-         "jobs", "export", job["id"], "--tensorboard", str(out)],
+         "jobs", "export", job["id"], "--tensorboard", str(out), "--model",
+         str(tmp_path / "model.safetensors")],
         capture_output=True, text=True, timeout=120)
     assert cli.returncode == 0, cli.stdout + cli.stderr
     assert "wrote 3 rounds" in cli.stdout
     assert_matches_rows(read_scalars(out), rows)
+    assert (tmp_path / "model.safetensors").read_bytes() == client.model(job["id"])
 
 
 def test_a_job_without_tensorboard_writes_no_event_files(client: Client, platform):
@@ -71,9 +74,11 @@ def test_a_job_without_tensorboard_writes_no_event_files(client: Client, platfor
     assert not (platform.settings.state_dir / "jobs" / job["id"] / FOLDER).exists()
 
 
-def test_export_of_an_unknown_job_fails_naming_it(platform, tmp_path: Path):
-    cli = subprocess.run(
-        [sys.executable, "-m", "faasrl", "--url", platform.url, "--token", platform.token or "",
-         "jobs", "export", "feedfacecafe", "--tensorboard", str(tmp_path / "x")],
-        capture_output=True, text=True, timeout=60)
+def test_export_of_an_unknown_job_or_of_nothing_fails_saying_why(platform, tmp_path: Path):
+    base = [sys.executable, "-m", "faasrl", "--url", platform.url, "--token",
+            platform.token or "", "jobs", "export", "feedfacecafe"]
+    cli = subprocess.run([*base, "--tensorboard", str(tmp_path / "x")], capture_output=True,
+                         text=True, timeout=60)
     assert cli.returncode == 1 and "feedfacecafe" in cli.stdout, cli.stdout + cli.stderr
+    cli = subprocess.run(base, capture_output=True, text=True, timeout=60)
+    assert cli.returncode == 2 and "--model" in cli.stderr, cli.stdout + cli.stderr

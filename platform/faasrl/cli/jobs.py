@@ -181,21 +181,32 @@ def jobs_rm(job_id: str) -> None:
 @jobs_app.command("export")
 def jobs_export(
     job_id: str,
-    tensorboard: Annotated[Path, typer.Option(help="folder for TensorBoard event files (one "
-                                                   "scalar per metrics column, step = env "
-                                                   "steps)")],
+    tensorboard: Annotated[Path | None, typer.Option(
+        help="folder for TensorBoard event files (one scalar per metrics column, step = env "
+             "steps)")] = None,
+    model: Annotated[Path | None, typer.Option(
+        help="file for the latest policy (safetensors that describes itself)")] = None,
 ) -> None:
-    """Write a job's metrics rows, read over REST, as TensorBoard event files."""
-    from faasrl.jobs.tensorboard import export_rows  # tensorboard loads only for this command
-
+    """Write a job's metrics rows as TensorBoard event files, and/or its latest model."""
+    if tensorboard is None and model is None:
+        raise typer.BadParameter("give --tensorboard DIR, --model FILE or both",
+                                 param_hint="--tensorboard/--model")
     with connect() as client:
-        job, rows = client.job(job_id), client.job_metrics(job_id)
-    if not rows:
-        raise typer.BadParameter(f"job {job_id} has no rounds yet", param_hint="JOB_ID")
-    n = export_rows(track(rows, description="writing rounds", console=console), tensorboard,
-                    job["started_at"] or job["created_at"])
-    console.print(f"wrote {n} rounds to {tensorboard}; view them with "
-                  f"'tensorboard --logdir {tensorboard}'")
+        job = client.job(job_id)
+        rows = client.job_metrics(job_id) if tensorboard is not None else []
+        blob = client.model(job_id) if model is not None else b""
+    if model is not None:
+        model.write_bytes(blob)
+        console.print(f"wrote the policy's latest version to {model}")
+    if tensorboard is not None:
+        if not rows:
+            raise typer.BadParameter(f"job {job_id} has no rounds yet", param_hint="JOB_ID")
+        from faasrl.jobs.tensorboard import export_rows  # tensorboard loads only for this
+
+        n = export_rows(track(rows, description="writing rounds", console=console),
+                        tensorboard, job["started_at"] or job["created_at"])
+        console.print(f"wrote {n} rounds to {tensorboard}; view them with "
+                      f"'tensorboard --logdir {tensorboard}'")
 
 
 def plot(

@@ -8,6 +8,7 @@ continue those seeded streams, which is what :class:`~faasrl.rl.rollout.Rollout`
 from __future__ import annotations
 
 import difflib
+from typing import Any
 
 import ale_py
 import gymnasium as gym
@@ -43,21 +44,41 @@ def check_env_id(env_id: str) -> None:
     raise ValueError(f"unknown gymnasium environment id {env_id!r}{hint}")
 
 
+# Atari's preprocessing, as gymnasium.make's arguments and gymnasium.wrappers (name, arguments)
+# applied in order: _build applies them, and model files name them (env_preprocessing).
+ATARI_MAKE_KWARGS: dict[str, Any] = {"frameskip": 1}
+ATARI_WRAPPERS: tuple[tuple[str, dict[str, Any]], ...] = (
+    ("AtariPreprocessing", {"noop_max": 30, "frame_skip": 4, "screen_size": 84,
+                            "grayscale_obs": True, "terminal_on_life_loss": False}),
+    ("FrameStackObservation", {"stack_size": 4}),
+)
+CLIP_ACTION = ("ClipAction", {})  # outermost, for Box actions: Gaussian policies sample unbounded
+
+
 def _build(env_id: str) -> gym.Env:
     """One unseeded env with the observation/action preprocessing shared by training and eval."""
     atari = env_family(env_id) == "atari"
-    env = gym.make(env_id, frameskip=1) if atari else gym.make(env_id)
+    env = gym.make(env_id, **ATARI_MAKE_KWARGS) if atari else gym.make(env_id)
     # Innermost, so episode returns and lengths are raw (for Atari, lengths count emulator frames).
     env = gym.wrappers.RecordEpisodeStatistics(env)
-    if atari:
-        env = gym.wrappers.AtariPreprocessing(
-            env, noop_max=30, frame_skip=4, screen_size=84, grayscale_obs=True,
-            terminal_on_life_loss=False,
-        )
-        env = gym.wrappers.FrameStackObservation(env, 4)
+    wrappers = ATARI_WRAPPERS if atari else ()
     if isinstance(env.action_space, gym.spaces.Box):
-        env = gym.wrappers.ClipAction(env)  # Gaussian policies sample unbounded actions
+        wrappers = (*wrappers, CLIP_ACTION)
+    for name, kwargs in wrappers:
+        env = getattr(gym.wrappers, name)(env, **kwargs)
     return env
+
+
+def env_preprocessing(env_id: str, continuous_actions: bool) -> dict[str, Any]:
+    """What :func:`_build` does to ``env_id``, as data: ``gymnasium.make(id, **make_kwargs)``,
+    then each of ``wrappers`` (a ``gymnasium.wrappers`` name and its arguments) in order.
+    Leaves out RecordEpisodeStatistics, which only records."""
+    atari = env_family(env_id) == "atari"
+    wrappers = [*ATARI_WRAPPERS] if atari else []
+    if continuous_actions:
+        wrappers.append(CLIP_ACTION)
+    return {"id": env_id, "make_kwargs": ATARI_MAKE_KWARGS if atari else {},
+            "wrappers": [{"name": name, "kwargs": kwargs} for name, kwargs in wrappers]}
 
 
 def _build_train(env_id: str, gamma: float, normalize_reward: bool | None) -> gym.Env:
