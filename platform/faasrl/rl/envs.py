@@ -55,16 +55,21 @@ ATARI_WRAPPERS: tuple[tuple[str, dict[str, Any]], ...] = (
 CLIP_ACTION = ("ClipAction", {})  # outermost, for Box actions: Gaussian policies sample unbounded
 
 
+def _make_kwargs(env_id: str) -> dict[str, Any]:
+    return dict(ATARI_MAKE_KWARGS) if env_family(env_id) == "atari" else {}
+
+
+def _wrappers(env_id: str, continuous_actions: bool) -> list[tuple[str, dict[str, Any]]]:
+    wrappers = [*ATARI_WRAPPERS] if env_family(env_id) == "atari" else []
+    return [*wrappers, CLIP_ACTION] if continuous_actions else wrappers
+
+
 def _build(env_id: str) -> gym.Env:
     """One unseeded env with the observation/action preprocessing shared by training and eval."""
-    atari = env_family(env_id) == "atari"
-    env = gym.make(env_id, **ATARI_MAKE_KWARGS) if atari else gym.make(env_id)
+    env = gym.make(env_id, **_make_kwargs(env_id))
     # Innermost, so episode returns and lengths are raw (for Atari, lengths count emulator frames).
     env = gym.wrappers.RecordEpisodeStatistics(env)
-    wrappers = ATARI_WRAPPERS if atari else ()
-    if isinstance(env.action_space, gym.spaces.Box):
-        wrappers = (*wrappers, CLIP_ACTION)
-    for name, kwargs in wrappers:
+    for name, kwargs in _wrappers(env_id, isinstance(env.action_space, gym.spaces.Box)):
         env = getattr(gym.wrappers, name)(env, **kwargs)
     return env
 
@@ -73,12 +78,9 @@ def env_preprocessing(env_id: str, continuous_actions: bool) -> dict[str, Any]:
     """What :func:`_build` does to ``env_id``, as data: ``gymnasium.make(id, **make_kwargs)``,
     then each of ``wrappers`` (a ``gymnasium.wrappers`` name and its arguments) in order.
     Leaves out RecordEpisodeStatistics, which only records."""
-    atari = env_family(env_id) == "atari"
-    wrappers = [*ATARI_WRAPPERS] if atari else []
-    if continuous_actions:
-        wrappers.append(CLIP_ACTION)
-    return {"id": env_id, "make_kwargs": ATARI_MAKE_KWARGS if atari else {},
-            "wrappers": [{"name": name, "kwargs": kwargs} for name, kwargs in wrappers]}
+    return {"id": env_id, "make_kwargs": _make_kwargs(env_id),
+            "wrappers": [{"name": name, "kwargs": kwargs}
+                         for name, kwargs in _wrappers(env_id, continuous_actions)]}
 
 
 def _build_train(env_id: str, gamma: float, normalize_reward: bool | None) -> gym.Env:

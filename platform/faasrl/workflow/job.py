@@ -75,14 +75,6 @@ def describe(rec: InvocationRecord) -> str:
     return f"{rec.function} ({rec.status}): {err.get('type', '?')}: {err.get('message', '')}"
 
 
-def _event_log(folder: Path) -> EventLog:
-    """The job's TensorBoard log; imported here, as only jobs that ask for one need
-    tensorboard loaded in the gateway."""
-    from faasrl.jobs.tensorboard import FOLDER, EventLog
-
-    return EventLog(folder / FOLDER)
-
-
 def mean(values: list[float]) -> float | None:
     return statistics.fmean(values) if values else None
 
@@ -167,7 +159,7 @@ class JobRun:
             self.controller.load_state_dict(rec.controller_state)
             self.history = await self.with_redis(lambda: self.store.rows(rec.id))
             if spec.tensorboard:
-                self._events = await asyncio.to_thread(_event_log, self.folder)
+                self._events = await asyncio.to_thread(self._open_event_log)
             # The actors start while the learner builds the initial policy, not after it.
             self.invoker.prewarm(spec.actor_function, self.actors_for_round(),
                                  placement=spec.placement.actors)
@@ -378,10 +370,33 @@ class JobRun:
         self.paused_s = 0.0
         index = len(self.history) - 1
         await self.with_redis(lambda: self.store.save_round(rec, row, index))
-        if self._events is not None:
-            await asyncio.to_thread(self._events.add_row, row, ended)
+        await self._log_row(row, ended)
         if rec.round % spec.checkpoint_every == 0:
             await self.with_redis(self._checkpoint)
+
+    def _open_event_log(self) -> EventLog | None:
+        """The job's TensorBoard log (tensorboard is imported here: only jobs that ask for a
+        log load it into the gateway); None where it cannot be written, which gives up the
+        log, not the job: the rows stay in Redis, and `faasrl jobs export` writes them later.
+        """
+        from faasrl.jobs.tensorboard import FOLDER, EventLog
+
+        try:
+            return EventLog(self.folder / FOLDER)
+        except OSError as exc:
+            log.warning("job %s: no TensorBoard log: %s", self.record.id, exc)
+            return None
+
+    async def _log_row(self, row: dict[str, Any], wall_time: float) -> None:
+        """Append the row to the TensorBoard log, if the job keeps one; a write that fails
+        gives the log up (see :meth:`_open_event_log`)."""
+        if (events := self._events) is None:
+            return
+        try:
+            await asyncio.to_thread(events.add_row, row, wall_time)
+        except OSError as exc:
+            log.warning("job %s: TensorBoard log given up: %s", self.record.id, exc)
+            self._events = None
 
     # ---------------------------------------------------------------- invoking
     async def invoke(self, function: str, args: dict[str, Any], affinity: str | None = None
