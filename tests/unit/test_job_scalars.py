@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 from faasrl.jobs.scalars import row_scalars, row_step
@@ -32,3 +34,22 @@ def test_the_event_log_is_readable_after_each_row_before_it_is_closed(tmp_path: 
                 [(100 * (j + 1), float(j), 1000.0 + j) for j in range(i + 1)]
     finally:
         log.close()
+
+
+def test_the_gateway_writes_event_files_and_job_gauges_without_torch(tmp_path: Path):
+    """The platform image has no torch: the TensorBoard log and the job gauges must not need it."""
+    code = f"""if True:
+        import sys
+        sys.modules["torch"] = None  # importing it now raises ModuleNotFoundError
+        from pathlib import Path
+        from faasrl.jobs.prometheus import JobCollector
+        from faasrl.jobs.tensorboard import export_rows
+        print(export_rows([{{"total_env_steps": 1, "mean_return": 2.0}}], Path({str(tmp_path)!r}),
+                          0.0))
+        print(len(list(JobCollector(list).collect())))
+    """
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["1", "5"]
+    assert list(tmp_path.glob("events.out.tfevents.*"))
