@@ -32,7 +32,6 @@ the workflow drops them at the round's end.
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -65,6 +64,7 @@ from faasrl.data.params import MissingVersion, ParameterStore
 from faasrl.data.trajectories import Batch, TrajectorySchema, TrajectoryStream
 from faasrl.rl.diagnostics import action_distributions, gradient_noise_scale, mean_policy_kl
 from faasrl.rl.hessian import surrogate_hessian_extremes
+from faasrl.rl.model_card import model_card
 from faasrl.rl.policy import ActorCritic, PolicySpec, obs_batch_stats, policy_spec_for
 
 DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -85,8 +85,9 @@ class _Learner:
         self.version: int | None = None
 
 
-def _metadata(job: JobContext, spec: PolicySpec) -> dict[str, str]:
-    return {"env_id": job.env_id, "policy": json.dumps(spec.to_dict())}
+def _metadata(job: JobContext, model: torch.nn.Module, spec: PolicySpec) -> dict[str, str]:
+    """What a published version says about itself (rl/model_card.py)."""
+    return model_card(model, spec, env_id=job.env_id, algorithm=job.hyperparameters.algorithm)
 
 
 def _redis(job: JobContext) -> Any:
@@ -106,7 +107,7 @@ def init(call: InitArgs, store: ParameterStore) -> InitResult:
     torch.manual_seed(job.seed)
     model = module.make_model(spec, cfg) if "offpolicy" in module.EXECUTIONS \
         else ActorCritic(spec)
-    store.publish(0, model.state_dict(), _metadata(job, spec))
+    store.publish(0, model.state_dict(), _metadata(job, model, spec))
     return InitResult(policy=spec.to_dict(), version=0,
                       parameters=sum(p.numel() for p in model.parameters()),
                       algorithm_state=algorithm(job.hyperparameters.algorithm)
@@ -280,7 +281,7 @@ def update(call: UpdateArgs, store: ParameterStore) -> UpdateResult:
                        read_s=t1 - t0, update_s=t2 - t1, device=str(DEVICE))
     # One transaction: the weights, the optimizer, this result and the acknowledgement of the
     # batches, so that a learner invoked again finds either all of them or none.
-    store.publish(version + 1, learner.model.state_dict(), _metadata(job, spec),
+    store.publish(version + 1, learner.model.state_dict(), _metadata(job, learner.model, spec),
                   optimizer=learner.optimizer.state_dict(),
                   also=lambda pipe: (pipe.set(update_key(job.id), out.model_dump_json()),
                                      stream.ack(batches, pipe)))
@@ -363,7 +364,8 @@ def train(call: TrainArgs, store: ParameterStore) -> TrainResult:
                       samples=rows, bytes=len(raw), read_s=t1 - t0, update_s=t2 - t1,
                       publish_s=0.0, device=str(DEVICE))
     # One transaction, as in update mode: a retried call finds all of it or none.
-    store.publish(version + 1, learner.model.state_dict(), _metadata(job, learner.spec),
+    store.publish(version + 1, learner.model.state_dict(),
+                  _metadata(job, learner.model, learner.spec),
                   optimizer=learner.optimizer.state_dict() if call.save_optimizer else None,
                   also=lambda pipe: (pipe.set(update_key(job.id), out.model_dump_json()),
                                      pipe.set(out.priorities, priorities, ex=600),

@@ -51,6 +51,7 @@ from faasrl.data.gradients import Gradient, GradientStream, LearnerRegistry
 from faasrl.data.keys import parameter_state_key
 from faasrl.data.params import ParameterStore
 from faasrl.rl.aggregation import AggregationRule, build_rule, combine
+from faasrl.rl.model_card import model_card
 from faasrl.rl.policy import ActorCritic, PolicySpec
 
 DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -140,7 +141,8 @@ def _aggregate(server: _Server, store: ParameterStore, stream: GradientStream,
     stats["aggregations"] += 1
     stats["reasons"][reason] = stats["reasons"].get(reason, 0) + 1
     store.publish(server.clock, server.model.state_dict(),
-                  {"env_id": call.job.env_id, "policy": json.dumps(server.spec.to_dict())},
+                  model_card(server.model, server.spec, env_id=call.job.env_id,
+                             algorithm=call.job.hyperparameters.algorithm),
                   optimizer=server.optimizer.state_dict(),
                   also=lambda pipe: (stream.delete([g.entry_id for g in queue], pipe),
                                      pipe.set(parameter_state_key(server.job),

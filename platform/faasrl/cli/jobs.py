@@ -9,7 +9,14 @@ from typing import Annotated, Any
 import typer
 import yaml
 from rich.panel import Panel
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    track,
+)
 from rich.table import Table
 
 from faasrl.cli.app import connect, console
@@ -17,7 +24,8 @@ from faasrl.client import Client
 from faasrl.config import Settings
 from faasrl.inputs import load_yaml
 
-jobs_app = typer.Typer(help="Training jobs: list (no command), show, cancel, resume, rm.",
+jobs_app = typer.Typer(help="Training jobs: list (no command), show, cancel, resume, rm, "
+                            "export.",
                        invoke_without_command=True)
 
 
@@ -168,6 +176,37 @@ def jobs_rm(job_id: str) -> None:
     with connect() as client:
         client.delete_job(job_id)
         console.print(f"deleted job {job_id}")
+
+
+@jobs_app.command("export")
+def jobs_export(
+    job_id: str,
+    tensorboard: Annotated[Path | None, typer.Option(
+        help="folder for TensorBoard event files (one scalar per metrics column, step = env "
+             "steps)")] = None,
+    model: Annotated[Path | None, typer.Option(
+        help="file for the latest policy (safetensors that describes itself)")] = None,
+) -> None:
+    """Write a job's metrics rows as TensorBoard event files, and/or its latest model."""
+    if tensorboard is None and model is None:
+        raise typer.BadParameter("give --tensorboard DIR, --model FILE or both",
+                                 param_hint="--tensorboard/--model")
+    with connect() as client:
+        job = client.job(job_id)
+        rows = client.job_metrics(job_id) if tensorboard is not None else []
+        blob = client.model(job_id) if model is not None else b""
+    if model is not None:
+        model.write_bytes(blob)
+        console.print(f"wrote the policy's latest version to {model}")
+    if tensorboard is not None:
+        if not rows:
+            raise typer.BadParameter(f"job {job_id} has no rounds yet", param_hint="JOB_ID")
+        from faasrl.jobs.tensorboard import export_rows  # tensorboard loads only for this
+
+        n = export_rows(track(rows, description="writing rounds", console=console),
+                        tensorboard, job["started_at"] or job["created_at"])
+        console.print(f"wrote {n} rounds to {tensorboard}; view them with "
+                      f"'tensorboard --logdir {tensorboard}'")
 
 
 def plot(

@@ -27,6 +27,7 @@ from faasrl.invoker import Invoker, InvokerConfig, Pool, RecordStore, node_capac
 from faasrl.invoker.metrics import InvokerMetrics, PoolCollector
 from faasrl.invoker.registry import CodeStore, FunctionRegistry
 from faasrl.jobs import JobManager, JobStore
+from faasrl.jobs.prometheus import JobCollector
 
 log = logging.getLogger(__name__)
 SHUTDOWN_STEP_S = 30.0  # the most one shutdown step may take
@@ -81,6 +82,7 @@ def create_app(settings: Settings, redis_url: str, function_redis_url: str | Non
         manager = JobManager(JobStore(redis), invoker, redis, settings.state_dir / "jobs",
                              settings.scheduler_folder, health=health,
                              outage_max_s=settings.redis_outage_max_s)
+        registry.register(JobCollector(manager.running))
         svc = Services(settings, redis, invoker, registrations, records, registry, manager,
                        code_store)
         app.state.services = svc

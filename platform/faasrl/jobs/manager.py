@@ -145,6 +145,10 @@ class JobManager:
         return [self._running[rec.id][0].record if rec.id in self._running else rec
                 for rec in await self.store.list()]
 
+    def running(self) -> list[JobRecord]:
+        """The records of the jobs this gateway runs now, as their runs hold them."""
+        return [job_run.record for job_run, _ in self._running.values()]
+
     async def cancel(self, job_id: str) -> JobRecord:
         rec = await self.get(job_id)
         if job_id in self._running:

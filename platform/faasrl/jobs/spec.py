@@ -164,6 +164,9 @@ class JobSpec(BaseModel):
     pricing: Pricing = Field(default_factory=Pricing)
     evaluation_episodes: int = Field(20, ge=0, le=1000)
     checkpoint_every: int = Field(10, ge=1, description="rounds between disk checkpoints")
+    tensorboard: bool = Field(False, description="write TensorBoard event files of the metrics "
+                                                 "rows as rounds end, to <state_dir>/jobs/<id>/"
+                                                 "tensorboard")
     compress_trajectories: bool | None = Field(None, description="lz4; default on for Atari")
     placement: Placement = Field(default_factory=Placement)
     actor_function: str = "actor"

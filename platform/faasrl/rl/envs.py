@@ -8,6 +8,7 @@ continue those seeded streams, which is what :class:`~faasrl.rl.rollout.Rollout`
 from __future__ import annotations
 
 import difflib
+from typing import Any
 
 import ale_py
 import gymnasium as gym
@@ -43,21 +44,43 @@ def check_env_id(env_id: str) -> None:
     raise ValueError(f"unknown gymnasium environment id {env_id!r}{hint}")
 
 
+# Atari's preprocessing, as gymnasium.make's arguments and gymnasium.wrappers (name, arguments)
+# applied in order: _build applies them, and model files name them (env_preprocessing).
+ATARI_MAKE_KWARGS: dict[str, Any] = {"frameskip": 1}
+ATARI_WRAPPERS: tuple[tuple[str, dict[str, Any]], ...] = (
+    ("AtariPreprocessing", {"noop_max": 30, "frame_skip": 4, "screen_size": 84,
+                            "grayscale_obs": True, "terminal_on_life_loss": False}),
+    ("FrameStackObservation", {"stack_size": 4}),
+)
+CLIP_ACTION = ("ClipAction", {})  # outermost, for Box actions: Gaussian policies sample unbounded
+
+
+def _make_kwargs(env_id: str) -> dict[str, Any]:
+    return dict(ATARI_MAKE_KWARGS) if env_family(env_id) == "atari" else {}
+
+
+def _wrappers(env_id: str, continuous_actions: bool) -> list[tuple[str, dict[str, Any]]]:
+    wrappers = [*ATARI_WRAPPERS] if env_family(env_id) == "atari" else []
+    return [*wrappers, CLIP_ACTION] if continuous_actions else wrappers
+
+
 def _build(env_id: str) -> gym.Env:
     """One unseeded env with the observation/action preprocessing shared by training and eval."""
-    atari = env_family(env_id) == "atari"
-    env = gym.make(env_id, frameskip=1) if atari else gym.make(env_id)
+    env = gym.make(env_id, **_make_kwargs(env_id))
     # Innermost, so episode returns and lengths are raw (for Atari, lengths count emulator frames).
     env = gym.wrappers.RecordEpisodeStatistics(env)
-    if atari:
-        env = gym.wrappers.AtariPreprocessing(
-            env, noop_max=30, frame_skip=4, screen_size=84, grayscale_obs=True,
-            terminal_on_life_loss=False,
-        )
-        env = gym.wrappers.FrameStackObservation(env, 4)
-    if isinstance(env.action_space, gym.spaces.Box):
-        env = gym.wrappers.ClipAction(env)  # Gaussian policies sample unbounded actions
+    for name, kwargs in _wrappers(env_id, isinstance(env.action_space, gym.spaces.Box)):
+        env = getattr(gym.wrappers, name)(env, **kwargs)
     return env
+
+
+def env_preprocessing(env_id: str, continuous_actions: bool) -> dict[str, Any]:
+    """What :func:`_build` does to ``env_id``, as data: ``gymnasium.make(id, **make_kwargs)``,
+    then each of ``wrappers`` (a ``gymnasium.wrappers`` name and its arguments) in order.
+    Leaves out RecordEpisodeStatistics, which only records."""
+    return {"id": env_id, "make_kwargs": _make_kwargs(env_id),
+            "wrappers": [{"name": name, "kwargs": kwargs}
+                         for name, kwargs in _wrappers(env_id, continuous_actions)]}
 
 
 def _build_train(env_id: str, gamma: float, normalize_reward: bool | None) -> gym.Env:

@@ -22,6 +22,9 @@ from faasrl.rl.envs import env_family, make_env, obs_dtype
 _OBS_DTYPES = ("float32", "uint8")
 _ACTION_KINDS = ("discrete", "continuous")
 _ARCHS = ("mlp", "cnn")
+# What _features does to a raw observation (model files state the same: rl/model_card.py).
+OBS_EPS, OBS_CLIP = 1e-8, 10.0  # normalised: clip((obs - mean) / sqrt(var + eps), -clip, clip)
+PIXEL_SCALE = 255.0  # CNN input without normalisation: obs / PIXEL_SCALE
 
 
 @dataclass(frozen=True)
@@ -216,10 +219,10 @@ class ActorCritic(nn.Module):
 
     def _features(self, obs: torch.Tensor) -> torch.Tensor:
         if self.spec.normalize_obs:
-            x = (obs.to(torch.float64) - self.obs_mean) / torch.sqrt(self.obs_var + 1e-8)
-            x = x.clamp(-10.0, 10.0).to(torch.float32)
+            x = (obs.to(torch.float64) - self.obs_mean) / torch.sqrt(self.obs_var + OBS_EPS)
+            x = x.clamp(-OBS_CLIP, OBS_CLIP).to(torch.float32)
         elif self.spec.arch == "cnn":
-            x = obs.to(torch.float32) / 255.0
+            x = obs.to(torch.float32) / PIXEL_SCALE
         else:
             x = obs.to(torch.float32)
         return self.trunk(x)

@@ -24,7 +24,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from redis.asyncio import Redis
 
@@ -42,6 +42,9 @@ from faasrl.jobs.function_calls import evaluate_args, init_args, result
 from faasrl.jobs.parallel import parallel_cost_usd, parallel_round_s
 from faasrl.jobs.store import Evaluation, JobRecord, JobStore
 from faasrl.rl.seeds import Purpose
+
+if TYPE_CHECKING:
+    from faasrl.jobs.tensorboard import EventLog
 
 log = logging.getLogger(__name__)
 CONFIRM_GAP = 5  # rounds between evaluations that try to confirm a reached target
@@ -142,6 +145,7 @@ class JobRun:
         self._next_confirm = 0  # first round at which a reached target may be evaluated
         # (round, actors, the controller's explanation, seconds it took) of the round's decision
         self._planned: tuple[int, int, dict[str, Any], float] | None = None
+        self._events: EventLog | None = None  # the TensorBoard log, when the spec asks for one
 
     # ------------------------------------------------------------------- the job
     async def run(self) -> None:
@@ -154,6 +158,8 @@ class JobRun:
             await self.with_redis(self.grant)
             self.controller.load_state_dict(rec.controller_state)
             self.history = await self.with_redis(lambda: self.store.rows(rec.id))
+            if spec.tensorboard:
+                self._events = await asyncio.to_thread(self._open_event_log)
             # The actors start while the learner builds the initial policy, not after it.
             self.invoker.prewarm(spec.actor_function, self.actors_for_round(),
                                  placement=spec.placement.actors)
@@ -181,6 +187,8 @@ class JobRun:
             log.warning("job %s failed: %s", rec.id, exc)
             rec.status, rec.error = "failed", str(exc)
         finally:
+            if self._events is not None:
+                await asyncio.to_thread(self._events.close)
             await self.workflow.abandon()
             self._advance_wall()
             if rec.status != "interrupted":
@@ -362,8 +370,33 @@ class JobRun:
         self.paused_s = 0.0
         index = len(self.history) - 1
         await self.with_redis(lambda: self.store.save_round(rec, row, index))
+        await self._log_row(row, ended)
         if rec.round % spec.checkpoint_every == 0:
             await self.with_redis(self._checkpoint)
+
+    def _open_event_log(self) -> EventLog | None:
+        """The job's TensorBoard log (tensorboard is imported here: only jobs that ask for a
+        log load it into the gateway); None where it cannot be written, which gives up the
+        log, not the job: the rows stay in Redis, and `faasrl jobs export` writes them later.
+        """
+        from faasrl.jobs.tensorboard import FOLDER, EventLog
+
+        try:
+            return EventLog(self.folder / FOLDER)
+        except OSError as exc:
+            log.warning("job %s: no TensorBoard log: %s", self.record.id, exc)
+            return None
+
+    async def _log_row(self, row: dict[str, Any], wall_time: float) -> None:
+        """Append the row to the TensorBoard log, if the job keeps one; a write that fails
+        gives the log up (see :meth:`_open_event_log`)."""
+        if (events := self._events) is None:
+            return
+        try:
+            await asyncio.to_thread(events.add_row, row, wall_time)
+        except OSError as exc:
+            log.warning("job %s: TensorBoard log given up: %s", self.record.id, exc)
+            self._events = None
 
     # ---------------------------------------------------------------- invoking
     async def invoke(self, function: str, args: dict[str, Any], affinity: str | None = None

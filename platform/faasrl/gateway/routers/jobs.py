@@ -126,7 +126,8 @@ async def events(job_id: JobId, request: Request, svc: ServicesDep,
             responses={200: {"content": {"application/octet-stream": {}}}})
 async def model(job_id: JobId, svc: ServicesDep,
                 version: Annotated[int | None, Query(ge=0)] = None) -> Response:
-    """The policy's weights as safetensors (metadata: ``policy``, ``env_id``, ``version``);
+    """The policy's weights as safetensors, described in its metadata (rl/model_card.py:
+    algorithm, env, observation formula, action space, layers; ``version``);
     the latest version unless ``version`` is given."""
     rec = await _get(svc, job_id)
     if rec.version is None:

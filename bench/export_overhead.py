@@ -1,0 +1,133 @@
+"""What issue 21's exports cost where they run: the model card on every published version, and
+the TensorBoard event file on every round of a job that asks for one.
+
+Model files: per env family's default policy, the safetensors blob a learner publishes, with
+the old metadata (``env_id``, ``policy``, ``version``) and with the card (rl/model_card.py):
+its size, and the time to build the card and encode the blob (medians). TensorBoard: a real
+CartPole job's metrics rows (from a short job on an embedded platform) written one by one with
+``EventLog.add_row`` (flushed per row), against the same rows saved by ``JobStore.save_round``
+on the same Redis: the per-row work a round already did before. Both in this process, timings
+interleaved.
+
+    python bench/export_overhead.py [--quick] [--out bench/results/export_overhead.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from redis.asyncio import Redis
+from rich.console import Console
+from rich.table import Table
+
+from faasrl.config import Settings
+from faasrl.data.codec import encode_tensors
+from faasrl.embedded import EmbeddedPlatform
+from faasrl.jobs.scalars import row_scalars
+from faasrl.jobs.store import JobRecord, JobStore
+from faasrl.jobs.tensorboard import EventLog
+from faasrl.rl.model_card import model_card
+from faasrl.rl.policy import ActorCritic, policy_spec_for
+
+ENVS = ("CartPole-v1", "Hopper-v5", "ALE/Pong-v5")
+JOB = {"env_id": "CartPole-v1", "controller": {"name": "fixed", "actors": 1},
+       "evaluation_episodes": 0}
+
+
+def median_s(fn: Any, repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def model_files(repeats: int) -> list[dict[str, Any]]:
+    out = []
+    for env_id in ENVS:
+        spec = policy_spec_for(env_id)
+        model = ActorCritic(spec)
+        state = model.state_dict()
+        card = model_card(model, spec, env_id=env_id, algorithm="ppo")
+        old = {"env_id": env_id, "policy": card["policy"], "version": "1"}
+        new = {**card, "version": "1"}
+        out.append({
+            "env": env_id, "bytes_old": len(encode_tensors(state, metadata=old)),
+            "bytes_card": len(encode_tensors(state, metadata=new)),
+            "card_s": median_s(lambda m=model, s=spec, e=env_id:
+                               model_card(m, s, env_id=e, algorithm="ppo"), repeats),
+            "encode_old_s": median_s(lambda s=state, m=old: encode_tensors(s, metadata=m),
+                                     repeats),
+            "encode_card_s": median_s(lambda s=state, m=new: encode_tensors(s, metadata=m),
+                                      repeats)})
+    return out
+
+
+async def row_writes(platform: EmbeddedPlatform, rows: list[dict[str, Any]], record: JobRecord,
+                     folder: Path) -> dict[str, float]:
+    """Per row, interleaved: JobStore.save_round (to a copy of the job) and EventLog.add_row."""
+    redis = Redis.from_url(platform.redis_url)
+    store, log = JobStore(redis), EventLog(folder)
+    copy = record.model_copy(update={"id": "bench" + record.id[:7]})
+    save, write = [], []
+    try:
+        for i, row in enumerate(rows):
+            t0 = time.perf_counter()
+            await store.save_round(copy, row, i)
+            t1 = time.perf_counter()
+            log.add_row(row, time.time())
+            save.append(t1 - t0)
+            write.append(time.perf_counter() - t1)
+        await store.delete(copy.id)
+    finally:
+        log.close()
+        await redis.aclose()
+    return {"rows": len(rows), "scalars_per_row": len(row_scalars(rows[-1])),
+            "save_round_s": statistics.median(save), "tensorboard_s": statistics.median(write)}
+
+
+def tensorboard_rows(rounds: int) -> dict[str, float]:
+    with tempfile.TemporaryDirectory(prefix="faasrl-bench-") as tmp:
+        settings = Settings(state_dir=Path(tmp) / "state", port=0, resume_jobs=False)
+        with EmbeddedPlatform(settings) as platform, platform.client() as client:
+            job = client.submit({**JOB, "stop": {"max_rounds": rounds}})
+            while client.job(job["id"])["status"] in ("pending", "running"):
+                time.sleep(0.5)
+            rows = client.job_metrics(job["id"])
+            record = JobRecord.model_validate(client.job(job["id"]))
+            return asyncio.run(row_writes(platform, rows * 10, record, Path(tmp) / "tb"))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="a few repeats: does it run?")
+    parser.add_argument("--out", type=Path, default=Path("bench/results/export_overhead.json"))
+    args = parser.parse_args()
+    repeats, rounds = (5, 3) if args.quick else (50, 20)
+    files, rows = model_files(repeats), tensorboard_rows(rounds)
+    console = Console()
+    table = Table("env", "file (old)", "file (card)", "size x", "card ms", "encode ms",
+                  title="model card per published version")
+    for f in files:
+        table.add_row(f["env"], f"{f['bytes_old']:,}", f"{f['bytes_card']:,}",
+                      f"{f['bytes_card'] / f['bytes_old']:.3f}", f"{f['card_s'] * 1e3:.2f}",
+                      f"{f['encode_old_s'] * 1e3:.2f} → {f['encode_card_s'] * 1e3:.2f}")
+    console.print(table)
+    console.print(f"TensorBoard, per row ({rows['rows']} rows of a CartPole job): add_row "
+                  f"{rows['tensorboard_s'] * 1e3:.2f} ms against save_round "
+                  f"{rows['save_round_s'] * 1e3:.2f} ms "
+                  f"({rows['tensorboard_s'] / rows['save_round_s']:.2f}x)")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({"model_files": files, "tensorboard": rows}, indent=1))
+
+
+if __name__ == "__main__":
+    main()

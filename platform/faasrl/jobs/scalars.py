@@ -1,0 +1,34 @@
+"""A metrics row as named scalars: what TensorBoard and Prometheus read of a round.
+
+A row's columns are whatever :meth:`faasrl.workflow.job.JobRun.close_round` and the job's
+workflow put in it; this module reads them from the row itself, so a column added there reaches
+every exporter with no list to keep in step. Numbers become scalars under their column's name;
+a column holding a mapping (the controller's decision) becomes one scalar per numeric entry,
+``column/entry``; text, lists and missing values (``None``) are left out.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+STEP_COLUMN = "total_env_steps"  # a row's x axis: env steps of the whole job so far
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def row_scalars(row: dict[str, Any]) -> dict[str, float]:
+    """The row's numeric columns by name (``column/entry`` inside a mapping column)."""
+    out: dict[str, float] = {}
+    for column, value in row.items():
+        if _number(value):
+            out[column] = float(value)
+        elif isinstance(value, dict):
+            out.update({f"{column}/{k}": float(v) for k, v in value.items() if _number(v)})
+    return out
+
+
+def row_step(row: dict[str, Any]) -> int:
+    """The row's step: the job's env steps when its round ended."""
+    return int(row[STEP_COLUMN])
