@@ -15,10 +15,12 @@ from faasrl.client import Client
 pytestmark = pytest.mark.ui
 TOKEN = "dashboard-test-token"
 PLATFORM = {"register_builtins": True, "token": TOKEN}  # conftest's platform
-# Long enough to be watched round by round (the test cancels it from the page).
+# Long enough to be watched round by round (the test cancels it from the page); Nitro, so the
+# rows carry a controller's decision details (its score) to chart.
 JOB = {"name": "ui-cartpole", "env_id": "CartPole-v1", "envs_per_actor": 2,
-       "steps_per_actor": 32, "controller": {"name": "fixed", "actors": 2},
-       "evaluation_episodes": 2, "stop": {"max_rounds": 400}}
+       "steps_per_actor": 32, "evaluation_episodes": 2, "stop": {"max_rounds": 400},
+       "controller": {"name": "nitro", "min_actors": 1, "max_actors": 3,
+                      "hessian_samples": 64, "hessian_iterations": 8}}
 CHARTS = ("chart-return-steps", "chart-return-time", "chart-actors", "chart-phases", "chart-cost")
 WAIT_S = 120.0
 
@@ -85,9 +87,13 @@ def test_dashboard_follows_a_job_and_shows_functions_and_invocations(
     until(browser, "every chart drawn", lambda: all(points(browser, c) for c in CHARTS))
     series = css(browser, "#chart-cost").get_attribute("data-series").split("|")
     assert {"serverless", "serverful", "serverless, modeled parallel"} <= set(series)
-    assert "actors" in css(browser, "#chart-actors").get_attribute("data-series").split("|")
+    assert {"actors", "controller: score"} <= set(
+        css(browser, "#chart-actors").get_attribute("data-series").split("|"))
     assert css(browser, "#stream-state").text == "live"
+    size = browser.get_window_size()
+    browser.set_window_size(size["width"], 1750)  # every chart in the picture
     browser.save_screenshot(str(screenshots / "job.png"))
+    browser.set_window_size(size["width"], size["height"])
 
     # The metrics CSV downloads with the token; Cancel stops the job.
     css(browser, "#job-csv").click()

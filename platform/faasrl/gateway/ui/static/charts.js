@@ -27,7 +27,7 @@ const PANELS = [
   },
   {
     id: "chart-actors", title: "Actors per round and the controller's decision",
-    xTitle: "round", yTitle: "actors", y2Title: "decision details",
+    xTitle: "round", yTitle: "actors", y2Title: "decision details", yCounts: true,
     series: [
       { x: col("round"), y: col("actors"), name: "actors", shape: "hv" },
       { x: col("round"), y: col("prewarm_forecast"), name: "pre-warm forecast", shape: "hv",
@@ -46,7 +46,7 @@ const PANELS = [
   },
   {
     id: "chart-phases", title: "Phase times per round", xTitle: "round", yTitle: "seconds",
-    y2Title: "cold starts",
+    y2Title: "cold starts", y2Counts: true,
     series: [
       { x: col("round"), y: col("round_s"), name: "round" },
       { x: col("round"), y: col("parallel_round_s"), name: "round, modeled parallel",
@@ -94,18 +94,27 @@ function trace(series, rows) {
   };
 }
 
-function layout(panel, target) {
+// An axis of counts (actors, cold starts): from 0, whole-number ticks only.
+function countAxis(data, axis) {
+  const values = data.filter((t) => t.yaxis === axis).flatMap((t) => t.y);
+  return { rangemode: "tozero", tick0: 0,
+           dtick: Math.max(1, Math.ceil(Math.max(1, ...values) / 5)) };
+}
+
+function layout(panel, data, target) {
   const out = {
-    title: { text: panel.title, font: { size: 14 } }, height: 300,
+    title: { text: panel.title, font: { size: 14 }, x: 0.01, xanchor: "left" }, height: 300,
     margin: { l: 55, r: panel.y2Title ? 55 : 15, t: 35, b: 70 },
     xaxis: { title: { text: panel.xTitle }, zeroline: false },
-    yaxis: { title: { text: panel.yTitle }, zeroline: false },
+    yaxis: { title: { text: panel.yTitle }, zeroline: false,
+             ...(panel.yCounts ? countAxis(data, "y") : {}) },
     legend: { orientation: "h", y: -0.3, font: { size: 10 } },
     paper_bgcolor: "rgba(0,0,0,0)", plot_bgcolor: "#fbfbfd",
   };
   if (panel.y2Title) {
     out.yaxis2 = { title: { text: panel.y2Title }, overlaying: "y", side: "right",
-                   showgrid: false, zeroline: false };
+                   showgrid: false, zeroline: false,
+                   ...(panel.y2Counts ? countAxis(data, "y2") : {}) };
   }
   if (panel.target && typeof target === "number") {
     out.shapes = [{ type: "line", xref: "paper", x0: 0, x1: 1, y0: target, y1: target,
@@ -144,7 +153,7 @@ export class JobCharts {
       const series = [...panel.series, ...(panel.dynamic ? panel.dynamic(rows) : [])];
       const data = series.map((s) => trace(s, rows)).filter(Boolean);
       const div = this.divs.get(panel.id);
-      window.Plotly.react(div, data, layout(panel, this.target),
+      window.Plotly.react(div, data, layout(panel, data, this.target),
                           { displaylogo: false, responsive: true });
       // what a test (or a curious user) can read: the points of the fullest series
       div.dataset.points = String(Math.max(0, ...data.map((t) => t.x.length)));
