@@ -59,6 +59,7 @@ def browser(request: pytest.FixtureRequest, tmp_path: Path, downloads: Path
                 "--disable-extensions", "--no-first-run", f"--user-data-dir={tmp_path / 'profile'}",
                 f"--window-size={WINDOW[0]},{WINDOW[1]}"):
         options.add_argument(arg)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})  # the page's console
     options.add_experimental_option("prefs", {"download.default_directory": str(downloads),
                                               "download.prompt_for_download": False})
     service = webdriver.ChromeService(executable_path=str(CHROMEDRIVER),

@@ -92,7 +92,7 @@ def test_dashboard_follows_a_job_and_shows_functions_and_invocations(
     assert css(browser, "#stream-state").text == "live"
     size = browser.get_window_size()
     browser.set_window_size(size["width"], 1750)  # every chart in the picture
-    browser.save_screenshot(str(screenshots / "job.png"))
+    browser.save_screenshot(str(screenshots / "dashboard-job.png"))
     browser.set_window_size(size["width"], size["height"])
 
     # The metrics CSV downloads with the token; Cancel stops the job.
@@ -109,7 +109,7 @@ def test_dashboard_follows_a_job_and_shows_functions_and_invocations(
     click_link(browser, "Functions")
     until(browser, "the functions", lambda: "actor" in css(browser, "#functions-table").text)
     until(browser, "node capacity", lambda: "used" in css(browser, "#capacity").text)
-    browser.save_screenshot(str(screenshots / "functions.png"))
+    browser.save_screenshot(str(screenshots / "dashboard-functions.png"))
     click_link(browser, "actor")
     until(browser, "the actor's manifest", lambda: '"handler"' in css(browser, "#manifest").text)
     until(browser, "the actor's recent invocations",
@@ -133,4 +133,9 @@ def test_dashboard_follows_a_job_and_shows_functions_and_invocations(
     page = css(browser, "main").text
     assert "in boom\n    raise ValueError" in page  # the traceback, as the handler raised
     assert "cold (waited for a container start)" in page
-    browser.save_screenshot(str(screenshots / "invocation.png"))
+    browser.save_screenshot(str(screenshots / "dashboard-invocation.png"))
+
+    # No script failed, and nothing was refused but the wrong token and the first look
+    # without one (a policy violation, a missing file or a JavaScript error would be here).
+    errors = [e["message"] for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+    assert all("401 (Unauthorized)" in m for m in errors), errors
