@@ -27,7 +27,8 @@ const PANELS = [
   },
   {
     id: "chart-actors", title: "Actors per round and the controller's decision",
-    xTitle: "round", yTitle: "actors", y2Title: "decision details", yCounts: true,
+    xTitle: "round", xCounts: true, yTitle: "actors", y2Title: "decision details",
+    yCounts: true,
     series: [
       { x: col("round"), y: col("actors"), name: "actors", shape: "hv" },
       { x: col("round"), y: col("prewarm_forecast"), name: "pre-warm forecast", shape: "hv",
@@ -45,7 +46,8 @@ const PANELS = [
     })),
   },
   {
-    id: "chart-phases", title: "Phase times per round", xTitle: "round", yTitle: "seconds",
+    id: "chart-phases", title: "Phase times per round", xTitle: "round", xCounts: true,
+    yTitle: "seconds",
     y2Title: "cold starts", y2Counts: true,
     series: [
       { x: col("round"), y: col("round_s"), name: "round" },
@@ -94,27 +96,29 @@ function trace(series, rows) {
   };
 }
 
-// An axis of counts (actors, cold starts): from 0, whole-number ticks only.
-function countAxis(data, axis) {
-  const values = data.filter((t) => t.yaxis === axis).flatMap((t) => t.y);
+// An axis of counts (rounds, actors, cold starts): from 0, whole-number ticks only.
+function countAxis(values) {
   return { rangemode: "tozero", tick0: 0,
-           dtick: Math.max(1, Math.ceil(Math.max(1, ...values) / 5)) };
+           dtick: Math.max(1, Math.ceil(Math.max(1, ...values) / 6)) };
 }
+
+const yValues = (data, axis) => data.filter((t) => t.yaxis === axis).flatMap((t) => t.y);
 
 function layout(panel, data, target) {
   const out = {
     title: { text: panel.title, font: { size: 14 }, x: 0.01, xanchor: "left" }, height: 300,
     margin: { l: 55, r: panel.y2Title ? 55 : 15, t: 35, b: 70 },
-    xaxis: { title: { text: panel.xTitle }, zeroline: false },
+    xaxis: { title: { text: panel.xTitle }, zeroline: false,
+             ...(panel.xCounts ? countAxis(data.flatMap((t) => t.x)) : {}) },
     yaxis: { title: { text: panel.yTitle }, zeroline: false,
-             ...(panel.yCounts ? countAxis(data, "y") : {}) },
+             ...(panel.yCounts ? countAxis(yValues(data, "y")) : {}) },
     legend: { orientation: "h", y: -0.3, font: { size: 10 } },
     paper_bgcolor: "rgba(0,0,0,0)", plot_bgcolor: "#fbfbfd",
   };
   if (panel.y2Title) {
     out.yaxis2 = { title: { text: panel.y2Title }, overlaying: "y", side: "right",
                    showgrid: false, zeroline: false,
-                   ...(panel.y2Counts ? countAxis(data, "y2") : {}) };
+                   ...(panel.y2Counts ? countAxis(yValues(data, "y2")) : {}) };
   }
   if (panel.target && typeof target === "number") {
     out.shapes = [{ type: "line", xref: "paper", x0: 0, x1: 1, y0: target, y1: target,
