@@ -134,11 +134,17 @@ class Client:
     def invocation(self, invocation_id: str) -> dict[str, Any]:
         return self._call("GET", f"/v1/invocations/{invocation_id}")
 
-    def invocations(self, function: str | None = None, limit: int = 50) -> list[dict[str, Any]]:
+    def invocations(self, function: str | None = None, limit: int = 50,
+                    status: str | None = None) -> list[dict[str, Any]]:
         params: dict[str, Any] = {"limit": limit}
         if function:
             params["function"] = function
+        if status:
+            params["status"] = status
         return self._call("GET", "/v1/invocations", params=params)
+
+    def function_stats(self, name: str, window: int = 200) -> dict[str, Any]:
+        return self._call("GET", f"/v1/functions/{name}/stats", params={"window": window})
 
     def wait(self, invocation_id: str, timeout_s: float = 60.0, poll_s: float = 0.05
              ) -> dict[str, Any]:

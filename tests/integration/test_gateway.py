@@ -339,6 +339,7 @@ BAD_PATH_PARAMETERS = [
     ("DELETE", "/v1/functions/{name}", "bad.name", "name"),
     ("POST", "/v1/functions/{name}/invoke", "bad.name", "name"),
     ("POST", "/v1/functions/{name}/prewarm", "-starts-with-a-dash", "name"),
+    ("GET", "/v1/functions/{name}/stats", "bad.name", "name"),
     ("GET", "/v1/invocations/{invocation_id}", "no-such-id", "invocation_id"),
     ("GET", "/v1/jobs/{job_id}", "abc.def", "job_id"),
     ("DELETE", "/v1/jobs/{job_id}", "abc.def", "job_id"),

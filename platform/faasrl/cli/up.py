@@ -73,6 +73,7 @@ def up(
         with console.status("starting the platform"):
             platform.start()
         lines = [f"gateway  {platform.url}   (API docs at {platform.url}/docs)",
+                 f"ui       {platform.url}/ui/   (the dashboard)",
                  # Never the password (the embedded Redis has one; a compose gateway reads one).
                  f"redis    {without_credentials(platform.redis_url or '')}"
                  + ("  (embedded)" if platform.redis else ""),

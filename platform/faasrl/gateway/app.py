@@ -20,7 +20,16 @@ from faasrl.config import Settings
 from faasrl.data.connection import gateway_redis, without_credentials
 from faasrl.data.health import RedisHealth
 from faasrl.gateway.errors import BodyLimit, install_error_handlers
-from faasrl.gateway.routers import cluster, code, functions, invocations, jobs, lambda_api, system
+from faasrl.gateway.routers import (
+    cluster,
+    code,
+    functions,
+    invocations,
+    jobs,
+    lambda_api,
+    system,
+    ui,
+)
 from faasrl.gateway.services import Services
 from faasrl.gateway.services import functions as function_service
 from faasrl.invoker import Invoker, InvokerConfig, Pool, RecordStore, node_capacity
@@ -110,8 +119,9 @@ def create_app(settings: Settings, redis_url: str, function_redis_url: str | Non
     install_error_handlers(app)
     lambda_api.install_error_handler(app)
     app.add_middleware(BodyLimit, max_bytes=settings.max_payload_bytes)
-    for module in (system, functions, code, invocations, cluster, jobs, lambda_api):
+    for module in (system, functions, code, invocations, cluster, jobs, lambda_api, ui):
         app.include_router(module.router)
+    ui.install(app)
     return app
 
 

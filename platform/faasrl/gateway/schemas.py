@@ -94,6 +94,26 @@ class FunctionPoolOut(BaseModel):
     containers: list[ContainerOut]
 
 
+class FunctionStatsOut(BaseModel):
+    """A function's recent invocations summed up (what its dashboard row shows), and its
+    containers now."""
+
+    function: str
+    invocations: int = Field(description="finished invocations looked at: the most recent, "
+                                         "up to the request's window")
+    warm: int
+    cold: int = Field(description="invocations that waited for a container start")
+    errors: int = Field(description="ended in an error (the handler's or the platform's)")
+    timeouts: int
+    run_p50_s: float | None = Field(description="the handler's run time; None: no invocation")
+    run_p99_s: float | None
+    latency_p50_s: float | None = Field(description="queue (a cold start included) + run")
+    latency_p99_s: float | None
+    billed_ms: int = Field(description="summed over the invocations looked at")
+    queued: int = Field(description="invocations waiting for a container now")
+    containers: dict[str, int] = Field(description="containers now, by state")
+
+
 class ClusterOut(BaseModel):
     backend: str
     capacity: ResourcesOut

@@ -18,6 +18,7 @@ from redis.exceptions import RedisError
 log = logging.getLogger(__name__)
 
 FINAL = ("success", "error", "timeout")
+INDEX_LEN = 1000  # finished invocations each function's index keeps (what recent() can read)
 
 
 @dataclass
@@ -120,7 +121,8 @@ class RecordStore:
     """
 
     def __init__(self, redis: Redis, ttl_s: int, *, spool: Path | None = None,
-                 flush_interval_s: float = 0.05, retry_s: float = 1.0, index_len: int = 1000):
+                 flush_interval_s: float = 0.05, retry_s: float = 1.0,
+                 index_len: int = INDEX_LEN):
         self._redis = redis
         self._ttl = ttl_s
         self._spool = RecordSpool(spool) if spool is not None else None

@@ -14,6 +14,7 @@ from faasrl.gateway.schemas import (
     REDIS_ERRORS,
     ErrorOut,
     FunctionName,
+    FunctionStatsOut,
     FunctionUpdate,
     InvocationAccepted,
     InvocationOut,
@@ -22,6 +23,7 @@ from faasrl.gateway.schemas import (
     PrewarmResult,
 )
 from faasrl.gateway.services import ServicesDep, functions, invocations
+from faasrl.invoker.records import INDEX_LEN
 from faasrl.manifest import FunctionSpec
 
 router = APIRouter(prefix="/v1/functions", tags=["functions"],
@@ -65,6 +67,18 @@ async def put_function(name: FunctionName, body: FunctionUpdate, response: Respo
 @router.get("/{name}", response_model=FunctionSpec, responses={404: {"model": ErrorOut}})
 async def get_function(name: FunctionName, svc: ServicesDep) -> FunctionSpec:
     return svc.invoker.spec(name)
+
+
+@router.get("/{name}/stats", response_model=FunctionStatsOut,
+            responses={404: {"model": ErrorOut}, **REDIS_ERRORS})
+async def function_stats(
+        name: FunctionName, svc: ServicesDep,
+        window: Annotated[int, Query(ge=1, le=INDEX_LEN, description="the most recent "
+                                     "finished invocations to sum up")] = 200
+) -> FunctionStatsOut:
+    """Warm and cold invocations, errors, p50/p99 run time and latency over the recent ones,
+    and the containers by state now."""
+    return await functions.stats(svc, name, window)
 
 
 @router.delete("/{name}", status_code=status.HTTP_204_NO_CONTENT,

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import logging
+import math
+from collections import Counter
 from pathlib import Path
+from typing import Any
 
 from faasrl.gateway.errors import FieldError
-from faasrl.gateway.schemas import PrewarmResult
+from faasrl.gateway.schemas import FunctionStatsOut, PrewarmResult
 from faasrl.gateway.services import Services
 from faasrl.invoker import Invoker, State
 from faasrl.invoker.errors import CapacityError
@@ -47,6 +50,31 @@ def prewarm(svc: Services, name: str, count: int) -> PrewarmResult:
     live = sum(1 for c in svc.invoker.containers()
                if c.function == name and c.state != State.STOPPING)
     return PrewarmResult(started=started, containers=live)
+
+
+async def stats(svc: Services, name: str, window: int) -> FunctionStatsOut:
+    """``name``'s ``window`` most recent finished invocations summed up, and its containers
+    by state now (a dashboard's row; Prometheus' ``/metrics`` has the totals since start)."""
+    svc.invoker.spec(name)  # FunctionNotFound (404) before Redis is touched
+    records = await svc.records.recent(name, window)
+    states = Counter(c.state.value for c in svc.invoker.containers() if c.function == name)
+    cold = sum(1 for r in records if r["cold"])
+    runs = sorted(r["run_s"] for r in records)
+    latencies = sorted(r["queue_s"] + r["run_s"] for r in records)
+    return FunctionStatsOut(
+        function=name, invocations=len(records), warm=len(records) - cold, cold=cold,
+        errors=sum(1 for r in records if r["status"] == "error"),
+        timeouts=sum(1 for r in records if r["status"] == "timeout"),
+        run_p50_s=_quantile(runs, 0.50), run_p99_s=_quantile(runs, 0.99),
+        latency_p50_s=_quantile(latencies, 0.50), latency_p99_s=_quantile(latencies, 0.99),
+        billed_ms=sum(r["billed_ms"] for r in records), queued=svc.invoker.queued(name),
+        containers={state.value: states[state.value] for state in State})
+
+
+def _quantile(ordered: list[Any], q: float) -> Any:
+    """The nearest-rank ``q`` quantile of sorted values (one of them, never interpolated);
+    None for none."""
+    return ordered[max(0, math.ceil(q * len(ordered)) - 1)] if ordered else None
 
 
 async def restore(invoker: Invoker, registrations: FunctionRegistry,

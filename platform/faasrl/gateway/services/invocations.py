@@ -8,7 +8,7 @@ from typing import Any
 from faasrl.gateway.services import Services
 from faasrl.invoker.errors import FunctionNotFound, InvokerError
 from faasrl.invoker.invoker import new_invocation_id
-from faasrl.invoker.records import InvocationRecord
+from faasrl.invoker.records import INDEX_LEN, InvocationRecord
 from faasrl.manifest import FunctionSpec
 
 
@@ -41,9 +41,13 @@ async def _run(svc: Services, name: str, args: Any, invocation_id: str, **option
         pass  # the invoker wrote the refusal into the record
 
 
-async def recent(svc: Services, function: str | None, limit: int) -> list[dict[str, Any]]:
+async def recent(svc: Services, function: str | None, limit: int,
+                 status: str | None = None) -> list[dict[str, Any]]:
     """The ``limit`` most recent finished invocations, of one function or of all, newest
-    first."""
+    first; with ``status``, only those that ended so, among every record the functions'
+    indexes keep (``INDEX_LEN`` each)."""
     names = [function] if function else [f.name for f in svc.invoker.functions()]
-    records = [r for name in names for r in await svc.records.recent(name, limit)]
+    scan = limit if status is None else INDEX_LEN
+    records = [r for name in names for r in await svc.records.recent(name, scan)
+               if status is None or r["status"] == status]
     return sorted(records, key=lambda r: r["requested_at"], reverse=True)[:limit]

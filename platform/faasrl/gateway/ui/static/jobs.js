@@ -1,0 +1,156 @@
+// Jobs: the list, and one job's page with its live charts (the job's event stream, read
+// with the token) and its actions.
+
+import { download, followEvents, get, post, Unauthorized } from "./api.js";
+import { JobCharts } from "./charts.js";
+import { badge, fields, h, link, num, pre, seconds, table, usd, when } from "./dom.js";
+
+const ACTIVE = ["pending", "running"];
+const RESUMABLE = ["cancelled", "failed", "interrupted"];
+
+function meanReturn(job) {
+  const last = job.last_row && job.last_row.recent_mean_return;
+  if (typeof last === "number") return last;
+  const r = job.recent_returns || [];
+  return r.length ? r.reduce((a, b) => a + b, 0) / r.length : null;
+}
+
+const describeController = (spec) => spec.controller.name +
+  (spec.controller.name === "fixed" ? ` (${spec.controller.actors})` : "");
+
+export async function jobsPage(body, _, { every }) {
+  const holder = h("div");
+  body.append(h("h1", {}, "Jobs"), holder);
+  let shown = "";
+  every(2000, async () => {
+    const jobs = (await get("/v1/jobs")).sort((a, b) => b.created_at - a.created_at);
+    const key = JSON.stringify(jobs.map((j) => [j.id, j.status, j.round, j.cost_usd]));
+    if (key === shown) return; // keep the rows (and what the user points at) when nothing moved
+    shown = key;
+    holder.replaceChildren(table([
+      ["job", (j) => link(`#/jobs/${j.id}`, j.spec.name || j.id)],
+      ["status", (j) => badge(j.status)],
+      ["algorithm", (j) => `${j.spec.algorithm} (${j.spec.execution})`],
+      ["env", (j) => j.spec.env_id],
+      ["controller", (j) => describeController(j.spec)],
+      ["round", (j) => num(j.round)],
+      ["env steps", (j) => num(j.env_steps)],
+      ["return", (j) => num(meanReturn(j))],
+      ["cost", (j) => usd(j.cost_usd)],
+      ["created", (j) => when(j.created_at)],
+    ], jobs, { id: "jobs-table", empty: "No jobs yet: submit one with `faasrl run SPEC.yaml` " +
+                                        "or POST /v1/jobs." }));
+  });
+}
+
+function summary(job) {
+  const spec = job.spec;
+  const ev = job.evaluation;
+  return fields([
+    ["algorithm", `${spec.algorithm} (${spec.execution})`],
+    ["env", spec.env_id],
+    ["controller", describeController(spec)],
+    ["round", spec.stop.max_rounds ? `${num(job.round)} of ${num(spec.stop.max_rounds)}`
+                                   : num(job.round)],
+    ["env steps", num(job.env_steps)],
+    ["return (window mean)", num(meanReturn(job))],
+    ["target", spec.stop.target_reward ?? "–"],
+    ["wall time", seconds(job.wall_s)],
+    ["modeled-parallel wall time", job.parallel_wall_s ? seconds(job.parallel_wall_s) : "–"],
+    ["cost, serverless", usd(job.cost_usd)],
+    ["cost, serverful", usd(job.serverful_cost_usd)],
+    ["cost, modeled parallel", job.parallel_cost_usd ? usd(job.parallel_cost_usd) : "–"],
+    ["policy version", job.version ?? "–"],
+    ["held-out evaluation", ev ? `${num(ev.mean)} ± ${num(ev.std)} over ${ev.episodes}` : "–"],
+    ["stop reason", job.stop_reason || "–"],
+    ["error", job.error ? h("span", { class: "error" }, job.error) : undefined],
+  ]);
+}
+
+export async function jobPage(body, id, { signal, showLogin, reload }) {
+  let job = await get(`/v1/jobs/${id}`, { signal });
+  const rows = [];
+  const state = h("span", { id: "stream-state", class: "muted" }, "connecting");
+  const head = h("div");
+  const status = h("p", { id: "action-result", class: "muted" });
+  const chartBox = h("div", { class: "charts" });
+  const lastRow = h("div");
+  const act = (label, idName, run) => h("button", { type: "button", id: idName,
+    onclick: async (e) => {
+      e.target.disabled = true;
+      try {
+        status.textContent = await run();
+      } catch (err) {
+        if (err instanceof Unauthorized) return showLogin("The token was refused.");
+        status.textContent = String(err.message || err);
+      }
+      drawHead();
+    } }, label);
+  const buttons = {
+    cancel: act("Cancel", "job-cancel", async () => {
+      job = await post(`/v1/jobs/${id}/cancel`);
+      return `cancelled at round ${job.round}`;
+    }),
+    resume: act("Resume", "job-resume", async () => {
+      job = await post(`/v1/jobs/${id}/resume`);
+      setTimeout(reload, 0); // follow the resumed run's rounds from a fresh stream
+      return "resumed";
+    }),
+    model: act("Download model", "job-model",
+               async () => `saved ${await download(`/v1/jobs/${id}/model`, `${id}.safetensors`)}`),
+    csv: act("Metrics CSV", "job-csv", async () =>
+      `saved ${await download(`/v1/jobs/${id}/metrics?format=csv`, `${id}.csv`)}`),
+  };
+  const drawHead = () => {
+    head.replaceChildren(h("h1", {}, `Job ${job.spec.name || job.id} `, badge(job.status)),
+                         summary(job));
+    buttons.cancel.disabled = !ACTIVE.includes(job.status);
+    buttons.resume.disabled = !RESUMABLE.includes(job.status);
+    buttons.model.disabled = job.version === null || job.version === undefined;
+    buttons.csv.disabled = false;
+  };
+  drawHead();
+  body.append(head, h("div", { class: "actions" }, Object.values(buttons), state), status,
+              chartBox, h("h2", {}, "Latest round"), lastRow);
+  const charts = new JobCharts(chartBox, { target: job.spec.stop.target_reward });
+  signal.addEventListener("abort", () => charts.close());
+
+  // Rows come in bursts (all past rounds at once): draw at most a few times a second, and
+  // re-read the record (round, cost, status) at most once a second.
+  let drawPending = false;
+  let lastRecordRead = 0;
+  const redraw = () => {
+    if (drawPending) return;
+    drawPending = true;
+    setTimeout(async () => {
+      drawPending = false;
+      if (signal.aborted) return;
+      charts.update(rows);
+      const last = rows[rows.length - 1];
+      lastRow.replaceChildren(last ? pre(last) : h("p", { class: "muted" }, "no round yet"));
+      if (Date.now() - lastRecordRead > 1000) {
+        lastRecordRead = Date.now();
+        job = await get(`/v1/jobs/${id}`, { signal }).catch(() => job);
+        drawHead();
+      }
+    }, 250);
+  };
+  redraw();
+  followEvents(`/v1/jobs/${id}/events`, {
+    signal,
+    onState: (s) => { state.textContent = s; },
+    onEvent: (name, data) => {
+      if (name === "round") {
+        rows.push(data);
+        redraw();
+      } else if (name === "end") {
+        job = data;
+        state.textContent = "ended";
+        drawHead();
+        redraw();
+      }
+    },
+  }).catch((err) => {
+    if (err instanceof Unauthorized) showLogin("The token was refused.");
+  });
+}
