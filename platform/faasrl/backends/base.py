@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
+from typing import Any
 
 from faasrl.manifest import FunctionSpec
 
@@ -20,6 +21,8 @@ class ContainerHandle:
     pid: int | None = None  # process backend
     native_id: str | None = None  # the backend's own id (a Docker container id)
     secret: str | None = field(default=None, repr=False)  # the runtime's bearer token
+    stem_cell: bool = False  # started generic, then specialised for its function
+    init: dict[str, Any] = field(default_factory=dict)  # what /init must add for it (cwd, env)
 
 
 @dataclass
@@ -32,6 +35,7 @@ class Backend(ABC):
     """Starts and stops containers that run ``faasrl.runtime``; knows nothing of pools."""
 
     name: str
+    has_stem_cells = False  # whether start_stem works and start takes a stem cell
 
     def check(self, spec: FunctionSpec) -> dict[str, str]:
         """Per manifest field, why this backend could not run the function (empty: it can).
@@ -41,10 +45,18 @@ class Backend(ABC):
         return {}
 
     @abstractmethod
-    async def start(self, spec: FunctionSpec, container_id: str,
-                    gpus: tuple[int, ...] = ()) -> ContainerHandle:
+    async def start(self, spec: FunctionSpec, container_id: str, gpus: tuple[int, ...] = (),
+                    stem: ContainerHandle | None = None) -> ContainerHandle:
         """Start a container whose runtime will answer on the returned endpoint, to requests
-        that carry the handle's ``secret`` (made per container, never given to the handler)."""
+        that carry the handle's ``secret`` (made per container, never given to the handler).
+
+        ``stem``: a ready stem cell (``start_stem``) to make this container of; where that
+        fails, the stem cell is removed and a container started as without one."""
+
+    async def start_stem(self, image: str, stem_id: str, memory_mb: int) -> ContainerHandle:
+        """Start a stem cell: a generic runtime of ``image`` ("" the default) that imports
+        what functions import, then waits for ``start`` to make it a function's container."""
+        raise NotImplementedError(f"the {self.name} backend has no stem cells")
 
     @abstractmethod
     async def stop(self, handle: ContainerHandle, grace_s: float = 2.0) -> None:

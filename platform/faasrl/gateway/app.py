@@ -50,8 +50,11 @@ def create_app(settings: Settings, redis_url: str, function_redis_url: str | Non
         await health.start()
         capacity, gpu_ids = node_capacity(settings.node_cpu, settings.node_memory_mb,
                                           settings.node_gpus)
+        backend = create_backend(settings)
         pool = Pool(capacity, gpu_ids, max_queue=settings.max_queue,
-                    queue_timeout_s=settings.queue_timeout_s)
+                    queue_timeout_s=settings.queue_timeout_s,
+                    stem_cells=settings.stem_cells if backend.has_stem_cells else 0,
+                    stem_memory_mb=settings.stem_cell_memory_mb)
         registry = CollectorRegistry()
         registry.register(PoolCollector(lambda: pool))
         records = RecordStore(redis, settings.record_ttl_s,
@@ -59,7 +62,7 @@ def create_app(settings: Settings, redis_url: str, function_redis_url: str | Non
         code_store = CodeStore(redis)
         await records.start()
         invoker = Invoker(
-            create_backend(settings), pool, records=records,
+            backend, pool, records=records,
             metrics=InvokerMetrics(registry),
             config=InvokerConfig(start_timeout_s=settings.start_timeout_s,
                                  stop_grace_s=settings.stop_grace_s,

@@ -35,6 +35,7 @@ class InvocationOut(BaseModel):
     function: str
     status: Literal["queued", "running", "success", "error", "timeout"]
     cold: bool
+    stem_cell: bool = False
     attempts: int
     queue_s: float
     init_s: float
