@@ -30,6 +30,7 @@ polling a container's state costs no API call.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ipaddress
 import logging
 import os
@@ -406,8 +407,22 @@ class DockerBackend(Backend):
         await asyncio.gather(*(self.stop(h, grace_s=1.0) for h in list(self._handles.values())))
         self._closing = True
         self._events.close()
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        # A start whose caller was cancelled (a stem cell started in the background, when the
+        # platform stops) still makes its container: wait for those, then remove whatever of
+        # this owner is left.
+        await asyncio.get_running_loop().run_in_executor(
+            None, lambda: self._pool.shutdown(wait=True, cancel_futures=True))
+        await asyncio.get_running_loop().run_in_executor(None, self._remove_leftovers)
         self._client.close()
+
+    def _remove_leftovers(self) -> None:
+        try:
+            for container in self._client.containers.list(
+                    all=True, filters={"label": f"{LABEL}.owner={self._owner}"}):
+                with contextlib.suppress(NotFound):
+                    container.remove(force=True)
+        except (DockerException, OSError) as exc:
+            log.warning("could not remove this gateway's last containers: %s", exc)
 
     async def _call(self, fn: Any, *args: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
