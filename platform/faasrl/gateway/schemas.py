@@ -91,12 +91,20 @@ class FunctionPoolOut(BaseModel):
     containers: list[ContainerOut]
 
 
+class StemCellsOut(BaseModel):
+    starting: int
+    ready: int
+
+
 class ClusterOut(BaseModel):
     backend: str
     capacity: ResourcesOut
     reserved: ResourcesOut
     free: ResourcesOut
     functions: dict[str, FunctionPoolOut]
+    stem_cells: dict[str, StemCellsOut] = Field(
+        default_factory=dict, description="generic containers kept ready per image (\"\": the "
+                                          "backend's default image), Docker backend")
 
 
 class HealthOut(BaseModel):

@@ -191,6 +191,16 @@ class Invoker:
                               c.idle_since, c.gpus, self._handles.get(c.id))
                 for c in sorted(self._pool.containers(), key=lambda c: c.created_at)]
 
+    def stem_cells(self) -> dict[str, dict[str, int]]:
+        """Stem cells per image ("": the backend's default) and state (starting, ready)."""
+        counts: dict[str, dict[str, int]] = {}
+        for stem in self._pool.stems():
+            if stem.state is not State.STOPPING:
+                state = "ready" if stem.state is State.IDLE else "starting"
+                tally = counts.setdefault(stem.image, {"starting": 0, "ready": 0})
+                tally[state] += 1
+        return counts
+
     def container_stats(self, container_id: str) -> ContainerStats | None:
         """A container's memory and CPU use; None once it is gone (or not started yet)."""
         handle = self._handles.get(container_id)
