@@ -409,7 +409,7 @@ class DockerBackend(Backend):
         self._events.close()
         # A start whose caller was cancelled (a stem cell started in the background, when the
         # platform stops) still makes its container: wait for those, then remove whatever of
-        # this owner is left.
+        # this node and owner is left (not another node's: one process may run two gateways).
         await asyncio.get_running_loop().run_in_executor(
             None, lambda: self._pool.shutdown(wait=True, cancel_futures=True))
         await asyncio.get_running_loop().run_in_executor(None, self._remove_leftovers)
@@ -417,8 +417,8 @@ class DockerBackend(Backend):
 
     def _remove_leftovers(self) -> None:
         try:
-            for container in self._client.containers.list(
-                    all=True, filters={"label": f"{LABEL}.owner={self._owner}"}):
+            for container in self._client.containers.list(all=True, filters={"label": [
+                    f"{LABEL}.node={self.config.node}", f"{LABEL}.owner={self._owner}"]}):
                 with contextlib.suppress(NotFound):
                     container.remove(force=True)
         except (DockerException, OSError) as exc:
