@@ -81,7 +81,7 @@ def test_a_stem_cell_is_specialised_with_limits_env_and_handler(backend, docker_
     async def scenario():
         stem, client, health = await ready_stem(backend, "s1")
         before = env_of(docker_client, stem.native_id)
-        handle = await backend.start(spec, "c1", stem=stem)
+        handle = await backend.start(spec, stem.id, stem=stem)  # as the pool: one id
         code = base64.b64encode(pack(TEST_FUNCTIONS)).decode()
         await initialise(handle, client, spec, code=code)
         _, out = await client.request("POST", "/run", {"args": names})
@@ -90,19 +90,20 @@ def test_a_stem_cell_is_specialised_with_limits_env_and_handler(backend, docker_
 
     stem, handle, health, before, out = asyncio.run(scenario())
     assert health["stem_cell"] is True and 100 < health["memory_mb"] < 1024  # torch imported
-    assert handle.stem_cell and handle.native_id == stem.native_id and handle.id == "c1"
+    assert handle.stem_cell and handle.native_id == stem.native_id
     # Before: nothing of any function's, nothing of the gateway's; its secret only in its own
     # environment, which the runtime empties of it before a handler loads.
     assert GATEWAY_SECRET not in before and "MINE" not in before
     assert before["OMP_NUM_THREADS"] == "1" and "FAASRL_CONTAINER_ID" not in before
-    assert out["env"] == {"MINE": "yes", "FAASRL_CONTAINER_ID": "c1", "OMP_NUM_THREADS": "2",
+    assert out["env"] == {"MINE": "yes", "FAASRL_CONTAINER_ID": "s1", "OMP_NUM_THREADS": "2",
                           GATEWAY_SECRET: None, SECRET_ENV: None}
     assert out["torch_preloaded"] is True and out["torch_threads"] == 2  # resized at /init
     attrs = docker_client.containers.get(handle.native_id).attrs
     host = attrs["HostConfig"]
     assert (host["CpuQuota"], host["CpuPeriod"], host["CpuShares"]) == (200_000, 100_000, 1024)
     assert host["Memory"] == host["MemorySwap"] == 768 * MB
-    assert attrs["Name"] == "/faasrl-dump-c1"
+    assert attrs["Name"] == "/faasrl-dump-s1"
+    assert attrs["Config"]["Labels"]["faasrl.container"] == "s1"
     assert host["ReadonlyRootfs"] and host["CapDrop"] == ["ALL"] and not attrs["Mounts"]
     assert attrs["Config"]["Labels"]["faasrl.stem_cell"] == "true"
 

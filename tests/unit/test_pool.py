@@ -376,7 +376,7 @@ def test_stem_cells_are_kept_per_image_taken_once_and_refilled():
     ready_stems(p, started)
     default = next(a.stem for a in started if a.image == "")
     first = only(p.request("a", "w1", 1.0), Start)
-    assert first.stem == default
+    assert first.stem == first.container == default  # the cell's id is the container's
     assert p.reserved == Resources(1.0, 1512, 0)  # the cell's memory became the container's
     second = only(p.request("b", "w2", 1.0), Start)
     assert second.stem is None  # taken: a stem cell belongs to one container, for good

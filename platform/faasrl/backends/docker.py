@@ -17,8 +17,9 @@ brings the rest: the function's folder in the image (``cwd``), its container id 
 counts (``env``), its code and handler. Where the update fails (the function's memory below
 what the cell uses) the cell is removed and a new container started instead. A stem cell's
 environment holds only what every function container's does (no function's, no gateway's);
-it keeps its ``faasrl.stem_cell`` label, and has no ``faasrl.function`` one, as labels are
-fixed at create.
+it keeps its ``faasrl.stem_cell`` label, and has no ``faasrl.function`` one (its name says
+the function), as labels are fixed at create; the pool gives the container the cell's id, so
+``faasrl.container`` holds.
 
 Labels say whose a container is: ``faasrl.node`` (this gateway's node name) and
 ``faasrl.owner`` (the process that started it, as pid and start time). A gateway that starts

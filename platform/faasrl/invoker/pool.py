@@ -23,7 +23,8 @@ Stem cells (``stem_cells`` per image, on backends that have them: Docker): gener
 containers started ahead, before any function asks, for each image a registered CPU function
 runs (``spec.image``; "" is the backend's default). A start of such a function takes a ready
 one when the function's memory leaves ``STEM_HEADROOM_MB`` beyond what the stem cell already
-uses (its preloaded imports); the cell becomes that function's container for good and a new
+uses (its preloaded imports); the cell becomes that function's container (under the cell's
+id) for good and a new
 one is started in its place at the next tick (in the background: no invocation waits for it).
 A stem cell holds ``stem_memory_mb`` of memory and no cores (the backend runs it at a low CPU
 weight); it is the first thing evicted when an invocation needs the memory, and is not
@@ -447,10 +448,10 @@ class Pool:
         need = need_of(spec)
         gpus, self._free_gpus = tuple(self._free_gpus[:need.gpus]), self._free_gpus[need.gpus:]
         stem = self._stem_for(spec)
-        if stem is not None:  # it becomes this container: its memory is the container's now
-            del self._stems[stem.id]
-        c = Container(self._new_id(), spec.name, self._generation[spec.name], need, gpus,
-                      prewarmed, now, last_used=now)
+        if stem is not None:  # it becomes this container, id and memory: they are the same
+            del self._stems[stem.id]  # container's now (so are its labels, which cannot change)
+        c = Container(stem.id if stem is not None else self._new_id(), spec.name,
+                      self._generation[spec.name], need, gpus, prewarmed, now, last_used=now)
         self._containers[c.id] = c
         return Start(c.id, spec, gpus, stem.id if stem is not None else None)
 
