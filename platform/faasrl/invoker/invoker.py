@@ -45,6 +45,9 @@ from faasrl.invoker.runtime_client import RuntimeClient, RuntimeGone
 from faasrl.manifest import FunctionSpec
 
 log = logging.getLogger(__name__)
+# A stem cell's start limit, in start timeouts: it imports in the background at a low CPU
+# weight, so under load its imports take minutes, and nobody waits for them.
+STEM_START_TIMEOUTS = 5
 
 
 @dataclass(frozen=True)
@@ -512,8 +515,9 @@ class Invoker:
         """Start a stem cell and tell the pool when its runtime has done its imports."""
         sid = action.stem
         handle: ContainerHandle | None = None
+        limit_s = STEM_START_TIMEOUTS * self.config.start_timeout_s
         try:
-            async with asyncio.timeout(self.config.start_timeout_s):
+            async with asyncio.timeout(limit_s):
                 handle = await self._backend.start_stem(action.image, sid, action.memory_mb)
                 self._stems[sid] = handle
                 client = RuntimeClient(handle.host, handle.port, handle.secret)
@@ -528,8 +532,10 @@ class Invoker:
             await self._discard_stem(sid, handle)
             raise
         except Exception as exc:
-            log.warning("stem cell of %s failed to start: %s", action.image or "the default "
-                        "image", exc.message if isinstance(exc, StartFailed) else exc)
+            detail = (exc.message if isinstance(exc, StartFailed) else
+                      f"not ready in {limit_s:g} s" if isinstance(exc, TimeoutError) else exc)
+            log.warning("stem cell of %s failed to start: %s",
+                        action.image or "the default image", detail)
             await self._discard_stem(sid, handle)
             self._apply(self._pool.stem_failed(sid, time.monotonic()))
             return
