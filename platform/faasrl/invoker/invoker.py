@@ -525,8 +525,9 @@ class Invoker:
                     health = await self._wait_ready(client, handle)
                 finally:
                     client.close()
-            memory = health.get("memory_mb") if isinstance(health, dict) else None
-            if not health.get("stem_cell") or not isinstance(memory, int | float):
+            health = health if isinstance(health, dict) else {}
+            memory = health.get("memory_mb")
+            if health.get("stem_cell") is not True or not isinstance(memory, int | float):
                 raise StartFailed("its runtime is no stem cell (an image with an older faasrl?)")
         except asyncio.CancelledError:
             await self._discard_stem(sid, handle)
