@@ -72,6 +72,12 @@ class Settings(BaseSettings):
         True, description="fork process-backend containers from a zygote that has imported "
                           "what the built-in functions import (cold starts without the imports); "
                           "off: each starts as a new interpreter")
+    stem_cells: int = Field(
+        1, ge=0, le=64, description="generic runtime containers kept started and pre-imported "
+        "per image (Docker backend), specialised for a function at its cold start; 0: none")
+    stem_cell_memory_mb: int = Field(
+        1024, ge=256, description="a stem cell's memory limit until it is specialised (it "
+                                  "holds this much of the node's memory)")
     node_cpu: float | None = Field(None, gt=0, description="cores to hand out; None = all")
     node_memory_mb: int | None = Field(None, gt=0, description="memory to hand out; None = all")
     node_gpus: int | None = Field(None, ge=0, description="GPUs to hand out; None = NVML count")

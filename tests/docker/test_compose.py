@@ -62,9 +62,12 @@ class Cluster:
         [container] = self.containers("gateway")
         return container
 
-    def functions(self, **labels: str) -> list:
+    def functions(self, function: str | None = None, **labels: str) -> list:
+        """The node's running containers with these ``faasrl.*`` labels; ``function``: only
+        its, found by name (one made of a stem cell has no ``faasrl.function`` label)."""
         wanted = [f"faasrl.node={self.project}", *(f"faasrl.{k}={v}" for k, v in labels.items())]
-        return self.docker.containers.list(filters={"label": wanted})
+        return [c for c in self.docker.containers.list(filters={"label": wanted})
+                if function is None or c.name.rsplit("-", 1)[0] == f"faasrl-{function}"]
 
 
 @pytest.fixture(scope="module")

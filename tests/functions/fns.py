@@ -151,3 +151,13 @@ def probe(args, context):
     runtime = conn.getresponse().status
     return {"redis": redis, "files": files, "runtime_run": runtime, "uid": os.getuid(),
             "env": sorted(os.environ), "home": os.environ.get("HOME")}
+
+
+TORCH_PRELOADED = "torch" in sys.modules  # when this module was imported: before its handler
+
+
+def numeric_env(args, context):
+    """Environment variables named in ``args``, and torch's threads (if it was preloaded)."""
+    torch = sys.modules.get("torch")
+    return {"env": {k: os.environ.get(k) for k in args}, "torch_preloaded": TORCH_PRELOADED,
+            "torch_threads": torch.get_num_threads() if torch is not None else None}

@@ -104,6 +104,10 @@ def test_init_errors(runtime):
     assert missing.status_code == 500
     assert missing.json()["error"] == {**missing.json()["error"], "type": "InitError"}
     assert "ModuleNotFoundError" in missing.json()["error"]["message"]
+    for cwd in (7, "/no/such/folder"):  # a stem cell's function folder
+        bad_cwd = httpx.post(f"{url}/init", json={"handler": "fns:echo", "cwd": cwd})
+        assert bad_cwd.status_code == 400 and bad_cwd.json()["error"]["message"].startswith(
+            "cwd: ")
     assert httpx.post(f"{url}/init", json={"handler": "fns:echo"}).status_code == 200
 
 

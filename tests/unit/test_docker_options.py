@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from faasrl.backends.docker import DockerConfig, container_options, working_dir
+from faasrl.backends.docker import DockerConfig, container_options, stem_options, working_dir
 from faasrl.manifest import FunctionSpec
 
 CONFIG = DockerConfig(node="n1", functions_dir=Path("/srv/faasrl/functions"))
@@ -54,3 +54,21 @@ def test_working_dir_maps_built_ins_into_the_image():
     assert working_dir(spec(code_dir="/home/me/fn"), CONFIG) is None
     shipped = spec(code_dir="/srv/faasrl/functions/learner", code_sha256="a" * 64)
     assert working_dir(shipped, CONFIG) is None  # the runtime unpacks it
+
+
+def test_a_stem_cell_is_a_function_container_without_a_function():
+    stem = stem_options(CONFIG.image, "s1", CONFIG, "42:7", "s3cret", 1024)
+    function = container_options(spec(), "c1", (), CONFIG, "42:7", "s3cret")
+    assert stem["command"] == [*function["command"], "--stem-cell"]
+    assert stem["labels"] == {"faasrl.stem_cell": "true", "faasrl.container": "s1",
+                              "faasrl.node": "n1", "faasrl.owner": "42:7"}
+    assert stem["name"] == "faasrl-stem-s1"
+    # What every container's environment has, nothing of a function's (it comes at /init).
+    common = {k: v for k, v in function["environment"].items() if k != "FAASRL_CONTAINER_ID"}
+    assert stem["environment"] == {**common, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    # One core at a quarter of a function's weight, its own memory; the same confinement.
+    assert (stem["cpu_quota"], stem["cpu_period"], stem["cpu_shares"]) == (100_000, 100_000, 256)
+    assert stem["mem_limit"] == stem["memswap_limit"] == "1024m" and "nano_cpus" not in stem
+    for key in ("user", "read_only", "tmpfs", "pids_limit", "cap_drop", "security_opt", "init",
+                "network", "extra_hosts"):
+        assert stem[key] == function[key], key

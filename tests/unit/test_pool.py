@@ -14,7 +14,7 @@ from faasrl.invoker.errors import (
     QueueTimeout,
     StartFailed,
 )
-from faasrl.invoker.pool import Assign, Pool, Reject, Start, State, Stop
+from faasrl.invoker.pool import Assign, Pool, Reject, Start, StartStem, State, Stop, StopStem
 from faasrl.invoker.resources import Resources
 from faasrl.manifest import FunctionSpec
 
@@ -376,3 +376,94 @@ def test_resize_lets_a_waiter_start_once_a_node_joins():
     second = only(p.resize(Resources(2, 4096), [], 1), Start)
     assert second.container != first.container
     assert p.capacity.cpu == 2
+
+
+# ----------------------------------------------------------------------------- stem cells
+def ready_stems(p: Pool, actions, memory_mb: float = 300.0, now: float = 0.0) -> list[str]:
+    """Report every StartStem in ``actions`` ready; returns their ids."""
+    stems = [a.stem for a in of(actions, StartStem)]
+    for sid in stems:
+        p.stem_ready(sid, memory_mb, now)
+    return stems
+
+
+def test_stem_cells_are_kept_per_image_taken_once_and_refilled():
+    p = pool(stem_cells=1, stem_memory_mb=1000)
+    p.register(spec("a", memory_mb=512), 0)
+    p.register(spec("b", memory_mb=512), 0)
+    p.register(spec("c", memory_mb=512, image="other:1"), 0)
+    started = of(p.tick(0.25), StartStem)
+    assert sorted(a.image for a in started) == ["", "other:1"]
+    assert p.reserved == Resources(0.0, 2000, 0)  # memory only: they wait at a low weight
+    ready_stems(p, started)
+    default = next(a.stem for a in started if a.image == "")
+    first = only(p.request("a", "w1", 1.0), Start)
+    assert first.stem == first.container == default  # the cell's id is the container's
+    assert p.reserved == Resources(1.0, 1512, 0)  # the cell's memory became the container's
+    second = only(p.request("b", "w2", 1.0), Start)
+    assert second.stem is None  # taken: a stem cell belongs to one container, for good
+    refill = only(p.tick(1.25), StartStem)
+    assert refill.image == "" and refill.stem != default
+    assert of(p.tick(1.5), StartStem) == []  # the refill counts while it starts
+
+
+def test_no_stem_cell_for_a_function_it_cannot_become():
+    p = pool(gpus=1, stem_cells=1)
+    p.register(spec("small", memory_mb=400), 0)  # 300 MB in use + 128 headroom > 400
+    p.register(spec("gpu", memory_mb=2048, gpu=1), 0)
+    ready_stems(p, p.tick(0.25), memory_mb=300)
+    assert only(p.request("small", "w1", 1), Start).stem is None
+    assert only(p.request("gpu", "w2", 1), Start).stem is None
+    assert len(p.stems()) == 1
+
+
+def test_stem_cells_are_evicted_first_and_refilled_when_memory_is_free():
+    p = pool(memory_mb=1500, stem_cells=1, stem_memory_mb=1000)
+    p.register(spec("small", memory_mb=400), 0)  # cannot take the cell (too small)
+    (sid,) = ready_stems(p, p.tick(0.25))
+    start = only(p.request("small", "w1", 1), Start)
+    assert start.stem is None
+    p.ready(start.container, 1)
+    p.release(start.container, 1)
+    p.register(spec("big", memory_mb=1000, image="big:1"), 1)  # not the cell's image
+    actions = p.request("big", "w2", 2)
+    stop = only(actions, StopStem)
+    assert stop.stem == sid and "evicted" in stop.reason
+    assert of(actions, Start) == []  # waits for the cell's memory
+    big = only(p.stem_stopped(sid, 2.1), Start)
+    assert big.spec.name == "big" and big.stem is None
+    assert of(p.tick(2.25), StartStem) == []  # no memory to spare for a new one
+    p.stopped(start.container, 3)  # 400 MB back: still short of a cell's 1000
+    assert of(p.tick(3.25), StartStem) == []
+    p.stopped(big.container, 4)
+    assert len(of(p.tick(4.25), StartStem)) == 1  # of the two images, as memory allows
+
+
+def test_a_failed_stem_cell_backs_off_and_a_lost_one_is_replaced():
+    p = pool(stem_cells=1)
+    p.register(spec("a", memory_mb=1024), 0)
+    sid = only(p.tick(0.25), StartStem).stem
+    p.stem_failed(sid, 0.3)
+    assert of(p.tick(0.5), StartStem) == []  # backs off (1 s after the first failure)
+    (sid,) = ready_stems(p, p.tick(1.5))
+    assert only(p.stem_lost(sid, "exited with status 1"), StopStem).stem == sid
+    assert p.stem_lost(sid, "again") == []
+    assert len(of(p.tick(1.75), StartStem)) == 1  # replaced while the lost one stops
+    assert p.reserved == Resources(0.0, 2048, 0)  # which holds its memory until it is gone
+    p.stem_stopped(sid, 1.8)
+    assert p.reserved == Resources(0.0, 1024, 0)
+
+
+def test_stem_cells_of_an_image_no_function_runs_are_stopped():
+    p = pool(stem_cells=1)
+    p.register(spec("a", memory_mb=1024, image="x:1"), 0)
+    (sid,) = ready_stems(p, p.tick(0.25))
+    p.unregister("a", 1)
+    assert only(p.tick(1.25), StopStem).stem == sid
+
+
+def test_no_stem_cells_unless_asked():
+    p = pool()
+    p.register(spec("a", memory_mb=1024), 0)
+    assert of(p.tick(0.25), StartStem) == []
+    assert only(p.request("a", "w", 1), Start).stem is None

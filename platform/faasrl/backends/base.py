@@ -5,7 +5,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from faasrl.manifest import FunctionSpec
 
@@ -26,6 +26,8 @@ class ContainerHandle:
     node: str | None = None  # the machine it runs on, where that is not the gateway's (Ray)
     native_id: str | None = None  # the backend's own id (a Docker container id)
     secret: str | None = field(default=None, repr=False)  # the runtime's bearer token
+    stem_cell: bool = False  # started generic, then specialised for its function
+    init: dict[str, Any] = field(default_factory=dict)  # what /init must add for it (cwd, env)
 
 
 @dataclass
@@ -54,6 +56,7 @@ class Backend(ABC):
     # Whether a container holds its cores while idle too (a Ray actor keeps its num_cpus until
     # it is killed); else only while it starts or runs, as a process uses no CPU while idle.
     holds_cores_idle: bool = False
+    has_stem_cells = False  # whether start_stem works and start takes a stem cell
 
     def capacity(self) -> Resources | None:
         """What the machines this backend places containers on offer now, when they and not
@@ -69,10 +72,18 @@ class Backend(ABC):
         return {}
 
     @abstractmethod
-    async def start(self, spec: FunctionSpec, container_id: str,
-                    gpus: tuple[int, ...] = ()) -> ContainerHandle:
+    async def start(self, spec: FunctionSpec, container_id: str, gpus: tuple[int, ...] = (),
+                    stem: ContainerHandle | None = None) -> ContainerHandle:
         """Start a container whose runtime will answer on the returned endpoint, to requests
-        that carry the handle's ``secret`` (made per container, never given to the handler)."""
+        that carry the handle's ``secret`` (made per container, never given to the handler).
+
+        ``stem``: a ready stem cell (``start_stem``) to make this container of; where that
+        fails, the stem cell is removed and a container started as without one."""
+
+    async def start_stem(self, image: str, stem_id: str, memory_mb: int) -> ContainerHandle:
+        """Start a stem cell: a generic runtime of ``image`` ("" the default) that imports
+        what functions import, then waits for ``start`` to make it a function's container."""
+        raise NotImplementedError(f"the {self.name} backend has no stem cells")
 
     @abstractmethod
     async def stop(self, handle: ContainerHandle, grace_s: float = 2.0) -> None:

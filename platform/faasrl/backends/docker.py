@@ -7,6 +7,20 @@ come as a device request for the indices the invoker's allocator picked. Contain
 network, where they reach Redis (the compose network's ``redis``, or the embedded Redis through
 ``host.docker.internal``), and the invoker reaches each one's runtime at its address there.
 
+Stem cells (``start_stem``): containers of an image started before any function asks for one,
+whose runtime imports what functions import (``--stem-cell``) and waits. ``start`` given one
+specialises it in place of a new container: the engine's live update sets the function's CPU
+and memory limits (CFS quota and period, as ``docker update --cpus`` would, since a container's
+``NanoCpus`` cannot be changed once it is running, and the full CPU weight of a function; a
+stem cell waits at a quarter of it), a rename gives it the function's name, and ``/init``
+brings the rest: the function's folder in the image (``cwd``), its container id and thread
+counts (``env``), its code and handler. Where the update fails (the function's memory below
+what the cell uses) the cell is removed and a new container started instead. A stem cell's
+environment holds only what every function container's does (no function's, no gateway's);
+it keeps its ``faasrl.stem_cell`` label, and has no ``faasrl.function`` one (its name says
+the function), as labels are fixed at create; the pool gives the container the cell's id, so
+``faasrl.container`` holds.
+
 Labels say whose a container is: ``faasrl.node`` (this gateway's node name) and
 ``faasrl.owner`` (the process that started it, as pid and start time). A gateway that starts
 reaps containers of its node whose owner is gone (an earlier run of itself) and never touches
@@ -17,6 +31,7 @@ polling a container's state costs no API call.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ipaddress
 import logging
 import secrets
@@ -42,6 +57,9 @@ USER = "10001:10001"  # the image's unprivileged user
 HOST_ALIAS = "host.docker.internal"  # the host, from inside a container (host-gateway)
 LABEL = "faasrl"
 _STATS_MAX_AGE_S = 2.0
+CFS_PERIOD_US = 100_000
+CPU_SHARES = 1024  # the engine's default weight: a function container's
+STEM_CPU_SHARES = 256  # a stem cell's while it waits: its imports yield to running functions
 
 
 @dataclass(frozen=True)
@@ -71,34 +89,40 @@ def working_dir(spec: FunctionSpec, config: DockerConfig) -> str | None:
     return builtin_dir(spec, config.functions_dir, config.builtins_dir)
 
 
-def container_options(spec: FunctionSpec, container_id: str, gpus: tuple[int, ...],
-                      config: DockerConfig, owner: str, secret: str) -> dict[str, Any]:
-    """The keyword arguments of ``containers.run`` for one function container. ``secret``:
-    the runtime's bearer token (it takes it out of its environment before the handler loads;
-    only this container's own processes could read it, and they are the function)."""
+def container_name(function: str, container_id: str) -> str:
+    return f"{LABEL}-{function}-{container_id}"
+
+
+def function_env(spec: FunctionSpec, container_id: str) -> dict[str, str]:
+    """What of a container's environment is its function's (a stem cell gets it at /init)."""
     threads = str(max(1, int(spec.cpu)))  # numeric libraries size their pools to this
-    options: dict[str, Any] = {
-        "image": image_of(spec, gpus, config),
+    return {"FAASRL_CONTAINER_ID": container_id, "OMP_NUM_THREADS": threads,
+            "MKL_NUM_THREADS": threads}
+
+
+def _runtime_options(image: str, config: DockerConfig, owner: str, secret: str,
+                     memory_mb: int, gpus: tuple[int, ...] = ()) -> dict[str, Any]:
+    """What every container running ``faasrl.runtime`` has, function container or stem cell.
+    ``secret``: the runtime's bearer token (it takes it out of its environment before the
+    handler loads; only this container's own processes could read it, and they are the
+    function)."""
+    return {
+        "image": image,
         "command": ["python", "-m", "faasrl.runtime", "--host", "0.0.0.0",
                     "--port", str(RUNTIME_PORT)],
-        "name": f"faasrl-{spec.name}-{container_id}",
-        "labels": {f"{LABEL}.function": spec.name, f"{LABEL}.container": container_id,
-                   f"{LABEL}.node": config.node, f"{LABEL}.owner": owner},
+        "labels": {f"{LABEL}.node": config.node, f"{LABEL}.owner": owner},
         "environment": {
-            "FAASRL_CONTAINER_ID": container_id, "PYTHONUNBUFFERED": "1",
-            SECRET_ENV: secret,
+            "PYTHONUNBUFFERED": "1", SECRET_ENV: secret,
             "HOME": "/tmp", "TMPDIR": "/tmp", "MPLCONFIGDIR": "/tmp/matplotlib",
-            "XDG_CACHE_HOME": "/tmp/.cache", "OMP_NUM_THREADS": threads,
-            "MKL_NUM_THREADS": threads,
+            "XDG_CACHE_HOME": "/tmp/.cache",
             # The NVIDIA runtime exposes exactly these; "void" hides every GPU.
             "NVIDIA_VISIBLE_DEVICES": ",".join(map(str, gpus)) if gpus else "void",
         },
         "user": USER,
         "read_only": True,
         "tmpfs": {"/tmp": f"rw,nosuid,nodev,size={config.tmpfs_mb}m,mode=1777"},
-        "nano_cpus": int(spec.cpu * 1e9),
-        "mem_limit": f"{spec.memory_mb}m",
-        "memswap_limit": f"{spec.memory_mb}m",  # no swap beyond the memory limit
+        "mem_limit": f"{memory_mb}m",
+        "memswap_limit": f"{memory_mb}m",  # no swap beyond the memory limit
         "pids_limit": config.pids_limit,
         "cap_drop": ["ALL"],
         "security_opt": ["no-new-privileges"],
@@ -107,11 +131,37 @@ def container_options(spec: FunctionSpec, container_id: str, gpus: tuple[int, ..
         "extra_hosts": {HOST_ALIAS: "host-gateway"},
         "detach": True,
     }
+
+
+def container_options(spec: FunctionSpec, container_id: str, gpus: tuple[int, ...],
+                      config: DockerConfig, owner: str, secret: str) -> dict[str, Any]:
+    """The keyword arguments of ``containers.run`` for one function container."""
+    options = _runtime_options(image_of(spec, gpus, config), config, owner, secret,
+                               spec.memory_mb, gpus)
+    options["name"] = container_name(spec.name, container_id)
+    options["labels"] |= {f"{LABEL}.function": spec.name, f"{LABEL}.container": container_id}
+    options["environment"] |= function_env(spec, container_id)
+    options["nano_cpus"] = int(spec.cpu * 1e9)
     if gpus:
         options["device_requests"] = [
             DeviceRequest(device_ids=[str(i) for i in gpus], capabilities=[["gpu"]])]
     if (workdir := working_dir(spec, config)) is not None:
         options["working_dir"] = workdir
+    return options
+
+
+def stem_options(image: str, stem_id: str, config: DockerConfig, owner: str, secret: str,
+                 memory_mb: int) -> dict[str, Any]:
+    """The keyword arguments of ``containers.run`` for a stem cell of ``image``: one core
+    at a low weight and ``memory_mb`` while it imports and waits; one thread each for the
+    numeric libraries until its function gives it its count."""
+    options = _runtime_options(image, config, owner, secret, memory_mb)
+    options["command"].append("--stem-cell")
+    options["name"] = container_name("stem", stem_id)
+    options["labels"] |= {f"{LABEL}.stem_cell": "true", f"{LABEL}.container": stem_id}
+    options["environment"] |= {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    options |= {"cpu_period": CFS_PERIOD_US, "cpu_quota": CFS_PERIOD_US,
+                "cpu_shares": STEM_CPU_SHARES}
     return options
 
 
@@ -130,6 +180,7 @@ def host_gateway_address(client: docker.DockerClient | None = None) -> str:
 
 class DockerBackend(Backend):
     name = "docker"
+    has_stem_cells = True
 
     def __init__(self, config: DockerConfig, client: docker.DockerClient | None = None):
         self.config = config
@@ -169,8 +220,16 @@ class DockerBackend(Backend):
         return fields
 
     # --------------------------------------------------------------- lifecycle
-    async def start(self, spec: FunctionSpec, container_id: str,
-                    gpus: tuple[int, ...] = ()) -> ContainerHandle:
+    async def start(self, spec: FunctionSpec, container_id: str, gpus: tuple[int, ...] = (),
+                    stem: ContainerHandle | None = None) -> ContainerHandle:
+        if stem is not None and not gpus:
+            try:
+                return await self._specialise(stem, spec, container_id)
+            except (DockerException, OSError) as exc:
+                log.info("stem cell %s not used for %r (%s): starting a new container",
+                         stem.id, spec.name, exc)
+        if stem is not None:
+            await self.stop(stem, 0.0)
         secret = secrets.token_urlsafe(32)
         options = container_options(spec, container_id, gpus, self.config, self._owner, secret)
         container = await self._call(self._run, options)
@@ -178,6 +237,40 @@ class DockerBackend(Backend):
                                  RUNTIME_PORT, native_id=container.id, secret=secret)
         self._handles[container_id] = handle
         return handle
+
+    async def start_stem(self, image: str, stem_id: str, memory_mb: int) -> ContainerHandle:
+        secret = secrets.token_urlsafe(32)
+        options = stem_options(image or self.config.image, stem_id, self.config, self._owner,
+                               secret, memory_mb)
+        container = await self._call(self._run, options)
+        handle = ContainerHandle(stem_id, "", self.name, self._address(container),
+                                 RUNTIME_PORT, native_id=container.id, secret=secret,
+                                 stem_cell=True)
+        self._handles[stem_id] = handle
+        return handle
+
+    async def _specialise(self, stem: ContainerHandle, spec: FunctionSpec,
+                          container_id: str) -> ContainerHandle:
+        """The stem cell, made this function's container (see the module docstring)."""
+        if self._handles.get(stem.id) is not stem or stem.native_id in self._exits:
+            raise DockerException("the stem cell is gone")
+        await self._call(self._update, stem.native_id, spec, container_id)
+        del self._handles[stem.id]
+        init: dict[str, Any] = {"env": function_env(spec, container_id)}
+        if (workdir := working_dir(spec, self.config)) is not None:
+            init["cwd"] = workdir
+        handle = ContainerHandle(container_id, spec.name, self.name, stem.host, stem.port,
+                                 native_id=stem.native_id, secret=stem.secret, stem_cell=True,
+                                 init=init)
+        self._handles[container_id] = handle
+        return handle
+
+    def _update(self, native_id: str, spec: FunctionSpec, container_id: str) -> None:
+        self._client.api.update_container(
+            native_id, cpu_period=CFS_PERIOD_US, cpu_quota=int(spec.cpu * CFS_PERIOD_US),
+            cpu_shares=CPU_SHARES, mem_limit=f"{spec.memory_mb}m",
+            memswap_limit=f"{spec.memory_mb}m")
+        self._client.api.rename(native_id, container_name(spec.name, container_id))
 
     def _run(self, options: dict[str, Any]) -> Any:
         self._ensure_network()
@@ -294,8 +387,22 @@ class DockerBackend(Backend):
         await asyncio.gather(*(self.stop(h, grace_s=1.0) for h in list(self._handles.values())))
         self._closing = True
         self._events.close()
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        # A start whose caller was cancelled (a stem cell started in the background, when the
+        # platform stops) still makes its container: wait for those, then remove whatever of
+        # this node and owner is left (not another node's: one process may run two gateways).
+        await asyncio.get_running_loop().run_in_executor(
+            None, lambda: self._pool.shutdown(wait=True, cancel_futures=True))
+        await asyncio.get_running_loop().run_in_executor(None, self._remove_leftovers)
         self._client.close()
+
+    def _remove_leftovers(self) -> None:
+        try:
+            for container in self._client.containers.list(all=True, filters={"label": [
+                    f"{LABEL}.node={self.config.node}", f"{LABEL}.owner={self._owner}"]}):
+                with contextlib.suppress(NotFound):
+                    container.remove(force=True)
+        except (DockerException, OSError) as exc:
+            log.warning("could not remove this gateway's last containers: %s", exc)
 
     async def _call(self, fn: Any, *args: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)

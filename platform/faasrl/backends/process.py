@@ -211,8 +211,9 @@ class ProcessBackend(Backend):
             fields["code_dir"] = f"{spec.code_dir} is not a folder on the gateway's host"
         return fields
 
-    async def start(self, spec: FunctionSpec, container_id: str,
-                    gpus: tuple[int, ...] = ()) -> ContainerHandle:
+    async def start(self, spec: FunctionSpec, container_id: str, gpus: tuple[int, ...] = (),
+                    stem: ContainerHandle | None = None) -> ContainerHandle:
+        # No stem cells here (has_stem_cells is False): the zygote is this backend's way.
         if spec.code_dir and not Path(spec.code_dir).is_dir():
             raise FileNotFoundError(f"code_dir {spec.code_dir} is not a folder on this host")
         tmp = self._private_dir(f"faasrl-{container_id}-")

@@ -191,9 +191,10 @@ class RayBackend(Backend):
         return builtin_dir(spec, functions, on_nodes) if on_nodes else None
 
     # --------------------------------------------------------------- lifecycle
-    async def start(self, spec: FunctionSpec, container_id: str,
-                    gpus: tuple[int, ...] = ()) -> ContainerHandle:
-        """``gpus`` is ignored: Ray assigns the actor its GPUs on its node."""
+    async def start(self, spec: FunctionSpec, container_id: str, gpus: tuple[int, ...] = (),
+                    stem: ContainerHandle | None = None) -> ContainerHandle:
+        """``gpus`` is ignored: Ray assigns the actor its GPUs on its node. No stem cells here
+        (``has_stem_cells`` is False)."""
         if short := node_shortfall(spec, self._nodes):
             raise RuntimeError("no Ray node can hold it: " + "; ".join(
                 f"{k}: {v}" for k, v in short.items()))

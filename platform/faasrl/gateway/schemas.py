@@ -35,6 +35,7 @@ class InvocationOut(BaseModel):
     function: str
     status: Literal["queued", "running", "success", "error", "timeout"]
     cold: bool
+    stem_cell: bool = False
     attempts: int
     queue_s: float
     init_s: float
@@ -114,12 +115,20 @@ class FunctionStatsOut(BaseModel):
     containers: dict[str, int] = Field(description="containers now, by state")
 
 
+class StemCellsOut(BaseModel):
+    starting: int
+    ready: int
+
+
 class ClusterOut(BaseModel):
     backend: str
     capacity: ResourcesOut
     reserved: ResourcesOut
     free: ResourcesOut
     functions: dict[str, FunctionPoolOut]
+    stem_cells: dict[str, StemCellsOut] = Field(
+        default_factory=dict, description="generic containers kept ready per image (\"\": the "
+                                          "backend's default image), Docker backend")
 
 
 class HealthOut(BaseModel):

@@ -33,8 +33,10 @@ from faasrl.invoker.pool import (
     Pool,
     Reject,
     Start,
+    StartStem,
     State,
     Stop,
+    StopStem,
     need_of,
 )
 from faasrl.invoker.records import InvocationRecord, RecordStore
@@ -43,6 +45,9 @@ from faasrl.invoker.runtime_client import RuntimeClient, RuntimeGone
 from faasrl.manifest import FunctionSpec
 
 log = logging.getLogger(__name__)
+# A stem cell's start limit, in start timeouts: it imports in the background at a low CPU
+# weight, so under load its imports take minutes, and nobody waits for them.
+STEM_START_TIMEOUTS = 5
 
 
 @dataclass(frozen=True)
@@ -101,6 +106,7 @@ class Invoker:
         self._code = code
         self._waiters: dict[str, asyncio.Future[Assign]] = {}
         self._handles: dict[str, ContainerHandle] = {}
+        self._stems: dict[str, ContainerHandle] = {}  # stem cell id -> its handle
         self._clients: dict[str, RuntimeClient] = {}
         self._start_s: dict[str, float] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -188,6 +194,16 @@ class Invoker:
                               c.idle_since, c.gpus, self._handles.get(c.id))
                 for c in sorted(self._pool.containers(), key=lambda c: c.created_at)]
 
+    def stem_cells(self) -> dict[str, dict[str, int]]:
+        """Stem cells per image ("": the backend's default) and state (starting, ready)."""
+        counts: dict[str, dict[str, int]] = {}
+        for stem in self._pool.stems():
+            if stem.state is not State.STOPPING:
+                state = "ready" if stem.state is State.IDLE else "starting"
+                tally = counts.setdefault(stem.image, {"starting": 0, "ready": 0})
+                tally[state] += 1
+        return counts
+
     def container_stats(self, container_id: str) -> ContainerStats | None:
         """A container's memory and CPU use; None once it is gone (or not started yet)."""
         handle = self._handles.get(container_id)
@@ -240,6 +256,8 @@ class Invoker:
                 if assign.cold:
                     rec.cold = True
                     rec.init_s += self._start_s.get(assign.container, 0.0)
+                    handle = self._handles.get(assign.container)
+                    rec.stem_cell = handle is not None and handle.stem_cell
                 rec.status = "running"
                 if on_running is not None:
                     on_running(rec)
@@ -393,6 +411,10 @@ class Invoker:
                     self._spawn(self._start_container(action), f"start-{action.container}")
                 case Stop(container=cid, reason=reason):
                     self._spawn(self._stop_container(cid, reason), f"stop-{cid}")
+                case StartStem():
+                    self._spawn(self._start_stem(action), f"start-stem-{action.stem}")
+                case StopStem(stem=sid, reason=reason):
+                    self._spawn(self._stop_stem(sid, reason), f"stop-stem-{sid}")
 
     def _spawn(self, coro: Any, name: str) -> None:
         task = asyncio.create_task(coro, name=name)
@@ -405,7 +427,8 @@ class Invoker:
         handle: ContainerHandle | None = None
         try:
             async with asyncio.timeout(self.config.start_timeout_s):
-                handle = await self._backend.start(spec, cid, action.gpus)
+                stem = self._stems.pop(action.stem, None) if action.stem else None
+                handle = await self._backend.start(spec, cid, action.gpus, stem)
                 self._handles[cid] = handle
                 client = self._clients[cid] = RuntimeClient(handle.host, handle.port,
                                                              handle.secret)
@@ -414,8 +437,11 @@ class Invoker:
                     "concurrency": spec.max_concurrency,
                     # A manifest may point its function at another data plane address (a Redis
                     # reached over a WAN link, a replica); the name is the platform's.
-                    "env": {**self._runtime_env, **spec.env, "FAASRL_FUNCTION": spec.name},
+                    "env": {**handle.init.get("env", {}), **self._runtime_env, **spec.env,
+                            "FAASRL_FUNCTION": spec.name},
                 }
+                if "cwd" in handle.init:  # a stem cell's: where the function's code is
+                    init["cwd"] = handle.init["cwd"]
                 if spec.code_sha256:
                     init["code"] = await self._archive(spec.code_sha256)
                 await self._wait_ready(client, handle)
@@ -448,7 +474,8 @@ class Invoker:
             raise StartFailed(f"the code archive {sha256} is gone", "InitError")
         return base64.b64encode(data).decode()
 
-    async def _wait_ready(self, client: RuntimeClient, handle: ContainerHandle) -> None:
+    async def _wait_ready(self, client: RuntimeClient, handle: ContainerHandle) -> Any:
+        """The runtime's first answer to ``/healthz``."""
         delay = 0.005
         while True:
             code = self._backend.exit_code(handle)
@@ -456,9 +483,9 @@ class Invoker:
                 raise StartFailed(f"the container exited with status {code} while starting:\n"
                                   + self._backend.logs(handle, tail=10).strip())
             try:
-                status, _ = await client.request("GET", "/healthz")
+                status, health = await client.request("GET", "/healthz")
                 if status == 200:
-                    return
+                    return health
             except RuntimeGone:
                 pass
             await asyncio.sleep(delay)
@@ -485,6 +512,50 @@ class Invoker:
             self._start_s.pop(cid, None)
             self._apply(self._pool.stopped(cid, time.monotonic()))
 
+    # --------------------------------------------------------------- stem cells
+    async def _start_stem(self, action: StartStem) -> None:
+        """Start a stem cell and tell the pool when its runtime has done its imports."""
+        sid = action.stem
+        handle: ContainerHandle | None = None
+        limit_s = STEM_START_TIMEOUTS * self.config.start_timeout_s
+        try:
+            async with asyncio.timeout(limit_s):
+                handle = await self._backend.start_stem(action.image, sid, action.memory_mb)
+                self._stems[sid] = handle
+                client = RuntimeClient(handle.host, handle.port, handle.secret)
+                try:
+                    health = await self._wait_ready(client, handle)
+                finally:
+                    client.close()
+            health = health if isinstance(health, dict) else {}
+            memory = health.get("memory_mb")
+            if health.get("stem_cell") is not True or not isinstance(memory, int | float):
+                raise StartFailed("its runtime is no stem cell (an image with an older faasrl?)")
+        except asyncio.CancelledError:
+            await self._discard_stem(sid, handle)
+            raise
+        except Exception as exc:
+            detail = (exc.message if isinstance(exc, StartFailed) else
+                      f"not ready in {limit_s:g} s" if isinstance(exc, TimeoutError) else exc)
+            log.warning("stem cell of %s failed to start: %s",
+                        action.image or "the default image", detail)
+            await self._discard_stem(sid, handle)
+            self._apply(self._pool.stem_failed(sid, time.monotonic()))
+            return
+        self._apply(self._pool.stem_ready(sid, float(memory), time.monotonic()))
+
+    async def _discard_stem(self, sid: str, handle: ContainerHandle | None) -> None:
+        self._stems.pop(sid, None)
+        if handle is not None:
+            await self._backend.stop(handle, 0.0)
+
+    async def _stop_stem(self, sid: str, reason: str) -> None:
+        log.debug("stopping stem cell %s: %s", sid, reason)
+        try:
+            await self._discard_stem(sid, self._stems.get(sid))
+        finally:
+            self._apply(self._pool.stem_stopped(sid, time.monotonic()))
+
     # -------------------------------------------------------------- maintenance
     async def _maintain(self) -> None:
         while True:
@@ -494,6 +565,11 @@ class Invoker:
                 self._follow_capacity(now)
                 for c in self._pool.containers():
                     self._check_exit(c, now)
+                for stem in self._pool.stems():
+                    handle = self._stems.get(stem.id)
+                    if stem.state is State.IDLE and handle is not None \
+                            and (code := self._backend.exit_code(handle)) is not None:
+                        self._apply(self._pool.stem_lost(stem.id, f"exited with status {code}"))
                 self._apply(self._pool.tick(now))
             except Exception:
                 log.exception("invoker maintenance failed")

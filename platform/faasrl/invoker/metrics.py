@@ -66,6 +66,13 @@ class PoolCollector(Collector):
         for spec in pool.functions():
             queue.add_metric([spec.name], pool.queued(spec.name))
         yield queue
+        stems = GaugeMetricFamily("faasrl_stem_cells", "Stem cells by image and state",
+                                  labels=["image", "state"])
+        for (image, state), n in Tally(
+                (s.image, "ready" if s.state is State.IDLE else "starting")
+                for s in pool.stems() if s.state is not State.STOPPING).items():
+            stems.add_metric([image, state], n)
+        yield stems
         capacity = GaugeMetricFamily("faasrl_capacity", "Node capacity",
                                      labels=["resource", "kind"])
         for kind, res in (("total", pool.capacity), ("reserved", pool.reserved)):

@@ -20,6 +20,17 @@ Policy in brief:
   learner does not block a round's actors, and an idle actor needs free cores to run again.
   A backend whose reservations last a container's life (Ray: an actor holds its ``num_cpus``
   until it is killed) builds the pool with ``cores_held_idle``: then cores are held like memory.
+
+Stem cells (``stem_cells`` per image, on backends that have them: Docker): generic runtime
+containers started ahead, before any function asks, for each image a registered CPU function
+runs (``spec.image``; "" is the backend's default). A start of such a function takes a ready
+one when the function's memory leaves ``STEM_HEADROOM_MB`` beyond what the stem cell already
+uses (its preloaded imports); the cell becomes that function's container (under the cell's
+id) for good and a new
+one is started in its place at the next tick (in the background: no invocation waits for it).
+A stem cell holds ``stem_memory_mb`` of memory and no cores (the backend runs it at a low CPU
+weight); it is the first thing evicted when an invocation needs the memory, and is not
+restarted until the node has memory to spare again.
 """
 
 from __future__ import annotations
@@ -40,6 +51,8 @@ from faasrl.invoker.errors import (
 )
 from faasrl.invoker.resources import Resources
 from faasrl.manifest import FunctionSpec
+
+STEM_HEADROOM_MB = 128  # of its memory, beyond what a stem cell uses, a function must have
 
 
 class State(StrEnum):
@@ -70,6 +83,17 @@ class Container:
 
 
 @dataclass
+class StemCell:
+    """A generic container of an image, started before its function is known."""
+
+    id: str
+    image: str  # as manifests name it: "" is the backend's default image
+    need: Resources
+    state: State = State.STARTING  # STARTING, IDLE (ready to be taken) or STOPPING
+    memory_mb: float = 0.0  # what it uses once ready (its preloaded imports)
+
+
+@dataclass
 class Waiter:
     id: str
     function: str
@@ -84,6 +108,14 @@ class Start:
     container: str
     spec: FunctionSpec
     gpus: tuple[int, ...]
+    stem: str | None = None  # the stem cell to specialise into this container
+
+
+@dataclass(frozen=True)
+class StartStem:
+    stem: str
+    image: str
+    memory_mb: int  # its memory limit until it is specialised
 
 
 @dataclass(frozen=True)
@@ -101,16 +133,28 @@ class Stop:
 
 
 @dataclass(frozen=True)
+class StopStem:
+    stem: str
+    reason: str
+
+
+@dataclass(frozen=True)
 class Reject:
     waiter: str
     error: InvokerError
 
 
-Action = Start | Assign | Stop | Reject
+Action = Start | Assign | Stop | Reject | StartStem | StopStem
 
 
 def need_of(spec: FunctionSpec) -> Resources:
     return Resources(spec.cpu, spec.memory_mb, spec.gpu)
+
+
+def stem_image(spec: FunctionSpec) -> str | None:
+    """The image whose stem cells can become this function's container (None: none can; a
+    stem cell's devices cannot change, so it has no GPUs)."""
+    return None if spec.gpu else spec.image or ""
 
 
 def _unique_id() -> str:
@@ -127,9 +171,15 @@ class Pool:
         queue_timeout_s: float = 300.0,
         new_id: Callable[[], str] | None = None,
         cores_held_idle: bool = False,
+        stem_cells: int = 0,
+        stem_memory_mb: int = 1024,
     ):
+        """``stem_cells``: how many to keep ready per image (0: none; only for backends that
+        can specialise one)."""
         self.capacity = capacity
         self.cores_held_idle = cores_held_idle
+        self.stem_cells = stem_cells
+        self.stem_memory_mb = stem_memory_mb
         self.max_queue = max_queue
         self.queue_timeout_s = queue_timeout_s
         self._new_id = new_id or _unique_id
@@ -140,6 +190,9 @@ class Pool:
         self._queue: dict[str, Waiter] = {}  # insertion order is arrival order
         self._backoff_until: dict[str, float] = {}
         self._failures: dict[str, int] = {}
+        self._stems: dict[str, StemCell] = {}
+        self._stem_failures: dict[str, int] = {}  # per image
+        self._stem_backoff_until: dict[str, float] = {}
 
     # ----------------------------------------------------------------- functions
     def spec(self, name: str) -> FunctionSpec:
@@ -273,6 +326,37 @@ class Pool:
         self._remove(c)
         return self._dispatch(now)
 
+    # --------------------------------------------------------------- stem cells
+    def stem_ready(self, sid: str, memory_mb: float, now: float) -> list[Action]:
+        """A stem cell's runtime answers; it uses ``memory_mb`` before any function."""
+        stem = self._stems[sid]
+        self._stem_failures.pop(stem.image, None)
+        stem.state, stem.memory_mb = State.IDLE, memory_mb
+        return self._stop_surplus_stems()
+
+    def stem_failed(self, sid: str, now: float) -> list[Action]:
+        """A stem cell could not be started; it is already gone. Its image backs off."""
+        stem = self._stems.pop(sid)
+        n = self._stem_failures[stem.image] = self._stem_failures.get(stem.image, 0) + 1
+        self._stem_backoff_until[stem.image] = now + min(60.0, 0.5 * 2**n)
+        return self._dispatch(now)
+
+    def stem_lost(self, sid: str, reason: str) -> list[Action]:
+        """A ready stem cell died or must go: stop it (idempotent)."""
+        stem = self._stems.get(sid)
+        if stem is None or stem.state is not State.IDLE:
+            return []
+        return [self._stop_stem(stem, reason)]
+
+    def stem_stopped(self, sid: str, now: float) -> list[Action]:
+        """A stem cell is gone: its memory is free again."""
+        if self._stems.pop(sid, None) is None:
+            return []
+        return self._dispatch(now)
+
+    def stems(self) -> list[StemCell]:
+        return list(self._stems.values())
+
     # ------------------------------------------------------------ warm capacity
     def prewarm(self, function: str, n: int, now: float) -> tuple[int, list[Action]]:
         """Start containers until ``n`` of this function exist; returns how many were started."""
@@ -300,7 +384,8 @@ class Pool:
                           key=lambda c: c.idle_since or 0.0)
             surplus = self._warm(name) - spec.min_warm
             actions += [self._stop(c, "keep-alive expired") for c in idle[:max(0, surplus)]]
-        return actions + self._top_up(now) + self._dispatch(now)
+        actions += self._stop_surplus_stems()
+        return actions + self._top_up(now) + self._dispatch(now) + self._refill_stems(now)
 
     # ------------------------------------------------------------------- views
     def container(self, cid: str) -> Container | None:
@@ -318,6 +403,8 @@ class Pool:
         total = Resources()
         for c in self._containers.values():
             total = total + self._held(c)
+        for stem in self._stems.values():
+            total = total + stem.need
         return total
 
     # ---------------------------------------------------------------- internals
@@ -372,10 +459,13 @@ class Pool:
     def _start(self, spec: FunctionSpec, now: float, *, prewarmed: bool) -> Start:
         need = need_of(spec)
         gpus, self._free_gpus = tuple(self._free_gpus[:need.gpus]), self._free_gpus[need.gpus:]
-        c = Container(self._new_id(), spec.name, self._generation[spec.name], need, gpus,
-                      prewarmed, now, last_used=now)
+        stem = self._stem_for(spec)
+        if stem is not None:  # it becomes this container, id and memory: they are the same
+            del self._stems[stem.id]  # container's now (so are its labels, which cannot change)
+        c = Container(stem.id if stem is not None else self._new_id(), spec.name,
+                      self._generation[spec.name], need, gpus, prewarmed, now, last_used=now)
         self._containers[c.id] = c
-        return Start(c.id, spec, gpus)
+        return Start(c.id, spec, gpus, stem.id if stem is not None else None)
 
     def _held(self, c: Container) -> Resources:
         """Memory and GPUs for a container's whole life; cores only while it starts or runs
@@ -388,9 +478,70 @@ class Pool:
         return self.capacity - self.reserved
 
     def _can_start(self, spec: FunctionSpec, budget: Resources) -> bool:
+        """Whether ``budget`` and the node's free capacity cover a start of ``spec`` (the
+        callers' budgets count the memory of the stem cell it would take as free already)."""
         need = need_of(spec)
-        return (budget.covers(need) and self._free().covers(need)
+        return (budget.covers(need) and (self._free() + self._stem_credit(spec)).covers(need)
                 and len(self._free_gpus) >= need.gpus)
+
+    # ---------------------------------------------------------------- stem cells
+    def _stem_for(self, spec: FunctionSpec) -> StemCell | None:
+        """A ready stem cell that can become this function's container."""
+        image = stem_image(spec)
+        return next((s for s in self._stems.values() if s.image == image
+                     and s.state is State.IDLE
+                     and spec.memory_mb >= s.memory_mb + STEM_HEADROOM_MB), None)
+
+    def _stem_credit(self, spec: FunctionSpec) -> Resources:
+        """What a start of ``spec`` frees by taking a stem cell's place."""
+        stem = self._stem_for(spec)
+        return stem.need if stem is not None else Resources()
+
+    def _stem_images(self) -> set[str]:
+        """The images registered functions could take stem cells of."""
+        if not self.stem_cells:
+            return set()
+        return {image for spec in self._specs.values()
+                if (image := stem_image(spec)) is not None}
+
+    def _stop_stem(self, stem: StemCell, reason: str) -> StopStem:
+        stem.state = State.STOPPING
+        return StopStem(stem.id, reason)
+
+    def _stop_surplus_stems(self) -> list[Action]:
+        """Stop ready stem cells beyond ``stem_cells`` per image, or of images no registered
+        function runs any more."""
+        wanted = self._stem_images()
+        actions: list[Action] = []
+        kept: dict[str, int] = {}
+        for stem in self._stems.values():
+            if stem.state is State.STOPPING:
+                continue
+            kept[stem.image] = kept.get(stem.image, 0) + 1
+            if stem.state is State.IDLE and (stem.image not in wanted
+                                             or kept[stem.image] > self.stem_cells):
+                kept[stem.image] -= 1
+                actions.append(self._stop_stem(stem, "no longer needed"))
+        return actions
+
+    def _refill_stems(self, now: float) -> list[Action]:
+        """Start stem cells up to ``stem_cells`` per image, from memory nobody waits for."""
+        actions: list[Action] = []
+        budget = self._unclaimed_budget()
+        need = Resources(0.0, self.stem_memory_mb, 0)
+        for image in sorted(self._stem_images()):
+            if now < self._stem_backoff_until.get(image, 0.0):
+                continue
+            have = sum(1 for s in self._stems.values()
+                       if s.image == image and s.state is not State.STOPPING)
+            for _ in range(self.stem_cells - have):
+                if not (budget.covers(need) and self._free().covers(need)):
+                    return actions
+                budget = budget - need
+                stem = StemCell(self._new_id(), image, need)
+                self._stems[stem.id] = stem
+                actions.append(StartStem(stem.id, image, self.stem_memory_mb))
+        return actions
 
     def _unclaimed_budget(self) -> Resources:
         """Free capacity less what waiting invocations are owed."""
@@ -445,12 +596,18 @@ class Pool:
             short = Resources(0.0, short.memory_mb, short.gpus)
         if short.cpu <= 0 and short.memory_mb <= 0 and short.gpus <= 0:
             return Resources(), []
+        freed = Resources()
+        stems: list[StemCell] = []  # ready stem cells go first: nothing of a function is lost
+        own = self._stem_for(self._specs[function])  # counted in the budget already
+        for stem in self._stems.values():
+            if stem.state is State.IDLE and stem is not own and not freed.covers(short):
+                stems.append(stem)
+                freed = freed + stem.need
         candidates = sorted(
             (c for c in self._containers.values() if c.state is State.IDLE
              and (c.function != function or self._stale(c))),
             key=lambda c: c.last_used)
         chosen: list[Container] = []
-        freed = Resources()
         for c in candidates:
             if freed.covers(short):
                 break
@@ -458,7 +615,9 @@ class Pool:
             freed = freed + self._held(c)
         if not freed.covers(short):
             return Resources(), []
-        return freed, [self._stop(c, f"evicted for {function!r}") for c in chosen]
+        reason = f"evicted for {function!r}"
+        return freed, ([self._stop_stem(s, reason) for s in stems]
+                       + [self._stop(c, reason) for c in chosen])
 
     def _dispatch(self, now: float) -> list[Action]:
         actions: list[Action] = []
@@ -490,6 +649,7 @@ class Pool:
                 continue
             spec = self._specs[w.function]
             need = need_of(spec)
+            budget = budget + self._stem_credit(spec)
             if not budget.covers(need):
                 freed, stops = self._evict(w.function, need - budget)
                 budget, actions = budget + freed, actions + stops

@@ -27,6 +27,7 @@ class InvocationRecord:
     function: str
     status: str = "queued"  # queued | running | success | error | timeout
     cold: bool = False  # it waited for its container to start
+    stem_cell: bool = False  # cold, and that container was a stem cell specialised for it
     attempts: int = 0
     queue_s: float = 0.0  # request to container assignment (includes a cold start)
     init_s: float = 0.0  # start + handler load of the container, for cold invocations

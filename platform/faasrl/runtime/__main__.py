@@ -57,15 +57,24 @@ def no_peeking() -> None:
 
 def serve(*, listen_fd: int | None = None, secret_fd: int | None = None,
           memory_mb: int | None = None, parent_pid: int | None = None,
-          host: str = "127.0.0.1", port: int = 8080) -> None:
+          host: str = "127.0.0.1", port: int = 8080, stem_cell: bool = False) -> None:
     """Run a container's runtime in this process until it is stopped (also the zygote's
-    children, which arrive here already forked rather than freshly started)."""
+    children, which arrive here already forked rather than freshly started).
+
+    ``stem_cell``: a container started before its function was known (the Docker backend's
+    stem cells) imports what functions import first, and answers ``/healthz`` only then."""
     if parent_pid:
         die_with_parent(parent_pid)
     no_peeking()
     if memory_mb:
         _limit_memory(memory_mb)
-    server = RuntimeServer((host, port), listen_fd=listen_fd, secret=_take_secret(secret_fd))
+    secret = _take_secret(secret_fd)
+    if stem_cell:
+        from faasrl.runtime.preload import preload
+
+        for name, why in preload()[1].items():
+            print(f"faasrl runtime: {name} not preloaded ({why})", flush=True)
+    server = RuntimeServer((host, port), listen_fd=listen_fd, secret=secret, stem_cell=stem_cell)
     host, port = server.server_address[:2]
     print(f"faasrl runtime listening on {host}:{port} (pid {os.getpid()})", flush=True)
     server.serve_forever()
@@ -80,9 +89,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--parent-pid", type=int, help="exit when this process dies")
     parser.add_argument("--secret-fd", type=int,
                         help=f"read the bearer secret from this fd (else ${SECRET_ENV})")
+    parser.add_argument("--stem-cell", action="store_true",
+                        help="import what functions import before serving (a stem cell)")
     args = parser.parse_args(argv)
     serve(listen_fd=args.listen_fd, secret_fd=args.secret_fd, memory_mb=args.memory_mb,
-          parent_pid=args.parent_pid, host=args.host, port=args.port)
+          parent_pid=args.parent_pid, host=args.host, port=args.port, stem_cell=args.stem_cell)
 
 
 if __name__ == "__main__":

@@ -132,10 +132,24 @@ def _error(kind: str, message: str, tb: str | None = None) -> dict[str, Any]:
     return {"error": err}
 
 
-class Runtime:
-    """The loaded handler and the thread(s) it runs on."""
+def _anon_memory_mb() -> float | None:
+    """This process's anonymous resident memory (what a tighter memory limit cannot reclaim)."""
+    try:
+        with open("/proc/self/status") as f:
+            return next(int(line.split()[1]) for line in f if line.startswith("RssAnon:")) / 1024
+    except (OSError, StopIteration, ValueError):
+        return None
 
-    def __init__(self) -> None:
+
+class Runtime:
+    """The loaded handler and the thread(s) it runs on.
+
+    A stem cell's runtime was started (and imported what functions import) before its function
+    was known: ``/init`` then also names the folder to import the handler from (``cwd``), and
+    sizes the thread pools that were sized at import to the ``OMP_NUM_THREADS`` it is given."""
+
+    def __init__(self, stem_cell: bool = False) -> None:
+        self.stem_cell = stem_cell
         self.handler: Any = None
         self.function = ""
         self.memory_mb = 0
@@ -144,12 +158,15 @@ class Runtime:
         self._lock = threading.Lock()
 
     def health(self) -> dict[str, Any]:
-        return {
+        out = {
             "status": "ok",
             "initialized": self.handler is not None,
             "pid": os.getpid(),
             "invocations": self.invocations,
         }
+        if self.stem_cell and self.handler is None:  # what a function's memory must exceed
+            out["stem_cell"], out["memory_mb"] = True, _anon_memory_mb()
+        return out
 
     def init(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         handler = body.get("handler")
@@ -158,6 +175,9 @@ class Runtime:
             return 400, _error("BadRequest", "handler: expected 'module:function'")
         if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
             return 400, _error("BadRequest", "env: expected a mapping of strings")
+        cwd = body.get("cwd")
+        if cwd is not None and not isinstance(cwd, str):
+            return 400, _error("BadRequest", "cwd: expected a folder's path")
         with self._lock:
             if self.handler is not None:
                 return 409, _error("Conflict", "this container is already initialized")
@@ -167,6 +187,15 @@ class Runtime:
                     os.chdir(_unpack(body["code"]))
                 except (TypeError, ValueError, OSError, zipfile.BadZipFile) as exc:
                     return 400, _error("BadRequest", f"code: not a base64 zip archive: {exc}")
+            elif cwd is not None:
+                try:
+                    os.chdir(cwd)
+                except OSError as exc:
+                    return 400, _error("BadRequest", f"cwd: {exc}")
+            if self.stem_cell and env.get("OMP_NUM_THREADS", "").isdigit():
+                from faasrl.runtime.preload import size_threads
+
+                size_threads(max(1, int(env["OMP_NUM_THREADS"])))
             if os.getcwd() not in sys.path:
                 sys.path.insert(0, os.getcwd())
             module_name, func_name = handler.split(":", 1)
@@ -300,8 +329,8 @@ class RuntimeServer(ThreadingHTTPServer):
     daemon_threads = True
 
     def __init__(self, address: tuple[str, int], listen_fd: int | None = None,
-                 secret: str | None = None):
-        self.runtime = Runtime()
+                 secret: str | None = None, stem_cell: bool = False):
+        self.runtime = Runtime(stem_cell)
         self.secret = secret
         if listen_fd is None:
             super().__init__(address, _Handler)

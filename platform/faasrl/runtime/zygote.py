@@ -23,9 +23,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import ctypes
-import gc
-import importlib
 import json
 import os
 import random
@@ -40,20 +37,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from faasrl.runtime.__main__ import die_with_parent, no_peeking, serve
+from faasrl.runtime.preload import blas_setters, preload, size_threads
 
-# What the built-in functions (functions/*/handler.py) import; a module that fails to import is
-# left to the function, which then imports it after the fork as it would without a zygote.
-# torch._dynamo: every torch optimizer imports it when first built (1.5 s, a learner's first
-# update), though no handler names it.
-PRELOAD = (
-    "numpy", "torch", "torch._dynamo", "gymnasium", "safetensors", "redis", "pydantic",
-    "faasrl.algorithms", "faasrl.algorithms.offpolicy", "faasrl.contracts",
-    "faasrl.data.codec", "faasrl.data.connection", "faasrl.data.gradients", "faasrl.data.keys",
-    "faasrl.data.params", "faasrl.data.trajectories", "faasrl.rl.aggregation",
-    "faasrl.rl.diagnostics", "faasrl.rl.envs", "faasrl.rl.explore", "faasrl.rl.hessian",
-    "faasrl.rl.policy", "faasrl.rl.replay", "faasrl.rl.rollout", "faasrl.rl.seeds",
-    "faasrl.runtime.server",
-)
 MAX_MESSAGE = 1 << 20
 
 
@@ -76,22 +61,6 @@ def exited(pid: int) -> int | None:
     if info is None:
         return None
     return info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
-
-
-def _preload() -> tuple[list[str], dict[str, str]]:
-    imported, failed = [], {}
-    gc.disable()  # as the runtime's handler import: no full collections on the way
-    try:
-        for name in PRELOAD:
-            try:
-                importlib.import_module(name)
-                imported.append(name)
-            except Exception as exc:  # a missing or broken library: the function's business
-                failed[name] = f"{type(exc).__name__}: {exc}"
-    finally:
-        gc.enable()
-        gc.freeze()  # children share these objects' pages: keep the collector off them
-    return imported, failed
 
 
 def _data_mb() -> float:
@@ -234,25 +203,8 @@ def _reseed_and_size(threads: int, blas: list[Any]) -> None:
         np.random.seed()
     if (torch := sys.modules.get("torch")) is not None:
         torch.seed()
-        if threads:
-            torch.set_num_threads(threads)
-    for set_threads in blas if threads else ():
-        set_threads(threads)
-
-
-def _blas_setters() -> list[Any]:
-    """The thread-count setters of the OpenBLAS libraries loaded here (numpy's), which sized
-    their pools at import, in the zygote, to one thread; found once, called in each child."""
-    with open("/proc/self/maps") as f:
-        libs = {line.split()[-1] for line in f if "openblas" in line and "/" in line}
-    setters = []
-    for path in libs:
-        lib = ctypes.CDLL(path)
-        for name in ("scipy_openblas_set_num_threads64_", "openblas_set_num_threads"):
-            if hasattr(lib, name):
-                setters.append(getattr(lib, name))
-                break
-    return setters
+    if threads:
+        size_threads(threads, blas)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -263,7 +215,7 @@ def main(argv: list[str] | None = None) -> None:
     die_with_parent(args.parent_pid)
     no_peeking()  # the secrets' pipes pass through here
     control = socket.socket(fileno=args.control_fd)
-    imported, failed = _preload()
+    imported, failed = preload()
     for name, why in failed.items():
         print(f"faasrl zygote: {name} not preloaded ({why})", flush=True)
     if (unsafe := _unsafe_to_fork()) is not None:
@@ -272,7 +224,7 @@ def main(argv: list[str] | None = None) -> None:
     send(control, {"ready": True, "data_mb": _data_mb(), "imported": imported,
                    "failed": failed})
     print(f"faasrl zygote ready (pid {os.getpid()}, {len(imported)} modules)", flush=True)
-    Zygote(control, _blas_setters()).serve()
+    Zygote(control, blas_setters()).serve()
 
 
 if __name__ == "__main__":

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import time
 
-from faasrl.gateway.schemas import ClusterOut, ContainerOut, FunctionPoolOut, ResourcesOut
+from faasrl.gateway.schemas import (
+    ClusterOut,
+    ContainerOut,
+    FunctionPoolOut,
+    ResourcesOut,
+    StemCellsOut,
+)
 from faasrl.invoker import Invoker
 from faasrl.invoker.resources import Resources
 
@@ -30,7 +36,9 @@ def snapshot(invoker: Invoker) -> ClusterOut:
     capacity, reserved = invoker.capacity, invoker.reserved
     return ClusterOut(backend=invoker.backend_name, capacity=_resources(capacity),
                       reserved=_resources(reserved), free=_resources(capacity - reserved),
-                      functions=functions)
+                      functions=functions,
+                      stem_cells={image: StemCellsOut(**counts)
+                                  for image, counts in invoker.stem_cells().items()})
 
 
 def _resources(r: Resources) -> ResourcesOut:

@@ -1,0 +1,68 @@
+"""What a runtime imports before it knows its function, so that a cold start skips the imports:
+the process backend's zygote (before it forks) and the Docker backend's stem cells (before
+``/init``) share this list, and the thread sizing a process needs once it learns its cores.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import gc
+import importlib
+import sys
+from typing import Any
+
+# What the built-in functions (functions/*/handler.py) import; a module that fails to import is
+# left to the function, which then imports it itself as it would without a preload.
+# torch._dynamo: every torch optimizer imports it when first built (1.5 s, a learner's first
+# update), though no handler names it.
+PRELOAD = (
+    "numpy", "torch", "torch._dynamo", "gymnasium", "safetensors", "redis", "pydantic",
+    "faasrl.algorithms", "faasrl.algorithms.offpolicy", "faasrl.contracts",
+    "faasrl.data.codec", "faasrl.data.connection", "faasrl.data.gradients", "faasrl.data.keys",
+    "faasrl.data.params", "faasrl.data.trajectories", "faasrl.rl.aggregation",
+    "faasrl.rl.diagnostics", "faasrl.rl.envs", "faasrl.rl.explore", "faasrl.rl.hessian",
+    "faasrl.rl.policy", "faasrl.rl.replay", "faasrl.rl.rollout", "faasrl.rl.seeds",
+    "faasrl.runtime.server",
+)
+
+
+def preload() -> tuple[list[str], dict[str, str]]:
+    """Import ``PRELOAD``; returns what was imported and, per module that failed, why."""
+    imported, failed = [], {}
+    gc.disable()  # as the runtime's handler import: no full collections on the way
+    try:
+        for name in PRELOAD:
+            try:
+                importlib.import_module(name)
+                imported.append(name)
+            except Exception as exc:  # a missing or broken library: the function's business
+                failed[name] = f"{type(exc).__name__}: {exc}"
+    finally:
+        gc.enable()
+        gc.freeze()  # long-lived: keep the collector (and a zygote's children's) off them
+    return imported, failed
+
+
+def blas_setters() -> list[Any]:
+    """The thread-count setters of the OpenBLAS libraries loaded here (numpy's), which sized
+    their pools when imported; found once, called when the process learns its cores."""
+    with open("/proc/self/maps") as f:
+        libs = {line.split()[-1] for line in f if "openblas" in line and "/" in line}
+    setters = []
+    for path in libs:
+        lib = ctypes.CDLL(path)
+        for name in ("scipy_openblas_set_num_threads64_", "openblas_set_num_threads"):
+            if hasattr(lib, name):
+                setters.append(getattr(lib, name))
+                break
+    return setters
+
+
+def size_threads(threads: int, blas: list[Any] | None = None) -> None:
+    """Size the thread pools of numeric libraries imported before ``OMP_NUM_THREADS`` was the
+    process's own (they read it at import): torch's, and OpenBLAS's (``blas``: from
+    ``blas_setters``, found here when not given)."""
+    if (torch := sys.modules.get("torch")) is not None:
+        torch.set_num_threads(threads)
+    for set_threads in blas if blas is not None else blas_setters():
+        set_threads(threads)
