@@ -2,8 +2,9 @@
 
 All three are measured in the same run, interleaved in blocks so that machine drift hits them
 alike, with the same keep-alive HTTP client for the two HTTP paths. The gateway's overhead is its
-p50 minus the direct call's p50 (target: at most 1 ms). Cold start is measured as a client sees
-it: a function that has never run, invoked once (process start + handler load + first run).
+p50 minus the direct call's p50 (target, issue 19: at most 0.3 ms). Cold start is measured as a
+client sees it: a function that has never run, invoked once (process start + handler load +
+first run).
 
     python bench/invoke_latency.py [--n 2000] [--cold 10] [--out results/invoke_latency.json]
 """
@@ -35,6 +36,7 @@ from faasrl.runtime.server import Context
 ECHO = Path(__file__).resolve().parents[1] / "functions" / "echo"
 ARGS = {"x": 1, "tag": "bench"}
 TOKEN = "bench-token"
+TARGET_OVERHEAD_MS = 0.3  # issue 19 (it was 1 ms before the warm path was worked on)
 
 
 def percentiles(samples: list[float]) -> dict[str, float]:
@@ -177,8 +179,8 @@ def main() -> None:
         "gateway_overhead_p50_ms": overhead,
         "gateway_over_direct_p50_ratio": results["gateway /invoke"]["p50_ms"]
         / results["direct runtime /run"]["p50_ms"],
-        "target_overhead_ms": 1.0,
-        "meets_target": overhead <= 1.0,
+        "target_overhead_ms": TARGET_OVERHEAD_MS,
+        "meets_target": overhead <= TARGET_OVERHEAD_MS,
     }
 
     table = Table("path", "p50 ms", "p99 ms", "mean ms", "n", title="invocation latency")
@@ -187,7 +189,8 @@ def main() -> None:
                       str(r["n"]))
     console.print(table)
     console.print(f"gateway overhead over a direct runtime call: {overhead:.3f} ms p50 "
-                  f"({summary['gateway_over_direct_p50_ratio']:.2f}x); target <= 1 ms: "
+                  f"({summary['gateway_over_direct_p50_ratio']:.2f}x); "
+                  f"target <= {TARGET_OVERHEAD_MS:g} ms: "
                   f"{'met' if summary['meets_target'] else 'MISSED'}")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"results": results, "summary": summary,
