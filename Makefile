@@ -31,6 +31,7 @@ lint: $(STAMP)
 
 bench: $(BENCH_STAMP)
 	$(BIN)/python bench/invoke_latency.py
+	$(BIN)/python bench/throughput.py
 	$(BIN)/python bench/cold_start.py
 	$(BIN)/python bench/rollout_throughput.py
 	$(BIN)/python bench/trajectory_transfer.py

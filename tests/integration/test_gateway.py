@@ -287,6 +287,29 @@ def test_bad_requests_are_4xx_never_500(client: Client, platform):
     assert httpx.get(f"{base}/v1/invocations?limit=0").status_code == 422
 
 
+def test_the_invoke_shortcut_answers_as_the_route_does(client: Client, platform):
+    """A plain JSON sync invoke is answered by gateway/fast_invoke.py, one with another JSON
+    content type by FastAPI's route: their answers and stored records must not differ."""
+    client.deploy(fn("t"))
+    url = f"{platform.url}/v1/functions/t/invoke"
+    body = json.dumps({"args": {"x": 1}, "timeout_s": 30, "affinity": "k"})
+    answers = [httpx.post(url + query, content=body, headers={"Content-Type": content_type})
+               for query, content_type in (("", "application/json"),
+                                           ("?mode=sync", "application/json"),
+                                           ("", "application/json; charset=utf-8"))]
+    assert [(r.status_code, r.headers["content-type"]) for r in answers] == \
+        [(200, "application/json")] * 3
+    records = [r.json() for r in answers]
+    assert len({tuple(rec) for rec in records}) == 1  # the same fields, in the same order
+    assert [(rec["status"], rec["result"]["args"]) for rec in records] == \
+        [("success", {"x": 1})] * 3
+    for rec in records:
+        stored = wait_for(lambda rec=rec: httpx.get(f"{platform.url}/v1/invocations/{rec['id']}"),
+                          what="the record")
+        assert stored.status_code == 200  # as InvocationOut shows it (no cpu_s, wait_s)
+        assert stored.json() == {k: rec[k] for k in stored.json()}
+
+
 def test_oversized_body_is_413(make_platform):
     platform = make_platform(max_payload_bytes=1000)
     with platform.client() as client:

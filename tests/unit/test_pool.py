@@ -175,6 +175,20 @@ def test_blocked_waiter_holds_capacity_against_later_arrivals():
     assert start.spec.name == "big"
 
 
+def test_a_waiter_behind_a_blocked_function_is_still_served():
+    """A dispatch pass stops early once only blocked functions' waiters are left: a later
+    waiter of another function with a free slot must still get it."""
+    p = pool(cpu=2)
+    p.register(spec("a", cpu=2), 0)
+    p.register(spec("b", max_concurrency=2), 0)
+    b = only(p.request("b", "w0", 0), Start).container
+    p.ready(b, 0)  # one of b's two slots is busy, with 1 of the 2 cores
+    for i in range(3):
+        assert p.request("a", f"a{i}", 1) == []  # a needs both cores
+    assert only(p.request("b", "w1", 2), Assign).container == b  # the free slot, no cores
+    assert p.queued("a") == 3
+
+
 def test_retry_goes_to_the_head_of_the_queue():
     p = pool(cpu=1)
     p.register(spec(), 0)

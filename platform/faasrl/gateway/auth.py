@@ -10,13 +10,20 @@ import secrets
 
 from fastapi import HTTPException, Request, status
 
+from faasrl.config import Settings
+
+
+def authorized(settings: Settings, authorization: str) -> bool:
+    """Whether an ``Authorization`` header's value lets a request in."""
+    token = settings.token
+    if token is None:
+        return True
+    scheme, _, value = authorization.partition(" ")
+    return scheme.lower() == "bearer" and secrets.compare_digest(
+        value.strip().encode(), token.get_secret_value().encode())
+
 
 async def require_token(request: Request) -> None:
-    token = request.app.state.settings.token
-    if token is None:
-        return
-    scheme, _, value = request.headers.get("authorization", "").partition(" ")
-    if scheme.lower() != "bearer" or not secrets.compare_digest(
-            value.strip().encode(), token.get_secret_value().encode()):
+    if not authorized(request.app.state.settings, request.headers.get("authorization", "")):
         raise HTTPException(status.HTTP_401_UNAUTHORIZED, "missing or wrong bearer token",
                             headers={"WWW-Authenticate": "Bearer"})

@@ -76,10 +76,15 @@ async def _on_field_error(_: Request, exc: FieldError) -> JSONResponse:
     return _field_response(exc.fields)
 
 
-async def _on_invoker_error(_: Request, exc: InvokerError) -> JSONResponse:
+def invoker_error_response(exc: InvokerError) -> JSONResponse:
+    """A refused invocation (unknown function, queue full, no container in time)."""
     headers = {"Retry-After": "1"} if exc.status in (429, 503) else None
     return JSONResponse(error_body(exc.kind, exc.message), status_code=exc.status,
                         headers=headers)
+
+
+async def _on_invoker_error(_: Request, exc: InvokerError) -> JSONResponse:
+    return invoker_error_response(exc)
 
 
 async def _on_redis_unavailable(_: Request, exc: Exception) -> JSONResponse:

@@ -400,9 +400,7 @@ class Pool:
     @property
     def reserved(self) -> Resources:
         """What the containers hold now (see the module docstring for what holds what)."""
-        total = Resources()
-        for c in self._containers.values():
-            total = total + self._held(c)
+        total = self._total(self._containers.values())
         for stem in self._stems.values():
             total = total + stem.need
         return total
@@ -473,6 +471,18 @@ class Pool:
         if self.cores_held_idle or c.state in (State.STARTING, State.BUSY):
             return c.need
         return Resources(0.0, c.need.memory_mb, c.need.gpus)
+
+    def _total(self, containers: Iterable[Container]) -> Resources:
+        """What these containers hold (``_held`` summed in plain numbers: the pool sums over
+        every container on each event, and a Resources per step cost more than the rest of the
+        event)."""
+        cpu, memory_mb, gpus = 0.0, 0, 0
+        for c in containers:
+            if self.cores_held_idle or c.state in (State.STARTING, State.BUSY):
+                cpu += c.need.cpu
+            memory_mb += c.need.memory_mb
+            gpus += c.need.gpus
+        return Resources(cpu, memory_mb, gpus)
 
     def _free(self) -> Resources:
         return self.capacity - self.reserved
@@ -621,16 +631,21 @@ class Pool:
 
     def _dispatch(self, now: float) -> list[Action]:
         actions: list[Action] = []
-        stopping = Resources()
-        for c in self._containers.values():
-            if c.state is State.STOPPING:
-                stopping = stopping + self._held(c)
+        stopping = self._total(c for c in self._containers.values()
+                               if c.state is State.STOPPING)
         budget = self._free() + stopping  # what is free once stopping containers are gone
         blocked: set[str] = set()  # functions whose earlier waiter found nothing in this pass
-        for w in list(self._queue.values()):
+        waiters = list(self._queue.values())
+        for i, w in enumerate(waiters):
             if w.container is not None:
                 continue
             if w.function in blocked:
+                # Only what later waiters of other functions may take: when none is left, the
+                # rest of the pass would only lower this local budget (64 clients of one
+                # function queue 44 waiters here, a pass over them per event otherwise).
+                if not any(x.container is None and x.function not in blocked
+                           for x in waiters[i + 1:]):
+                    break
                 budget = (budget - need_of(self._specs[w.function])).floor_zero()
                 continue
             cpu = Resources(need_of(self._specs[w.function]).cpu)

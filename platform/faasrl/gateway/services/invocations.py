@@ -5,11 +5,19 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from faasrl.gateway.schemas import InvokeRequest
 from faasrl.gateway.services import Services
 from faasrl.invoker.errors import FunctionNotFound, InvokerError
 from faasrl.invoker.invoker import new_invocation_id
 from faasrl.invoker.records import INDEX_LEN, InvocationRecord
 from faasrl.manifest import FunctionSpec
+
+
+async def run(svc: Services, name: str, request: InvokeRequest) -> bytes:
+    """Run an invocation while the client waits; its record as the JSON answered."""
+    rec = await svc.invoker.invoke(name, request.args, timeout_s=request.timeout_s,
+                                   affinity=request.affinity)
+    return rec.to_json()
 
 
 async def accept(svc: Services, spec: FunctionSpec, args: Any, *,
