@@ -116,26 +116,35 @@ def evaluate(
     seed: int,
     deterministic: bool = True,
 ) -> list[float]:
-    """Raw returns of ``episodes`` whole episodes, one after another in a :func:`make_env` env.
+    """Raw returns of ``episodes`` whole episodes, each in its own :func:`make_env` env.
 
     Episode ``i`` resets with seed ``seed + i``, so each episode is named by its own seed and
     the caller's seed ranges (:mod:`faasrl.rl.seeds`) say exactly which episodes were played.
+    The episodes are played side by side, one batched forward per step for those still
+    running: a 20-episode evaluation costs about one episode's forwards, not 20 episodes'
+    (a deterministic policy plays each episode as it would alone).
     """
     spec = policy.spec
-    env = make_env(env_id, seed)
+    envs = [make_env(env_id, seed + i) for i in range(episodes)]
     generator = torch.Generator().manual_seed(seed)
-    returns: list[float] = []
+    obs = [env.reset(seed=seed + i)[0] for i, env in enumerate(envs)]
+    returns = [0.0] * episodes
+    running = list(range(episodes))
     try:
-        while len(returns) < episodes:
-            obs, _ = env.reset(seed=seed + len(returns))
-            done = False
-            while not done:
-                x = torch.from_numpy(np.asarray(obs, dtype=spec.obs_dtype)[None])
-                action = policy.act(x, deterministic, generator=generator)[0]
+        while running:
+            x = torch.from_numpy(np.stack([np.asarray(obs[i], dtype=spec.obs_dtype)
+                                           for i in running]))
+            actions = policy.act(x, deterministic, generator=generator)
+            still = []
+            for i, action in zip(running, actions, strict=True):
                 step_action = action.item() if spec.action_kind == "discrete" else action.numpy()
-                obs, _, terminated, truncated, info = env.step(step_action)
-                done = terminated or truncated
-            returns.append(float(info["episode"]["r"]))
+                obs[i], _, terminated, truncated, info = envs[i].step(step_action)
+                if terminated or truncated:
+                    returns[i] = float(info["episode"]["r"])
+                else:
+                    still.append(i)
+            running = still
     finally:
-        env.close()
+        for env in envs:
+            env.close()
     return returns
