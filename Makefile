@@ -36,6 +36,7 @@ bench: $(BENCH_STAMP)
 	$(BIN)/python bench/rollout_throughput.py
 	$(BIN)/python bench/trajectory_transfer.py
 	$(BIN)/python bench/ppo_cartpole.py
+	$(BIN)/python bench/cartpole_e2e.py
 	$(BIN)/python bench/longhaul.py
 	$(BIN)/python bench/offpolicy.py
 	$(BIN)/python bench/nitro_overhead.py

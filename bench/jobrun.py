@@ -10,12 +10,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from faasrl.config import Settings
 from faasrl.embedded import EmbeddedPlatform
-from faasrl.rl.seeds import Purpose, evaluation_seeds
 
 
 def run_job(spec: dict[str, Any], *, label: str, timeout_s: float = 1800,
@@ -44,32 +42,6 @@ def run_job(spec: dict[str, Any], *, label: str, timeout_s: float = 1800,
 def write_results(path: Path, payload: dict[str, Any]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({**payload, "python": sys.version.split()[0]}, indent=2))
-
-
-def evaluate_greedy(model: Any, env_id: str, job_seed: int, purpose: Purpose,
-                    episodes: int) -> float:
-    """A library model's greedy mean on the seeds a faasrl job with ``job_seed`` plays for
-    ``purpose`` (episode i on its own seed), so both sides confirm on one set and report the
-    held-out one. Played side by side with one batched ``predict`` per step, as faasrl's
-    actors evaluate, so neither side pays per-episode forwards the other does not."""
-    import gymnasium as gym  # the benches that compare against a library have it
-
-    seeds = evaluation_seeds(job_seed, purpose, episodes)
-    envs = [gym.make(env_id) for _ in seeds]
-    obs = [env.reset(seed=seed)[0] for env, seed in zip(envs, seeds, strict=True)]
-    totals, running = [0.0] * len(envs), list(range(len(envs)))
-    while running:
-        actions, _ = model.predict(np.stack([obs[i] for i in running]), deterministic=True)
-        still = []
-        for i, action in zip(running, actions, strict=True):
-            obs[i], reward, terminated, truncated, _ = envs[i].step(action)
-            totals[i] += float(reward)
-            if not (terminated or truncated):
-                still.append(i)
-        running = still
-    for env in envs:
-        env.close()
-    return sum(totals) / len(totals)
 
 
 # ------------------------------------------------------------ comparing runs at equal budgets

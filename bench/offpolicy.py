@@ -53,7 +53,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from jobrun import evaluate_greedy, run_job, write_results
+from jobrun import run_job, write_results
+from library_eval import evaluate_greedy
 from rich.console import Console
 from rich.table import Table
 from stable_baselines3 import DQN, SAC
