@@ -17,7 +17,7 @@ import pytest
 from helpers import TEST_FUNCTIONS, pid_alive, wait_for
 
 import faasrl.backends.process as process
-from faasrl.backends.process import PASSED_ENV, ProcessBackend
+from faasrl.backends.process import FORK_HEADROOM_MB, PASSED_ENV, ZYGOTE_HEAP_MB, ProcessBackend
 from faasrl.invoker.runtime_client import RuntimeClient, RuntimeGone
 from faasrl.manifest import FunctionSpec
 
@@ -180,20 +180,32 @@ def test_without_its_zygote_a_container_starts_as_a_new_interpreter(tmp_path, mo
     assert list((tmp_path / "containers").iterdir()) == []
 
 
-def test_a_start_does_not_wait_for_the_zygotes_imports(tmp_path):
+def start_while_importing(tmp_path: Path, spec: FunctionSpec) -> tuple[dict, dict, bool]:
+    """A container started as soon as the backend (and its zygote, whose imports take a
+    second or more) is: its answer, its record, and whether the zygote got ready."""
     async def scenario():
-        backend = ProcessBackend(tmp_path, zygote=True)  # its imports take a second or more
+        backend = ProcessBackend(tmp_path, zygote=True)
         try:
-            _, client = await started(backend, "c1")
+            _, client = await started(backend, "c1", spec)
             out = await run(client)
             client.close()
             return out, record(tmp_path, "c1"), backend.zygote.wait_ready(120)
         finally:
             await backend.close()
 
-    out, rec, ready = asyncio.run(scenario())
+    return asyncio.run(scenario())
+
+
+def test_a_start_too_small_to_fork_does_not_wait_for_the_zygotes_imports(tmp_path):
+    small = PROBE.model_copy(update={"memory_mb": ZYGOTE_HEAP_MB + FORK_HEADROOM_MB - 1})
+    out, rec, ready = start_while_importing(tmp_path, small)
     assert rec["zygote"] is None and out["ppid"] == os.getpid()
     assert ready  # and it did get ready meanwhile
+
+
+def test_a_start_that_could_fork_waits_for_the_zygotes_imports(tmp_path):
+    out, rec, ready = start_while_importing(tmp_path, PROBE)
+    assert ready and rec["zygote"] is not None and out["ppid"] == rec["zygote"]
 
 
 def test_a_relative_code_dir_is_the_gateways_not_the_zygotes(tmp_path, monkeypatch):

@@ -24,12 +24,15 @@ import signal
 import socket
 import subprocess
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, InvalidStateError
 from pathlib import Path
 from typing import Any
 
 from faasrl.runtime.zygote import MAX_MESSAGE, send
+
+SETTLE_POLL_S = 0.01  # how often a start waiting for the zygote's imports looks again
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +84,13 @@ class Zygote:
     def wait_ready(self, timeout_s: float) -> bool:
         """Whether it is ready to fork, waiting up to ``timeout_s`` for its imports."""
         self._settled.wait(timeout_s)
+        return self.usable
+
+    async def settled(self, timeout_s: float) -> bool:
+        """:meth:`wait_ready` for the event loop: polls, holding no executor thread."""
+        deadline = time.monotonic() + timeout_s
+        while not self._settled.is_set() and time.monotonic() < deadline:
+            await asyncio.sleep(SETTLE_POLL_S)
         return self.usable
 
     async def fork(self, container_id: str, env: dict[str, str], cwd: str, memory_mb: int,
