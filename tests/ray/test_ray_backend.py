@@ -115,10 +115,6 @@ def test_a_node_removed_mid_round_loses_nothing(on_ray: EmbeddedPlatform, cluste
         rows = client.job_metrics(job["id"])
         assert_rows_whole(rows, ROUNDS, SYNC_STEPS)
         every_invocation_recorded(client, "actor", 2 * ROUNDS)
-        # The lost actor was replaced: by a cold start, or by the pre-warm of the next round.
-        actor_containers = {r["container"] for r in client.invocations(function="actor",
-                                                                        limit=1000)}
-        assert len(actor_containers) >= 3, actor_containers
         assert doomed not in {c["node"] for pool in client.cluster()["functions"].values()
                               for c in pool["containers"]}
 
