@@ -196,13 +196,7 @@ class Invoker:
 
     def stem_cells(self) -> dict[str, dict[str, int]]:
         """Stem cells per image ("": the backend's default) and state (starting, ready)."""
-        counts: dict[str, dict[str, int]] = {}
-        for stem in self._pool.stems():
-            if stem.state is not State.STOPPING:
-                state = "ready" if stem.state is State.IDLE else "starting"
-                tally = counts.setdefault(stem.image, {"starting": 0, "ready": 0})
-                tally[state] += 1
-        return counts
+        return self._pool.stem_counts()
 
     def container_stats(self, container_id: str) -> ContainerStats | None:
         """A container's memory and CPU use; None once it is gone (or not started yet)."""

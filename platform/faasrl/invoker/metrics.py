@@ -79,10 +79,9 @@ class PoolCollector(Collector):
         yield queue
         stems = GaugeMetricFamily("faasrl_stem_cells", "Stem cells by image and state",
                                   labels=["image", "state"])
-        for (image, state), n in Tally(
-                (s.image, "ready" if s.state is State.IDLE else "starting")
-                for s in pool.stems() if s.state is not State.STOPPING).items():
-            stems.add_metric([image, state], n)
+        for image, counts in pool.stem_counts().items():
+            for state, n in counts.items():
+                stems.add_metric([image, state], n)
         yield stems
         capacity = GaugeMetricFamily("faasrl_capacity", "Node capacity",
                                      labels=["resource", "kind"])

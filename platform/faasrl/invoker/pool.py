@@ -357,6 +357,16 @@ class Pool:
     def stems(self) -> list[StemCell]:
         return list(self._stems.values())
 
+    def stem_counts(self) -> dict[str, dict[str, int]]:
+        """Stem cells per image ("": the backend's default) and state (starting, ready), those
+        on their way out left out."""
+        counts: dict[str, dict[str, int]] = {}
+        for stem in self._stems.values():
+            if stem.state is not State.STOPPING:
+                tally = counts.setdefault(stem.image, {"starting": 0, "ready": 0})
+                tally["ready" if stem.state is State.IDLE else "starting"] += 1
+        return counts
+
     # ------------------------------------------------------------ warm capacity
     def prewarm(self, function: str, n: int, now: float) -> tuple[int, list[Action]]:
         """Start containers until ``n`` of this function exist; returns how many were started."""
@@ -465,10 +475,13 @@ class Pool:
         self._containers[c.id] = c
         return Start(c.id, spec, gpus, stem.id if stem is not None else None)
 
+    def _holds_cores(self, c: Container) -> bool:
+        """Memory and GPUs are held for a container's whole life; cores only while it starts
+        or runs (or for its whole life too, with ``cores_held_idle``)."""
+        return self.cores_held_idle or c.state in (State.STARTING, State.BUSY)
+
     def _held(self, c: Container) -> Resources:
-        """Memory and GPUs for a container's whole life; cores only while it starts or runs
-        (or for its whole life too, with ``cores_held_idle``)."""
-        if self.cores_held_idle or c.state in (State.STARTING, State.BUSY):
+        if self._holds_cores(c):
             return c.need
         return Resources(0.0, c.need.memory_mb, c.need.gpus)
 
@@ -478,7 +491,7 @@ class Pool:
         event)."""
         cpu, memory_mb, gpus = 0.0, 0, 0
         for c in containers:
-            if self.cores_held_idle or c.state in (State.STARTING, State.BUSY):
+            if self._holds_cores(c):
                 cpu += c.need.cpu
             memory_mb += c.need.memory_mb
             gpus += c.need.gpus
@@ -636,6 +649,9 @@ class Pool:
         budget = self._free() + stopping  # what is free once stopping containers are gone
         blocked: set[str] = set()  # functions whose earlier waiter found nothing in this pass
         waiters = list(self._queue.values())
+        # Per function, its last waiting waiter's place (a waiter's container is set only when
+        # the pass reaches it, so this holds for the whole pass).
+        last = {w.function: i for i, w in enumerate(waiters) if w.container is None}
         for i, w in enumerate(waiters):
             if w.container is not None:
                 continue
@@ -643,8 +659,7 @@ class Pool:
                 # Only what later waiters of other functions may take: when none is left, the
                 # rest of the pass would only lower this local budget (64 clients of one
                 # function queue 44 waiters here, a pass over them per event otherwise).
-                if not any(x.container is None and x.function not in blocked
-                           for x in waiters[i + 1:]):
+                if not any(j > i for f, j in last.items() if f not in blocked):
                     break
                 budget = (budget - need_of(self._specs[w.function])).floor_zero()
                 continue
