@@ -4,6 +4,9 @@ process backend: real containers, no gateway in between."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
+import signal
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -133,5 +136,26 @@ def test_queued_counts_invocations_waiting_for_a_container(tmp_path):
         assert [r.status for r in done] == ["success", "success"]
         assert done[0].container == done[1].container  # handed over warm
         assert invoker.queued("t") == 0
+
+    run(tmp_path, scenario)
+
+
+def test_a_runtime_that_stops_answering_times_out_without_a_retry(tmp_path):
+    """A runtime stuck past deadline + grace (here: stopped) cannot say Timeout itself: the
+    invoker's own deadline ends the invocation once. A retry would run it a second time."""
+    async def scenario(invoker: Invoker) -> None:
+        invoker.register(spec(timeout_s=0.5))
+        warm = await invoker.invoke("t", {"x": 1})
+        pid = warm.result["pid"]
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            stuck = await invoker.invoke("t", {"x": 2})
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+        assert (stuck.status, stuck.attempts, stuck.error["type"]) == ("timeout", 1, "Timeout")
+        assert stuck.container == warm.container
+        await settled(invoker, lambda cs: all(c.id != warm.container for c in cs),
+                      "the stuck container to be stopped")
 
     run(tmp_path, scenario)
