@@ -410,10 +410,7 @@ class Pool:
     @property
     def reserved(self) -> Resources:
         """What the containers hold now (see the module docstring for what holds what)."""
-        total = self._total(self._containers.values())
-        for stem in self._stems.values():
-            total = total + stem.need
-        return total
+        return self._plus_stems(self._sums()[0])
 
     # ---------------------------------------------------------------- internals
     def _queued(self, function: str) -> int:
@@ -485,17 +482,28 @@ class Pool:
             return c.need
         return Resources(0.0, c.need.memory_mb, c.need.gpus)
 
-    def _total(self, containers: Iterable[Container]) -> Resources:
-        """What these containers hold (``_held`` summed in plain numbers: the pool sums over
-        every container on each event, and a Resources per step cost more than the rest of the
-        event)."""
+    def _sums(self) -> tuple[Resources, Resources]:
+        """What the containers hold, and what the stopping ones among them hold (``_held``
+        summed in plain numbers, in one pass: the pool sums over every container on each
+        event, and a Resources per step cost more than the rest of the event)."""
         cpu, memory_mb, gpus = 0.0, 0, 0
-        for c in containers:
-            if self._holds_cores(c):
-                cpu += c.need.cpu
-            memory_mb += c.need.memory_mb
-            gpus += c.need.gpus
-        return Resources(cpu, memory_mb, gpus)
+        stop_cpu, stop_memory_mb, stop_gpus = 0.0, 0, 0
+        for c in self._containers.values():
+            need = c.need
+            cores = need.cpu if self._holds_cores(c) else 0.0
+            cpu, memory_mb, gpus = cpu + cores, memory_mb + need.memory_mb, gpus + need.gpus
+            if c.state is State.STOPPING:
+                stop_cpu += cores
+                stop_memory_mb += need.memory_mb
+                stop_gpus += need.gpus
+        return (Resources(cpu, memory_mb, gpus),
+                Resources(stop_cpu, stop_memory_mb, stop_gpus))
+
+    def _plus_stems(self, held: Resources) -> Resources:
+        """``held`` and what the stem cells hold."""
+        for stem in self._stems.values():
+            held = held + stem.need
+        return held
 
     def _free(self) -> Resources:
         return self.capacity - self.reserved
@@ -643,15 +651,19 @@ class Pool:
                        + [self._stop(c, reason) for c in chosen])
 
     def _dispatch(self, now: float) -> list[Action]:
-        actions: list[Action] = []
-        stopping = self._total(c for c in self._containers.values()
-                               if c.state is State.STOPPING)
-        budget = self._free() + stopping  # what is free once stopping containers are gone
-        blocked: set[str] = set()  # functions whose earlier waiter found nothing in this pass
         waiters = list(self._queue.values())
         # Per function, its last waiting waiter's place (a waiter's container is set only when
         # the pass reaches it, so this holds for the whole pass).
         last = {w.function: i for i, w in enumerate(waiters) if w.container is None}
+        if not last:  # nobody waits for a container: the common case on the warm path
+            return []
+        actions: list[Action] = []
+        # The node's free capacity, kept up to date through the warm assignments below and
+        # summed again (over every container) only after a start or an eviction changed more.
+        held, stopping = self._sums()
+        free: Resources | None = self.capacity - self._plus_stems(held)
+        budget = free + stopping  # what is free once stopping containers are gone
+        blocked: set[str] = set()  # functions whose earlier waiter found nothing in this pass
         for i, w in enumerate(waiters):
             if w.container is not None:
                 continue
@@ -666,11 +678,12 @@ class Pool:
             cpu = Resources(need_of(self._specs[w.function]).cpu)
             if (c := self._assignable(w)) is not None:
                 if c.state is State.IDLE and not self.cores_held_idle:  # it needs its cores back
-                    if not (budget.covers(cpu) and self._free().covers(cpu)):
+                    free = self._free() if free is None else free
+                    if not (budget.covers(cpu) and free.covers(cpu)):
                         budget = (budget - cpu).floor_zero()
                         blocked.add(w.function)
                         continue
-                    budget = budget - cpu
+                    budget, free = budget - cpu, free - cpu
                 actions.append(self._assign(w, c, now, cold=False, bills_init=False))
                 continue
             if (c := self._claimable(w.function)) is not None:
@@ -682,14 +695,14 @@ class Pool:
             budget = budget + self._stem_credit(spec)
             if not budget.covers(need):
                 freed, stops = self._evict(w.function, need - budget)
-                budget, actions = budget + freed, actions + stops
+                budget, actions, free = budget + freed, actions + stops, None
             if not budget.covers(need):
                 budget = (budget - need).floor_zero()  # hold it for this waiter
                 blocked.add(w.function)
                 continue
             budget = budget - need
             if self._can_start(spec, need):
-                start = self._start(spec, now, prewarmed=False)
+                start, free = self._start(spec, now, prewarmed=False), None
                 self._containers[start.container].claims.append(w.id)
                 w.container = start.container
                 actions.append(start)
