@@ -8,7 +8,7 @@ import json
 import logging
 import math
 import os
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -53,13 +53,12 @@ class InvocationRecord:
         self.billed_ms += math.ceil((run_s + init_s) * 1000)
 
     def to_dict(self) -> dict[str, Any]:
-        return {name: getattr(self, name) for name in _FIELDS}
+        return dict(vars(self))
 
     def to_json(self) -> bytes:
-        return json.dumps(self.to_dict(), separators=(",", ":")).encode()
-
-
-_FIELDS = tuple(f.name for f in fields(InvocationRecord))  # fields() costs more than the copy
+        # The instance's own dict holds exactly its fields, in order: encoded as it is, with no
+        # copy (an invocation's record is encoded twice on the warm path: its answer and Redis).
+        return json.dumps(vars(self), separators=(",", ":")).encode()
 
 
 def _key(invocation_id: str) -> str:
