@@ -23,6 +23,7 @@ from faasrl.client import Client, gateway_file
 from faasrl.config import Settings
 from faasrl.data.connection import with_password, without_credentials
 from faasrl.gateway import create_app
+from faasrl.gateway.fast_invoke import FastInvoke
 from faasrl.redis_server import EmbeddedRedis
 
 
@@ -102,7 +103,7 @@ class EmbeddedPlatform:
 
             function_url = without_credentials(self.redis.url_for(HOST_ALIAS))
         app = create_app(self.settings, self.redis_url, function_url)
-        config = uvicorn.Config(app, host=self.settings.host, port=self.settings.port,
+        config = uvicorn.Config(FastInvoke(app), host=self.settings.host, port=self.settings.port,
                                 loop="uvloop", http="httptools", lifespan="on",
                                 log_level="warning", access_log=self._access_log,
                                 timeout_graceful_shutdown=5)

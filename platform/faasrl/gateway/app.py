@@ -21,7 +21,6 @@ from faasrl.config import Settings
 from faasrl.data.connection import gateway_redis, without_credentials
 from faasrl.data.health import RedisHealth
 from faasrl.gateway.errors import BodyLimit, install_error_handlers
-from faasrl.gateway.fast_invoke import FastInvoke
 from faasrl.gateway.routers import (
     cluster,
     code,
@@ -126,7 +125,6 @@ def create_app(settings: Settings, redis_url: str, function_redis_url: str | Non
     app.state.closing = False  # set by whoever stops the server, so event streams end
     install_error_handlers(app)
     lambda_api.install_error_handler(app)
-    app.add_middleware(FastInvoke)  # inside BodyLimit: the last added is the outermost
     app.add_middleware(BodyLimit, max_bytes=settings.max_payload_bytes)
     for module in (system, functions, code, invocations, cluster, jobs, lambda_api, ui):
         app.include_router(module.router)
