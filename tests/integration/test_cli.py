@@ -84,6 +84,10 @@ def test_up_prints_url_and_token_and_serves_the_cli(up: Up):
     status = up.cli("status").stdout
     assert "echo" in status and "redis ok" in status
     assert "echo" in up.cli("invocations").stdout
+    assert "echo" in up.cli("invocations", "--status", "success").stdout
+    assert "echo" not in up.cli("invocations", "--status", "error").stdout
+    wrong = up.cli("invocations", "--status", "done", check=False)
+    assert wrong.returncode == 2 and "--status" in wrong.stdout + wrong.stderr
     bad = up.cli("invoke", "echo", "--json", "{nope", check=False)
     assert bad.returncode != 0 and "not JSON" in bad.stdout + bad.stderr
     missing = up.cli("invoke", "nope", check=False)

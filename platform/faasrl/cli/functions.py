@@ -10,6 +10,7 @@ import typer
 from rich.table import Table
 
 from faasrl.cli.app import connect, console
+from faasrl.invoker.records import FINAL
 
 functions_app = typer.Typer(help="Register, list and delete functions.", no_args_is_help=True)
 
@@ -72,14 +73,19 @@ def invoke(
 def invocations(
     function: Annotated[str | None, typer.Option(help="only this function's")] = None,
     limit: Annotated[int, typer.Option(help="how many")] = 20,
+    status: Annotated[str | None, typer.Option(
+        help=f"only those that ended so: {', '.join(FINAL)}")] = None,
 ) -> None:
     """Recent invocations, newest first."""
+    if status is not None and status not in FINAL:
+        raise typer.BadParameter(f"expected one of {', '.join(FINAL)}", param_hint="--status")
     with connect() as client:
-        recs = client.invocations(function, limit)
+        recs = client.invocations(function, limit, status)
     table = Table("id", "function", "status", "start", "queue ms", "init ms", "run ms",
-                  "billed ms")
+                  "cpu ms", "billed ms")
     for r in recs:
+        cpu = "-" if r.get("cpu_s") is None else f"{r['cpu_s'] * 1e3:.1f}"
         table.add_row(r["id"][:12], r["function"], r["status"], "cold" if r["cold"] else "warm",
                       f"{r['queue_s'] * 1e3:.1f}", f"{r['init_s'] * 1e3:.1f}",
-                      f"{r['run_s'] * 1e3:.1f}", str(r["billed_ms"]))
+                      f"{r['run_s'] * 1e3:.1f}", cpu, str(r["billed_ms"]))
     console.print(table)

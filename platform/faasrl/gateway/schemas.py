@@ -40,6 +40,10 @@ class InvocationOut(BaseModel):
     queue_s: float
     init_s: float
     run_s: float
+    cpu_s: float | None = Field(None, description="the function process's CPU seconds during "
+                                                  "the run; null: not measured (Lambda)")
+    wait_s: float | None = Field(None, description="of run_s, seconds its thread waited for a "
+                                                   "core; null: not measured")
     billed_ms: int
     memory_mb: int
     backend: str
