@@ -189,6 +189,21 @@ def test_a_waiter_behind_a_blocked_function_is_still_served():
     assert p.queued("a") == 3
 
 
+def test_a_handover_keeps_the_cores_with_their_function_until_nobody_of_it_waits():
+    """A release that hands its container to the next waiter of the function changes nothing
+    else (no pass); one that leaves it idle frees its cores for another function's waiter."""
+    p = pool(cpu=1)
+    p.register(spec("f"), 0)
+    p.register(spec("g"), 0)
+    cid = only(p.request("f", "f1", 0), Start).container
+    p.ready(cid, 0)
+    assert p.request("f", "f2", 1) == [] and p.request("f", "f3", 1) == []
+    assert p.request("g", "g1", 2) == []
+    assert [(type(a), a.waiter) for a in p.release(cid, 3)] == [(Assign, "f2")]
+    assert [(type(a), a.waiter) for a in p.release(cid, 4)] == [(Assign, "f3")]
+    assert only(p.release(cid, 5), Start).spec.name == "g"
+
+
 def test_retry_goes_to_the_head_of_the_queue():
     p = pool(cpu=1)
     p.register(spec(), 0)
