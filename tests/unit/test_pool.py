@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import random
 
 import pytest
 
@@ -496,3 +497,61 @@ def test_no_stem_cells_unless_asked():
     p.register(spec("a", memory_mb=1024), 0)
     assert of(p.tick(0.25), StartStem) == []
     assert only(p.request("a", "w", 1), Start).stem is None
+
+
+@pytest.mark.parametrize("cores_held_idle", [False, True])
+def test_the_running_sums_of_what_containers_hold_match_a_recount(cores_held_idle):
+    """The pool keeps what its containers hold as running sums; after any sequence of events
+    they must equal the sum over its containers (cores only while starting or busy, unless
+    idle ones hold theirs; memory and GPUs always)."""
+    rng = random.Random(7)
+    p = pool(cpu=3, memory_mb=2048, gpus=2, cores_held_idle=cores_held_idle)
+    names = ("a", "b", "c")
+    p.register(spec("a", cpu=0.5), 0)
+    p.register(spec("b", cpu=1.5, max_concurrency=2), 0)
+    p.register(spec("c", cpu=0.25, gpu=1, memory_mb=512), 0)
+    starting: set[str] = set()
+    busy: list[str] = []
+    stopping: set[str] = set()
+    waiters = itertools.count()
+
+    def apply(actions) -> None:
+        for a in actions:
+            if isinstance(a, Start):
+                starting.add(a.container)
+            elif isinstance(a, Assign):
+                busy.append(a.container)
+            elif isinstance(a, Stop):
+                stopping.add(a.container)
+
+    for step in range(600):
+        now = float(step)
+        event = rng.choice(("request", "request", "ready", "release", "release", "lost",
+                            "stopped", "tick", "redeploy"))
+        if event == "request":
+            apply(p.request(rng.choice(names), f"w{next(waiters)}", now))
+        elif event == "ready" and starting:
+            cid = rng.choice(sorted(starting))
+            starting.discard(cid)
+            if p.container(cid) is not None and p.container(cid).state is State.STARTING:
+                apply(p.ready(cid, now))
+        elif event == "release" and busy:
+            cid = busy.pop(rng.randrange(len(busy)))
+            if p.container(cid) is not None:
+                apply(p.release(cid, now))
+        elif event == "lost" and p.containers():
+            apply(p.lost(rng.choice(p.containers()).id, "test", now))
+        elif event == "stopped" and stopping:
+            cid = rng.choice(sorted(stopping))
+            stopping.discard(cid)
+            busy[:] = [b for b in busy if b != cid]
+            apply(p.stopped(cid, now))
+        elif event == "tick":
+            apply(p.tick(now))
+        elif event == "redeploy":
+            apply(p.register(spec(rng.choice(names), cpu=0.5), now))
+        cpu = sum(c.need.cpu for c in p.containers()
+                  if cores_held_idle or c.state in (State.STARTING, State.BUSY))
+        memory = sum(c.need.memory_mb for c in p.containers())
+        gpus = sum(c.need.gpus for c in p.containers())
+        assert p.reserved == Resources(cpu, memory, gpus), step
