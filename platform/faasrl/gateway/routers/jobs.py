@@ -2,31 +2,23 @@
 
 from __future__ import annotations
 
-import asyncio
-import csv
-import io
 import json
-from collections.abc import AsyncIterator
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, Header, HTTPException, Query, Request, Response, status
 from fastapi.responses import StreamingResponse
 
-from faasrl.data.connection import UNREACHABLE
-from faasrl.data.keys import params_key
 from faasrl.gateway.auth import require_token
-from faasrl.gateway.errors import REDIS_RETRY_AFTER_S, FieldError, redis_unavailable_body
+from faasrl.gateway.errors import FieldError
 from faasrl.gateway.schemas import BODY_ERRORS, REDIS_ERRORS, ErrorOut, JobId
-from faasrl.gateway.services import ServicesDep
+from faasrl.gateway.services import ServicesDep, jobs
 from faasrl.jobs.manager import InvalidJobField, JobConflict, JobNotFound
 from faasrl.jobs.spec import JobSpec
-from faasrl.jobs.store import ACTIVE, JobRecord
+from faasrl.jobs.store import JobRecord
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"], dependencies=[Depends(require_token)],
                    responses={401: {"model": ErrorOut}, 404: {"model": ErrorOut},
                               **REDIS_ERRORS})
-POLL_S = 0.5
-HEARTBEAT_S = 15.0
 
 
 async def _get(svc: ServicesDep, job_id: str) -> JobRecord:
@@ -67,16 +59,7 @@ async def metrics(job_id: JobId, svc: ServicesDep,
     rows = await svc.jobs.store.rows(job_id)
     if format == "json":
         return Response(json.dumps(rows), media_type="application/json")
-    columns: list[str] = []
-    for row in rows:
-        columns += [k for k in row if k not in columns]
-    out = io.StringIO()
-    writer = csv.DictWriter(out, columns, extrasaction="ignore")
-    writer.writeheader()
-    for row in rows:
-        writer.writerow({k: json.dumps(v) if isinstance(v, list | dict) else v
-                         for k, v in row.items()})
-    return Response(out.getvalue(), media_type="text/csv",
+    return Response(jobs.metrics_csv(rows), media_type="text/csv",
                     headers={"Content-Disposition": f'attachment; filename="{job_id}.csv"'})
 
 
@@ -91,34 +74,9 @@ async def events(job_id: JobId, request: Request, svc: ServicesDep,
     the stream sends ``error`` (an error body, and a ``retry`` hint) and ends: reconnect."""
     await _get(svc, job_id)
     start = 0 if last_event_id is None else last_event_id + 1
-
-    async def stream() -> AsyncIterator[str]:
-        index, quiet = start, 0.0
-        while not request.app.state.closing:
-            try:
-                rows = await svc.jobs.store.rows(job_id, index)
-                for row in rows:
-                    yield f"id: {index}\nevent: round\ndata: {json.dumps(row)}\n\n"
-                    index += 1
-                rec = await svc.jobs.get(job_id)
-                if rec.status not in ACTIVE and not await svc.jobs.store.rows(job_id, index):
-                    yield f"event: end\ndata: {rec.model_dump_json()}\n\n"
-                    return
-            except UNREACHABLE as exc:
-                # No id: the client's Last-Event-ID stays the last row it got, so its
-                # reconnection resumes right after it.
-                yield (f"event: error\nretry: {REDIS_RETRY_AFTER_S * 1000}\n"
-                       f"data: {json.dumps(redis_unavailable_body(exc))}\n\n")
-                return
-            quiet = 0.0 if rows else quiet + POLL_S
-            if quiet >= HEARTBEAT_S:
-                yield ": keep-alive\n\n"
-                quiet = 0.0
-            if await request.is_disconnected():
-                return
-            await asyncio.sleep(POLL_S)
-
-    return StreamingResponse(stream(), media_type="text/event-stream",
+    stream = jobs.events(svc, job_id, start, closing=lambda: request.app.state.closing,
+                         disconnected=request.is_disconnected)
+    return StreamingResponse(stream, media_type="text/event-stream",
                              headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
 
@@ -130,13 +88,10 @@ async def model(job_id: JobId, svc: ServicesDep,
     algorithm, env, observation formula, action space, layers; ``version``);
     the latest version unless ``version`` is given."""
     rec = await _get(svc, job_id)
-    if rec.version is None:
-        raise HTTPException(404, f"job {job_id} has no weights yet")
-    version = rec.version if version is None else version
-    blob = await svc.redis.get(params_key(job_id, version))
-    if blob is None:
-        raise HTTPException(404, f"job {job_id}: version {version} is not kept "
-                                 f"(the latest is {rec.version})")
+    try:
+        blob, version = await jobs.weights(svc, rec, version)
+    except jobs.WeightsNotKept as exc:
+        raise HTTPException(404, str(exc)) from None
     return Response(blob, media_type="application/octet-stream", headers={
         "Content-Disposition": f'attachment; filename="{job_id}-v{version}.safetensors"',
         "X-Faasrl-Version": str(version)})

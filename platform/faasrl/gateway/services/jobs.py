@@ -1,0 +1,82 @@
+"""What the jobs router answers beyond one call to the job manager: a job's metrics as CSV, its
+rounds as a server-sent event stream, and its policy's weights."""
+
+from __future__ import annotations
+
+import asyncio
+import csv
+import io
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+from faasrl.data.connection import UNREACHABLE
+from faasrl.data.keys import params_key
+from faasrl.gateway.errors import REDIS_RETRY_AFTER_S, redis_unavailable_body
+from faasrl.gateway.services import Services
+from faasrl.jobs.store import ACTIVE, JobRecord
+
+POLL_S = 0.5  # how often an event stream looks for new rounds
+HEARTBEAT_S = 15.0  # a comment line after this long without an event keeps proxies from closing
+
+
+def metrics_csv(rows: list[dict[str, Any]]) -> str:
+    """Rows as CSV: every column any row has, in first-seen order; lists and dicts as JSON."""
+    columns: list[str] = []
+    for row in rows:
+        columns += [k for k in row if k not in columns]
+    out = io.StringIO()
+    writer = csv.DictWriter(out, columns, extrasaction="ignore")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: json.dumps(v) if isinstance(v, list | dict) else v
+                         for k, v in row.items()})
+    return out.getvalue()
+
+
+async def events(svc: Services, job_id: str, start: int, *, closing: Callable[[], bool],
+                 disconnected: Callable[[], Awaitable[bool]]) -> AsyncIterator[str]:
+    """Server-sent events from row ``start`` on: ``round`` per metrics row (``id``: its index),
+    then ``end`` with the job record once the job is no longer active; ``error`` and the end
+    of the stream if Redis is unreachable. Ends too when the gateway is ``closing`` or the
+    client has ``disconnected``."""
+    index, quiet = start, 0.0
+    while not closing():
+        try:
+            rows = await svc.jobs.store.rows(job_id, index)
+            for row in rows:
+                yield f"id: {index}\nevent: round\ndata: {json.dumps(row)}\n\n"
+                index += 1
+            rec = await svc.jobs.get(job_id)
+            if rec.status not in ACTIVE and not await svc.jobs.store.rows(job_id, index):
+                yield f"event: end\ndata: {rec.model_dump_json()}\n\n"
+                return
+        except UNREACHABLE as exc:
+            # No id: the client's Last-Event-ID stays the last row it got, so its
+            # reconnection resumes right after it.
+            yield (f"event: error\nretry: {REDIS_RETRY_AFTER_S * 1000}\n"
+                   f"data: {json.dumps(redis_unavailable_body(exc))}\n\n")
+            return
+        quiet = 0.0 if rows else quiet + POLL_S
+        if quiet >= HEARTBEAT_S:
+            yield ": keep-alive\n\n"
+            quiet = 0.0
+        if await disconnected():
+            return
+        await asyncio.sleep(POLL_S)
+
+
+class WeightsNotKept(LookupError):
+    """The job has no weights yet, or not the version asked for."""
+
+
+async def weights(svc: Services, rec: JobRecord, version: int | None) -> tuple[bytes, int]:
+    """The policy's safetensors blob of ``version`` (the latest when None), and that version."""
+    if rec.version is None:
+        raise WeightsNotKept(f"job {rec.id} has no weights yet")
+    version = rec.version if version is None else version
+    blob = await svc.redis.get(params_key(rec.id, version))
+    if blob is None:
+        raise WeightsNotKept(f"job {rec.id}: version {version} is not kept "
+                             f"(the latest is {rec.version})")
+    return blob, version
