@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -82,3 +83,26 @@ def test_export_of_an_unknown_job_or_of_nothing_fails_saying_why(platform, tmp_p
     assert cli.returncode == 1 and "feedfacecafe" in cli.stdout, cli.stdout + cli.stderr
     cli = subprocess.run(base, capture_output=True, text=True, timeout=60)
     assert cli.returncode == 2 and "--model" in cli.stderr, cli.stdout + cli.stderr
+
+
+def test_a_rerun_after_a_lost_round_hides_what_the_earlier_log_held_beyond_its_state(tmp_path):
+    """A job restored from an older checkpoint plays rounds again; its new log's start hides
+    the earlier log's points past the restored state, so each step has one point."""
+    from faasrl.jobs.tensorboard import EventLog
+
+    def row(step: int, value: float) -> dict:
+        return {STEP_COLUMN: step, "mean_return": value}
+
+    first = EventLog(tmp_path)
+    first.start_after(0, 1.0)
+    for i, step in enumerate((100, 200, 300)):
+        first.add_row(row(step, float(i)), 2.0 + i)
+    first.close()
+    time.sleep(1.1)  # event files are named by the second they were opened in
+    second = EventLog(tmp_path)
+    second.start_after(100, 10.0)  # restored at 100 steps: 200 and 300 are played again
+    for step in (200, 300, 400):
+        second.add_row(row(step, step / 10), 11.0)
+    second.close()
+    assert read_scalars(tmp_path)["mean_return"] == [(100, 0.0), (200, 20.0), (300, 30.0),
+                                                     (400, 40.0)]

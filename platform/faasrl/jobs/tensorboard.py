@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from tensorboard.compat.proto.event_pb2 import Event
+from tensorboard.compat.proto.event_pb2 import Event, SessionLog
 from tensorboard.compat.proto.summary_pb2 import Summary
 from tensorboard.summary.writer.event_file_writer import EventFileWriter
 
@@ -29,6 +29,15 @@ class EventLog:
         folder.mkdir(parents=True, exist_ok=True)
         self.folder = folder
         self._writer = EventFileWriter(str(folder))
+
+    def start_after(self, step: int, wall_time: float) -> None:
+        """Mark where this run of the job starts: its state is that of ``step`` env steps, so
+        what an earlier log holds beyond them (rounds a crash lost, which this run plays
+        again) is hidden. TensorBoard's readers drop the points at or after a session start's
+        step that earlier files hold."""
+        self._writer.add_event(Event(wall_time=wall_time, step=step + 1,
+                                     session_log=SessionLog(status=SessionLog.START)))
+        self._writer.flush()
 
     def add_row(self, row: dict[str, Any], wall_time: float) -> None:
         """Write a row's scalars and flush, so a TensorBoard watching the folder sees the

@@ -168,6 +168,8 @@ class JobRun:
                 await self._initialize()
             else:
                 await self.with_redis(self.restore)
+            await self._write_events(lambda events: events.start_after(rec.env_steps,
+                                                                       time.time()))
             while (reason := await self._stop_reason()) is None:
                 self._stop_if_requested()
                 await self.with_redis(self.grant)  # a restarted Redis forgot the user
@@ -388,12 +390,16 @@ class JobRun:
             return None
 
     async def _log_row(self, row: dict[str, Any], wall_time: float) -> None:
-        """Append the row to the TensorBoard log, if the job keeps one; a write that fails
-        gives the log up (see :meth:`_open_event_log`)."""
+        """Append the row to the TensorBoard log, if the job keeps one."""
+        await self._write_events(lambda events: events.add_row(row, wall_time))
+
+    async def _write_events(self, write: Callable[[EventLog], None]) -> None:
+        """``write`` to the TensorBoard log, if the job keeps one; a write that fails gives
+        the log up (see :meth:`_open_event_log`)."""
         if (events := self._events) is None:
             return
         try:
-            await asyncio.to_thread(events.add_row, row, wall_time)
+            await asyncio.to_thread(write, events)
         except OSError as exc:
             log.warning("job %s: TensorBoard log given up: %s", self.record.id, exc)
             self._events = None
