@@ -30,6 +30,7 @@ from typing import Any
 MAX_HEAD = 64 * 1024  # bytes of request line and headers
 MAX_HEADERS = 100  # header lines
 _RECV = 64 * 1024
+_LINGER_S, _LINGER_READS = 2.0, 64  # what a refused client may still send: 2 s, 4 MiB
 _REASONS = {200: b"OK", 400: b"Bad Request", 401: b"Unauthorized", 404: b"Not Found",
             405: b"Method Not Allowed", 409: b"Conflict", 500: b"Error"}
 _ANSWER = b"HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n%s\r\n%s"
@@ -159,8 +160,16 @@ class Connection:
         self.sock.close()
 
     def _refuse(self, status: int, out: dict[str, Any]) -> None:
+        """Answer and close while the client may still be sending: closing a socket with
+        unread data resets the connection, and a reset can destroy the answer before the
+        client reads it; so stop writing, then read until the client closes (bounded)."""
         with contextlib.suppress(OSError):
             self.answer(status, dumps(out), close=True)
+            self.sock.shutdown(socket.SHUT_WR)
+            self.sock.settimeout(_LINGER_S)
+            for _ in range(_LINGER_READS):
+                if not self.sock.recv(_RECV):
+                    break
 
     def _next(self) -> Request | None:
         """The next request, or None when the connection is done with (the client closed, or
@@ -190,10 +199,10 @@ class Connection:
         while True:
             buf = buf.lstrip(b"\r\n")  # blank lines before a request are allowed (RFC 9112)
             end = buf.find(b"\r\n\r\n", start)
-            if end >= 0:
+            if 0 <= end <= MAX_HEAD:
                 self._buf = buf[end + 4:]
                 return parse_head(buf[:end])
-            if len(buf) > MAX_HEAD:
+            if end > MAX_HEAD or len(buf) > MAX_HEAD:
                 raise BadRequest(f"headers: longer than {MAX_HEAD} bytes")
             chunk = self.sock.recv(_RECV)
             if not chunk:
