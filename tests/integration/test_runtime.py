@@ -95,6 +95,10 @@ def test_init_errors(runtime):
         bad_cwd = httpx.post(f"{url}/init", json={"handler": "fns:echo", "cwd": cwd})
         assert bad_cwd.status_code == 400 and bad_cwd.json()["error"]["message"].startswith(
             "cwd: ")
+    for field, value in (("memory_mb", "lots"), ("concurrency", 1.5), ("concurrency", True)):
+        bad_int = httpx.post(f"{url}/init", json={"handler": "fns:echo", field: value})
+        assert bad_int.status_code == 400 and bad_int.json()["error"]["message"].startswith(
+            f"{field}: ")
     assert httpx.post(f"{url}/init", json={"handler": "fns:echo"}).status_code == 200
 
 

@@ -24,6 +24,7 @@ import json
 import socket
 import threading
 import time
+import traceback
 from collections.abc import Callable
 from typing import Any
 
@@ -151,6 +152,9 @@ class Connection:
             self._refuse(400, error("BadRequest", str(exc)))
         except OSError:
             pass  # the client went away
+        except Exception as exc:  # a bug of ours: say so rather than drop the connection
+            traceback.print_exc()
+            self._refuse(500, error(type(exc).__name__, str(exc), traceback.format_exc()))
         finally:
             self.close()
 
@@ -248,5 +252,8 @@ def serve_forever(sock: socket.socket, handle: Callable[[Connection, Request], N
                 time.sleep(0.05)
             continue
         conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        threading.Thread(target=Connection(conn, key).serve, args=(handle,),
-                         daemon=True).start()
+        try:
+            threading.Thread(target=Connection(conn, key).serve, args=(handle,),
+                             daemon=True).start()
+        except RuntimeError:  # no thread to be had: this client is turned away, not all
+            conn.close()

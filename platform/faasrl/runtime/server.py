@@ -193,6 +193,10 @@ class Runtime:
         cwd = body.get("cwd")
         if cwd is not None and not isinstance(cwd, str):
             return 400, error("BadRequest", "cwd: expected a folder's path")
+        memory_mb, workers = body.get("memory_mb", 0), body.get("concurrency", 1)
+        for name, value in (("memory_mb", memory_mb), ("concurrency", workers)):
+            if not isinstance(value, int) or isinstance(value, bool):
+                return 400, error("BadRequest", f"{name}: expected a whole number")
         with self._lock:
             if self.handler is not None:
                 return 409, error("Conflict", "this container is already initialized")
@@ -222,9 +226,8 @@ class Runtime:
             if not callable(func):
                 return 500, error("InitError", f"{handler} is not callable")
             self.function = str(body.get("function", module_name))
-            self.memory_mb = int(body.get("memory_mb", 0))
-            workers = max(1, int(body.get("concurrency", 1)))
-            self._slots = threading.Lock() if workers == 1 else threading.Semaphore(workers)
+            self.memory_mb = memory_mb
+            self._slots = threading.Lock() if workers <= 1 else threading.Semaphore(workers)
             self._watchdog = Watchdog(_overrun)
             self.handler = func
         return 200, {"status": "initialized"}
