@@ -215,7 +215,7 @@ def test_expect_100_continue_is_answered_before_the_body(echo):
     conn.close()
 
 
-def test_other_methods_and_paths(echo):
+def test_other_methods_paths_and_bodies_refused(echo):
     conn = Conn(echo)
     conn.send(b"PUT /run HTTP/1.1\r\nContent-Length: 2\r\n\r\n{}" + post("/nope", {})
               + b"GET /healthz?x=1 HTTP/1.1\r\n\r\n")
@@ -223,6 +223,11 @@ def test_other_methods_and_paths(echo):
     conn.send(post("/run", {"deadline_s": "inf"}))
     status, _, out = conn.answer()
     assert status == 400 and out["error"]["message"].startswith("deadline_s"), out
+    deep = b"[" * 100_000 + b"]" * 100_000
+    conn.send(b"POST /run HTTP/1.1\r\n" + AUTH.encode()
+              + b"Content-Length: %d\r\n\r\n" % len(deep) + deep)
+    status, _, out = conn.answer()
+    assert status == 400 and out["error"]["message"].startswith("request body: "), out
     conn.close()
 
 

@@ -8,6 +8,9 @@ that started the container can run it, not another function on the same network.
 Only the standard library is imported here, so a cold start costs Python's own start-up and the
 handler's imports, nothing else. Module-level state of the handler survives between runs: that is
 what a warm container buys.
+
+The HTTP/1.1 is ``runtime/http.py``'s; a run's handler is called on the thread of the connection
+that carried it, and ``runtime/watchdog.py`` keeps the deadlines (``Timeout``, then the exit).
 """
 
 from __future__ import annotations
@@ -332,7 +335,7 @@ class RuntimeServer:
                                                               "and POST are served")))
         try:
             body = _body(request)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:  # RecursionError: nested too deep
             return reply(400, dumps(error("BadRequest", f"request body: {exc}")))
         if path == "/run":
             return self.runtime.run(body, reply)
