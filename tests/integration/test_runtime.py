@@ -95,6 +95,10 @@ def test_init_errors(runtime):
         bad_cwd = httpx.post(f"{url}/init", json={"handler": "fns:echo", "cwd": cwd})
         assert bad_cwd.status_code == 400 and bad_cwd.json()["error"]["message"].startswith(
             "cwd: ")
+    for code in ("not base64!", "bm90IGEgemlw", 7):  # the last but one: "not a zip"
+        bad_code = httpx.post(f"{url}/init", json={"handler": "fns:echo", "code": code})
+        assert bad_code.status_code == 400 and bad_code.json()["error"]["message"].startswith(
+            "code: "), bad_code.json()
     for field, value in (("memory_mb", "lots"), ("concurrency", 1.5), ("concurrency", True)):
         bad_int = httpx.post(f"{url}/init", json={"handler": "fns:echo", field: value})
         assert bad_int.status_code == 400 and bad_int.json()["error"]["message"].startswith(
