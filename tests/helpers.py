@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -43,6 +44,19 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def start_runtime(*extra: str, preexec_fn: Callable[[], None] | None = None,
+                  env: dict[str, str] | None = None) -> tuple[subprocess.Popen[str], str]:
+    """``python -m faasrl.runtime`` on a free port, serving the test handlers; (process, URL)."""
+    proc = subprocess.Popen([sys.executable, "-m", "faasrl.runtime", "--port", "0", *extra],
+                            cwd=TEST_FUNCTIONS, stdout=subprocess.PIPE, text=True,
+                            preexec_fn=preexec_fn, env=env)
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    port = re.search(r":(\d+) ", line)
+    assert port, line
+    return proc, f"http://127.0.0.1:{port.group(1)}"
 
 
 def pid_alive(pid: int) -> bool:

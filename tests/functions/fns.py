@@ -3,6 +3,7 @@
 import os
 import subprocess
 import sys
+import threading
 import time
 
 _calls = 0
@@ -25,6 +26,15 @@ def spin(args, context):
     while time.monotonic() < end:
         pass
     return {"pid": os.getpid()}
+
+
+_meeting = threading.Barrier(2, timeout=10)
+
+
+def meet(args, context):
+    """Returns once two runs are in it at the same time (BrokenBarrierError after 10 s)."""
+    _meeting.wait()
+    return {"met": True}
 
 
 def boom(args, context):

@@ -3,30 +3,17 @@
 from __future__ import annotations
 
 import os
-import re
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import httpx
 import pytest
-from helpers import TEST_FUNCTIONS, pid_alive, wait_for
+from helpers import pid_alive, start_runtime, wait_for
 
 from faasrl.runtime.server import TIMEOUT_EXIT
-
-
-def start_runtime(*extra: str, preexec_fn: Callable[[], None] | None = None
-                  ) -> tuple[subprocess.Popen[str], str]:
-    proc = subprocess.Popen([sys.executable, "-m", "faasrl.runtime", "--port", "0", *extra],
-                            cwd=TEST_FUNCTIONS, stdout=subprocess.PIPE, text=True,
-                            preexec_fn=preexec_fn)
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    port = re.search(r":(\d+) ", line)
-    assert port, line
-    return proc, f"http://127.0.0.1:{port.group(1)}"
 
 
 @pytest.fixture
@@ -108,6 +95,14 @@ def test_init_errors(runtime):
         bad_cwd = httpx.post(f"{url}/init", json={"handler": "fns:echo", "cwd": cwd})
         assert bad_cwd.status_code == 400 and bad_cwd.json()["error"]["message"].startswith(
             "cwd: ")
+    for code in ("not base64!", "bm90IGEgemlw", 7):  # the last but one: "not a zip"
+        bad_code = httpx.post(f"{url}/init", json={"handler": "fns:echo", "code": code})
+        assert bad_code.status_code == 400 and bad_code.json()["error"]["message"].startswith(
+            "code: "), bad_code.json()
+    for field, value in (("memory_mb", "lots"), ("concurrency", 1.5), ("concurrency", True)):
+        bad_int = httpx.post(f"{url}/init", json={"handler": "fns:echo", field: value})
+        assert bad_int.status_code == 400 and bad_int.json()["error"]["message"].startswith(
+            f"{field}: ")
     assert httpx.post(f"{url}/init", json={"handler": "fns:echo"}).status_code == 200
 
 
