@@ -11,6 +11,7 @@ import torch
 from gymnasium.vector import VectorEnv
 
 from faasrl.rl.envs import make_env
+from faasrl.rl.fused import FusedPolicy
 from faasrl.rl.policy import ActorCritic
 
 
@@ -50,7 +51,8 @@ class Rollout:
 
     The envs are reset once here without a seed, which continues the streams ``make_vec_env``
     seeded; after that, episodes simply carry on from one :meth:`collect` to the next, so an actor
-    can keep its envs warm between rounds. ``seed`` seeds the action sampling. Runs on the CPU.
+    can keep its envs warm between rounds. ``seed`` seeds the action sampling, which draws each
+    collect's noise up front (:class:`~faasrl.rl.fused.FusedPolicy`). Runs on the CPU.
     """
 
     def __init__(
@@ -85,15 +87,14 @@ class Rollout:
         steps, n = self.num_steps, self.envs.num_envs
         obs = np.empty((steps, n, *spec.obs_shape), dtype=spec.obs_dtype)
         actions = np.empty((steps, n, *spec.action_shape), dtype=spec.action_dtype)
-        logprobs, values, rewards = (np.empty((steps, n), dtype=np.float32) for _ in range(3))
+        rewards = np.empty((steps, n), dtype=np.float32)
         dones, ends = np.empty((steps, n), dtype=bool), np.empty((steps, n), dtype=bool)
         episodes: list[tuple[float, int]] = []
+        step = FusedPolicy(self.policy)  # this round's weights
+        noise, outputs = step.noise(steps, n, self._generator), step.outputs(steps, n)
         for t in range(steps):
             obs[t], dones[t] = self._obs, self._done
-            action, logprob, _, value = self.policy.get_action_and_value(
-                torch.from_numpy(self._obs), generator=self._generator
-            )
-            actions[t], logprobs[t], values[t] = action.numpy(), logprob.numpy(), value.numpy()
+            actions[t] = step(torch.from_numpy(self._obs), noise[t], outputs[t]).numpy()
             next_obs, reward, terminated, truncated, infos = self.envs.step(actions[t])
             rewards[t] = reward
             truncated_only = truncated & ~terminated
@@ -103,6 +104,8 @@ class Rollout:
             episodes += finished_episodes(infos)
             self._obs, self._done = self._cast(next_obs), terminated | truncated
             ends[t] = self._done
+        logprobs, values = (x.numpy() for x in step.log_probs_and_values(
+            outputs, torch.from_numpy(actions)))
         return Steps(obs, actions, logprobs, values, rewards, dones, ends, self._obs,
                      self._value(self._obs), self._done), episodes
 
