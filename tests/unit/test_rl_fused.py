@@ -3,6 +3,7 @@ torch.distributions' log-probs, and its sampling against the distributions' prob
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 from torch.distributions import Categorical, Normal
@@ -41,9 +42,9 @@ def _step(model: ActorCritic, obs: torch.Tensor, steps: int, seed: int = 0
     noise = fused.noise(steps, len(obs), torch.Generator().manual_seed(seed))
     outputs = fused.outputs(steps, len(obs))
     with torch.no_grad():
-        actions = torch.stack([fused(obs, noise[t], outputs[t]) for t in range(steps)])
+        actions = np.stack([fused(obs.numpy(), noise[t], outputs[t]) for t in range(steps)])
     logprobs, values = fused.log_probs_and_values(outputs, actions)
-    return actions, logprobs, values, outputs
+    return tuple(torch.from_numpy(x) for x in (actions, logprobs, values, outputs))
 
 
 @pytest.mark.parametrize("spec", [DISCRETE, GAUSSIAN, ATARI], ids=["mlp", "gaussian", "cnn"])
@@ -100,11 +101,12 @@ def test_sampling_follows_the_generator_and_new_weights_need_a_new_snapshot():
     assert torch.equal(a, b) and not torch.equal(a, c)
     before = FusedPolicy(model)
     model.load_state_dict(_model(DISCRETE, seed=9).state_dict())
-    out_before, out_after = before.outputs(1, 4), FusedPolicy(model).outputs(1, 4)
+    after = FusedPolicy(model)
+    out_before, out_after = before.outputs(1, 4), after.outputs(1, 4)
     noise = before.noise(1, 4, torch.Generator().manual_seed(0))
     with torch.no_grad():
-        before(obs, noise[0], out_before[0])
-        FusedPolicy(model)(obs, noise[0], out_after[0])
-        torch.testing.assert_close(out_after[0, :, -1], model.get_value(obs), rtol=1e-5,
-                                   atol=1e-5)
-    assert not torch.allclose(out_before, out_after)  # a snapshot keeps the weights it took
+        before(obs.numpy(), noise[0], out_before[0])
+        after(obs.numpy(), noise[0], out_after[0])
+        torch.testing.assert_close(torch.from_numpy(out_after[0, :, -1]), model.get_value(obs),
+                                   rtol=1e-5, atol=1e-5)
+    assert not np.allclose(out_before, out_after)  # a snapshot keeps the weights it took

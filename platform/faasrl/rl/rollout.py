@@ -94,7 +94,7 @@ class Rollout:
         noise, outputs = step.noise(steps, n, self._generator), step.outputs(steps, n)
         for t in range(steps):
             obs[t], dones[t] = self._obs, self._done
-            actions[t] = step(torch.from_numpy(self._obs), noise[t], outputs[t]).numpy()
+            actions[t] = step(self._obs, noise[t], outputs[t])
             next_obs, reward, terminated, truncated, infos = self.envs.step(actions[t])
             rewards[t] = reward
             truncated_only = truncated & ~terminated
@@ -104,8 +104,7 @@ class Rollout:
             episodes += finished_episodes(infos)
             self._obs, self._done = self._cast(next_obs), terminated | truncated
             ends[t] = self._done
-        logprobs, values = (x.numpy() for x in step.log_probs_and_values(
-            outputs, torch.from_numpy(actions)))
+        logprobs, values = step.log_probs_and_values(outputs, actions)
         return Steps(obs, actions, logprobs, values, rewards, dones, ends, self._obs,
                      self._value(self._obs), self._done), episodes
 
