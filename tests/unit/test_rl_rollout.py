@@ -11,7 +11,7 @@ import torch
 from faasrl.algorithms import impact, ppo
 from faasrl.rl.envs import make_vec_env
 from faasrl.rl.policy import ActorCritic, PolicySpec, policy_spec_for
-from faasrl.rl.rollout import Rollout, evaluate
+from faasrl.rl.rollout import Rollout, evaluate, finished_episodes
 
 
 class _Corridor(gym.Env):
@@ -82,6 +82,26 @@ def test_episodes_continue_across_collects():
     assert rollout.collect()[1] == []
     _, episodes = rollout.collect()  # steps 4..6: the episodes end at step 5
     assert episodes == [(5.0, 5), (5.0, 5)]
+
+
+def test_the_rollouts_own_stepping_is_the_vector_envs_same_step_autoreset():
+    """A rollout steps the vector env's envs itself: on the same actions, SyncVectorEnv gives
+    the same observations, rewards, episode ends and finished episodes."""
+    torch.manual_seed(0)
+    rollout = _rollout("CartPole-v1", ActorCritic(policy_spec_for("CartPole-v1")), steps=200,
+                       seed=3, num_envs=3)
+    steps, episodes = rollout.collect()
+    reference = make_vec_env("CartPole-v1", 3, 3)
+    obs, _ = reference.reset()  # as Rollout does: the seeded streams go on
+    seen = []
+    for t in range(200):  # CartPole's time limit (500) cuts nothing here: no bootstrap
+        np.testing.assert_array_equal(steps.obs[t], obs)
+        obs, rewards, terminated, truncated, infos = reference.step(steps.actions[t])
+        np.testing.assert_array_equal(steps.rewards[t], rewards.astype(np.float32))
+        np.testing.assert_array_equal(steps.ends[t], terminated | truncated)
+        seen += finished_episodes(infos)
+    np.testing.assert_array_equal(steps.next_obs, obs)
+    assert episodes == seen and len(episodes) >= 10
 
 
 def test_batch_shapes_and_dtypes_follow_the_spec():

@@ -22,9 +22,10 @@ from faasrl.rl.envs import env_family, make_env, obs_dtype
 _OBS_DTYPES = ("float32", "uint8")
 _ACTION_KINDS = ("discrete", "continuous")
 _ARCHS = ("mlp", "cnn")
-# What _features does to a raw observation (model files state the same: rl/model_card.py).
+# What features() does to a raw observation (model files state the same: rl/model_card.py).
 OBS_EPS, OBS_CLIP = 1e-8, 10.0  # normalised: clip((obs - mean) / sqrt(var + eps), -clip, clip)
 PIXEL_SCALE = 255.0  # CNN input without normalisation: obs / PIXEL_SCALE
+LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)  # a standard normal's log-density is -z^2/2 - this
 
 
 @dataclass(frozen=True)
@@ -150,15 +151,6 @@ def _sample(dist: Categorical | Normal, generator: torch.Generator | None) -> to
     return dist.mean + dist.stddev * noise
 
 
-def _log_prob_entropy(
-    dist: Categorical | Normal, action: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per-sample log-prob and entropy, summed over the dimensions of a continuous action."""
-    if isinstance(dist, Categorical):
-        return dist.log_prob(action), dist.entropy()
-    return dist.log_prob(action).sum(-1), dist.entropy().sum(-1)
-
-
 class ActorCritic(nn.Module):
     """PPO's actor-critic, CleanRL style.
 
@@ -217,7 +209,8 @@ class ActorCritic(nn.Module):
         self.obs_var.copy_(m2 / total)
         self.obs_count.copy_(total)
 
-    def _features(self, obs: torch.Tensor) -> torch.Tensor:
+    def features(self, obs: torch.Tensor) -> torch.Tensor:
+        """What the heads see: the normalised or scaled observations through the trunk."""
         if self.spec.normalize_obs:
             x = (obs.to(torch.float64) - self.obs_mean) / torch.sqrt(self.obs_var + OBS_EPS)
             x = x.clamp(-OBS_CLIP, OBS_CLIP).to(torch.float32)
@@ -229,17 +222,36 @@ class ActorCritic(nn.Module):
 
     def distribution(self, obs: torch.Tensor) -> Categorical | Normal:
         """The action distribution (a Normal per action dimension for continuous actions)."""
-        return self._dist(self._features(obs))
+        return self._dist(self.actor(self.features(obs)))
 
-    def _dist(self, features: torch.Tensor) -> Categorical | Normal:
-        out = self.actor(features)
+    def _dist(self, out: torch.Tensor) -> Categorical | Normal:
+        """The distribution of the actor head's output ``out``."""
         if self.spec.action_kind == "discrete":
             return Categorical(logits=out, validate_args=False)
         return Normal(out, self.log_std.exp().expand_as(out), validate_args=False)
 
+    def log_prob(self, out: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+        """Per-sample log-prob of ``action`` under the actor head's output ``out`` (logits, or
+        Gaussian means), summed over a continuous action's dimensions. The closed forms of
+        Categorical's and Normal's, without building distribution objects: on an update's
+        minibatches and a rollout's steps those cost more than the arithmetic."""
+        if self.spec.action_kind == "discrete":
+            return out.log_softmax(-1).gather(-1, action.long().unsqueeze(-1)).squeeze(-1)
+        z = (action - out) / self.log_std.exp()
+        return (-0.5 * z.square() - self.log_std - LOG_SQRT_2PI).sum(-1)
+
+    def entropy(self, out: torch.Tensor) -> torch.Tensor:
+        """Per-sample entropy of the action distribution (summed over a continuous action's
+        dimensions), from the actor head's output ``out``, as :meth:`log_prob`."""
+        if self.spec.action_kind == "discrete":
+            log_p = out.log_softmax(-1)
+            # As Categorical.entropy: a probability of 0 adds 0, not 0 * -inf.
+            return -(log_p.clamp(min=torch.finfo(log_p.dtype).min) * log_p.exp()).sum(-1)
+        return (0.5 + LOG_SQRT_2PI + self.log_std).sum().expand(out.shape[0])
+
     def get_value(self, obs: torch.Tensor) -> torch.Tensor:
         """State values, shape (B,)."""
-        return self.critic(self._features(obs)).squeeze(-1)
+        return self.critic(self.features(obs)).squeeze(-1)
 
     def get_action_and_value(
         self,
@@ -252,12 +264,12 @@ class ActorCritic(nn.Module):
 
         Continuous log-probs and entropies are summed over action dimensions.
         """
-        features = self._features(obs)
-        dist = self._dist(features)
+        features = self.features(obs)
+        out = self.actor(features)
         if action is None:
-            action = _sample(dist, generator)
-        logprob, entropy = _log_prob_entropy(dist, action)
-        return action, logprob, entropy, self.critic(features).squeeze(-1)
+            action = _sample(self._dist(out), generator)
+        return action, self.log_prob(out, action), self.entropy(out), \
+            self.critic(features).squeeze(-1)
 
     def act(
         self,
@@ -267,9 +279,7 @@ class ActorCritic(nn.Module):
         generator: torch.Generator | None = None,
     ) -> torch.Tensor:
         """Actions only: the mode (argmax / mean) when ``deterministic``, else a sample."""
-        dist = self._dist(self._features(obs))
+        out = self.actor(self.features(obs))
         if not deterministic:
-            return _sample(dist, generator)
-        if isinstance(dist, Categorical):
-            return dist.logits.argmax(-1)
-        return dist.mean
+            return _sample(self._dist(out), generator)
+        return out.argmax(-1) if self.spec.action_kind == "discrete" else out

@@ -18,6 +18,7 @@ unreachable Redis where it cannot simply retry pauses and then runs again (see t
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import statistics
 import time
@@ -68,6 +69,12 @@ class RedisDown(RuntimeError):
 def unreachable(rec: InvocationRecord) -> bool:
     """Whether an invocation failed because Redis did not answer (its retries ran out)."""
     return rec.status != "success" and (rec.error or {}).get("type") in UNREACHABLE_NAMES
+
+
+def actor_affinity(job_id: str, slot: int) -> str:
+    """The affinity key of a job's actor slot: its invocations go back to the container that
+    keeps the slot's envs and the job's policy warm."""
+    return f"{job_id}:actor:{slot}"
 
 
 def describe(rec: InvocationRecord) -> str:
@@ -479,14 +486,25 @@ class JobRun:
         self._wall_before = rec.wall_s
 
     async def _evaluate(self, purpose: Purpose) -> Evaluation:
-        """The current version's evaluation on ``purpose``'s seeds."""
+        """The current version's evaluation on ``purpose``'s seeds. Its episodes are split in
+        contiguous seed ranges among as many actor invocations as the last round ran, played
+        at once (each episode is its seed's wherever it runs, so the returns are the same as
+        one invocation's, in seed order)."""
         rec = self.record
         args = evaluate_args(rec, self.credentials.to_args(), purpose)
-        out = (await self.invoke_until_done(rec.spec.actor_function,
-                                            args.model_dump(mode="json")))[-1]
-        if out.status != "success":
-            raise JobError(f"{purpose} evaluation: {describe(out)}")
-        returns = result(EvaluateResult, out).returns
+        parts = max(1, min(args.episodes, self._planned[1] if self._planned else 1))
+        bounds = [args.episodes * i // parts for i in range(parts + 1)]
+        calls = [args.model_copy(update={"seed": args.seed + lo, "episodes": hi - lo})
+                 for lo, hi in itertools.pairwise(bounds)]
+        attempts = await asyncio.gather(*(
+            self.invoke_until_done(rec.spec.actor_function, call.model_dump(mode="json"),
+                                   affinity=actor_affinity(rec.id, slot))
+            for slot, call in enumerate(calls)))
+        returns: list[float] = []
+        for records in attempts:
+            if (out := records[-1]).status != "success":
+                raise JobError(f"{purpose} evaluation: {describe(out)}")
+            returns += result(EvaluateResult, out).returns
         return Evaluation(version=rec.version or 0, episodes=len(returns), first_seed=args.seed,
                           mean=statistics.fmean(returns),
                           std=statistics.pstdev(returns) if len(returns) > 1 else 0.0,

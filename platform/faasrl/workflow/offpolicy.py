@@ -51,6 +51,7 @@ from faasrl.workflow.job import (
     JobRun,
     RedisDown,
     RoundOutcome,
+    actor_affinity,
     describe,
     mean,
     unreachable,
@@ -203,7 +204,7 @@ class OffPolicyWorkflow:
         self._env_steps += spec.envs_per_actor * spec.steps_per_actor
         args = explore_args(rec, run.credentials.to_args(), slot, self._n)
         self.engine.start("actor", run.invoke(spec.actor_function, args.model_dump(mode="json"),
-                                              affinity=f"{rec.id}:actor:{slot}"),
+                                              affinity=actor_affinity(rec.id, slot)),
                           lambda r, slot=slot: self._explored(slot, r))
 
     def _explored(self, slot: int, r: InvocationRecord) -> None:

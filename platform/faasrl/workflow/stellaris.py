@@ -64,6 +64,7 @@ from faasrl.workflow.job import (
     JobRun,
     RedisDown,
     RoundOutcome,
+    actor_affinity,
     describe,
     mean,
     unreachable,
@@ -233,7 +234,7 @@ class StellarisWorkflow:
         args = rollout_args(rec, run.credentials.to_args(), rec.round, slot, None)
         self.engine.start("actor", run.invoke(rec.spec.actor_function,
                                               args.model_dump(mode="json"),
-                                              affinity=f"{rec.id}:actor:{slot}"),
+                                              affinity=actor_affinity(rec.id, slot)),
                           lambda r, slot=slot: self._rolled_out(slot, r))
 
     def _rolled_out(self, slot: int, r: InvocationRecord) -> None:

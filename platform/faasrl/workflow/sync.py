@@ -31,7 +31,7 @@ from faasrl.jobs.cost import actor_cost, learner_cost
 from faasrl.jobs.function_calls import result, rollout_args, update_args
 from faasrl.workflow.buffer import POLICY, TRAJECTORIES, Buffer, Item
 from faasrl.workflow.engine import Engine
-from faasrl.workflow.job import JobError, JobRun, RoundOutcome, describe
+from faasrl.workflow.job import JobError, JobRun, RoundOutcome, actor_affinity, describe
 from faasrl.workflow.triggers import DataKeyTrigger, Message, ObjectKeyTrigger, Rule
 
 log = logging.getLogger(__name__)
@@ -131,7 +131,7 @@ class SyncWorkflow:
         args = rollout_args(rec, run.credentials.to_args(), rec.round, slot, version)
         attempts = await run.invoke_until_done(rec.spec.actor_function,
                                                args.model_dump(mode="json"),
-                                               affinity=f"{rec.id}:actor:{slot}",
+                                               affinity=actor_affinity(rec.id, slot),
                                                retries=ACTOR_ATTEMPTS - 1)
         if attempts[-1].status != "success":
             raise JobError(f"round {rec.round}: actor slot {slot} failed {len(attempts)} "
