@@ -349,6 +349,9 @@ def test_cluster_view(client: Client, platform):
     client.invoke("t")
     view = client.cluster()
     assert view["backend"] == "process"
+    assert view["zygote"] in ("importing", "ready")  # the process backend's default: on
+    wait_for(lambda: client.cluster()["zygote"] == "ready", what="the zygote's imports",
+             timeout_s=120)
     assert view["reserved"] == {"cpu": 0.0, "memory_mb": 200, "gpus": 0}  # idle: no cores
     (c,) = view["functions"]["t"]["containers"]
     assert c["state"] == "idle" and c["served"] == 1 and pid_alive(c["pid"])

@@ -160,10 +160,12 @@ def test_without_its_zygote_a_container_starts_as_a_new_interpreter(tmp_path, mo
     async def scenario():
         backend = zygote_backend(tmp_path)
         try:
+            assert backend.zygote_state() == "ready"
             forked, _ = await started(backend, "c1")
             old = backend.zygote
             os.kill(old.pid, signal.SIGKILL)
             wait_for(lambda: old.gone, what="the zygote's death to be noticed")
+            assert backend.zygote_state() == "gone"
             # Its children die with it (their parent-death signal).
             assert wait_for(lambda: backend.exit_code(forked)) == -signal.SIGKILL
             _, client = await started(backend, "c2")
@@ -191,6 +193,7 @@ def start_while_importing(tmp_path: Path, spec: FunctionSpec) -> tuple[dict, dic
     async def scenario():
         backend = ProcessBackend(tmp_path, zygote=True)
         try:
+            assert backend.zygote_state() == "importing"  # torch takes a second or more
             _, client = await started(backend, "c1", spec)
             out = await run(client)
             client.close()

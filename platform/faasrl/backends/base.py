@@ -5,9 +5,12 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from faasrl.manifest import FunctionSpec
+
+# A zygote's state, as the cluster view shows it (``off``: the backend forks none).
+ZygoteState = Literal["off", "importing", "ready", "gone"]
 
 if TYPE_CHECKING:
     from faasrl.invoker.resources import Resources
@@ -57,6 +60,11 @@ class Backend(ABC):
     # it is killed); else only while it starts or runs, as a process uses no CPU while idle.
     holds_cores_idle: bool = False
     has_stem_cells = False  # whether start_stem works and start takes a stem cell
+
+    def zygote_state(self) -> ZygoteState | None:
+        """Whether the zygote cold starts fork from has done its imports (None: this backend
+        has no zygotes)."""
+        return None
 
     def capacity(self) -> Resources | None:
         """What the machines this backend places containers on offer now, when they and not

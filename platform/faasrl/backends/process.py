@@ -51,7 +51,7 @@ from pathlib import Path
 from typing import Any
 
 import faasrl
-from faasrl.backends.base import Backend, ContainerHandle, ContainerStats
+from faasrl.backends.base import Backend, ContainerHandle, ContainerStats, ZygoteState
 from faasrl.backends.zygote import Zygote, ZygoteGone
 from faasrl.manifest import FunctionSpec
 from faasrl.runtime.zygote import exited
@@ -206,6 +206,11 @@ class ProcessBackend(Backend):
         self._zygote_started = 0.0
         if zygote:
             self._start_zygote()
+
+    def zygote_state(self) -> ZygoteState:
+        if self.zygote is None:  # a new one starts with the next cold start, if it may
+            return "gone" if self._respawn else "off"
+        return self.zygote.state
 
     def check(self, spec: FunctionSpec) -> dict[str, str]:
         fields = {}

@@ -30,6 +30,7 @@ from concurrent.futures import Future, InvalidStateError
 from pathlib import Path
 from typing import Any
 
+from faasrl.backends.base import ZygoteState
 from faasrl.runtime.zygote import MAX_MESSAGE, send
 
 SETTLE_POLL_S = 0.01  # how often a start waiting for the zygote's imports looks again
@@ -80,6 +81,11 @@ class Zygote:
     @property
     def usable(self) -> bool:
         return self.was_ready and not self._gone
+
+    @property
+    def state(self) -> ZygoteState:
+        """``importing`` until it can fork, then ``ready``; ``gone`` once it died."""
+        return "gone" if self._gone else "ready" if self.was_ready else "importing"
 
     def wait_ready(self, timeout_s: float) -> bool:
         """Whether it is ready to fork, waiting up to ``timeout_s`` for its imports."""

@@ -150,8 +150,9 @@ def status() -> None:
     with connect() as client:
         health, cluster = client.health(), client.cluster()
     cap, res = cluster["capacity"], cluster["reserved"]
+    zygote = f"zygote {cluster['zygote']}  " if cluster.get("zygote") else ""
     console.print(f"[bold]{client.url}[/bold]  redis {health['redis']}  "
-                  f"backend {cluster['backend']}  "
+                  f"backend {cluster['backend']}  {zygote}"
                   f"cpu {res['cpu']:g}/{cap['cpu']:g}  memory {res['memory_mb']}/"
                   f"{cap['memory_mb']} MB  gpus {res['gpus']}/{cap['gpus']}")
     table = Table("function", "starting", "idle", "busy", "stopping", "queued")

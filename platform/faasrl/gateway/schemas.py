@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal
 from fastapi import Path
 from pydantic import BaseModel, Field
 
+from faasrl.backends.base import ZygoteState
 from faasrl.data.keys import JOB_ID
 from faasrl.inputs import STRICT
 from faasrl.manifest import FUNCTION_NAME, FunctionSpec
@@ -133,6 +134,10 @@ class ClusterOut(BaseModel):
     stem_cells: dict[str, StemCellsOut] = Field(
         default_factory=dict, description="generic containers kept ready per image (\"\": the "
                                           "backend's default image), Docker backend")
+    zygote: ZygoteState | None = Field(
+        None, description="the process backend's zygote, which cold starts fork from: "
+                          "importing, ready (forks), gone (starts anew with the next cold "
+                          "start) or off; null: the backend has none")
 
 
 class HealthOut(BaseModel):

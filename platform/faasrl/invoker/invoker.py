@@ -22,7 +22,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from faasrl.backends.base import Backend, ContainerHandle, ContainerStats
+from faasrl.backends.base import Backend, ContainerHandle, ContainerStats, ZygoteState
 from faasrl.backends.service import ServiceBackend
 from faasrl.invoker.errors import InvokerError, NotPlaceable, StartFailed
 from faasrl.invoker.metrics import InvokerMetrics
@@ -197,6 +197,10 @@ class Invoker:
     def stem_cells(self) -> dict[str, dict[str, int]]:
         """Stem cells per image ("": the backend's default) and state (starting, ready)."""
         return self._pool.stem_counts()
+
+    def zygote_state(self) -> ZygoteState | None:
+        """Whether the backend's zygote has done its imports (None: it has no zygotes)."""
+        return self._backend.zygote_state()
 
     def container_stats(self, container_id: str) -> ContainerStats | None:
         """A container's memory and CPU use; None once it is gone (or not started yet)."""

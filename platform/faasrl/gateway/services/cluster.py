@@ -38,7 +38,8 @@ def snapshot(invoker: Invoker) -> ClusterOut:
                       reserved=_resources(reserved), free=_resources(capacity - reserved),
                       functions=functions,
                       stem_cells={image: StemCellsOut(**counts)
-                                  for image, counts in invoker.stem_cells().items()})
+                                  for image, counts in invoker.stem_cells().items()},
+                      zygote=invoker.zygote_state())
 
 
 def _resources(r: Resources) -> ResourcesOut:
