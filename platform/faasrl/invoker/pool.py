@@ -244,7 +244,8 @@ class Pool:
         the same key wins, so that state is reused instead of rebuilt.
         """
         self.spec(function)
-        ahead = self._queued(function)
+        ahead = any(w.function == function and w.container is None
+                    for w in self._queue.values())
         self._queue[waiter] = Waiter(waiter, function, now, affinity=affinity)
         if retry:
             self._queue = {waiter: self._queue.pop(waiter), **self._queue}
@@ -254,7 +255,8 @@ class Pool:
         actions = self._dispatch(now) if retry or not ahead else []
         w = self._queue.get(waiter)
         if (w is not None and w.container is None and not retry
-                and ahead + 1 > self.max_queue):
+                and len(self._queue) > self.max_queue  # else no function can have too many
+                and self._queued(function) > self.max_queue):
             del self._queue[waiter]
             msg = f"{function!r} has {self.max_queue} invocations queued already"
             actions.append(Reject(waiter, QueueFull(msg)))
