@@ -31,10 +31,11 @@ from faasrl.redis_server import EmbeddedRedis
 pytestmark = pytest.mark.faults
 
 ROUNDS = 10
-SYNC = {"env_id": "CartPole-v1", "envs_per_actor": 2, "steps_per_actor": 256,
+# Rounds long enough (about 0.2 s) that a fault found at round 3 lands before the job ends.
+SYNC = {"env_id": "CartPole-v1", "envs_per_actor": 2, "steps_per_actor": 1024,
         "controller": {"name": "fixed", "actors": 2}, "evaluation_episodes": 0,
         "stop": {"max_rounds": ROUNDS}}
-SYNC_STEPS = 2 * 2 * 256
+SYNC_STEPS = 2 * 2 * 1024
 ASYNC = {**SYNC, "execution": "async", "asynchronous": {"max_learners": 2}}
 # conftest's platform: on its own embedded (supervised, password-protected) Redis
 PLATFORM = {"redis_url": None, "register_builtins": True}
@@ -59,6 +60,7 @@ def test_a_killed_function_container_loses_nothing(client: Client, platform, fun
     job = client.submit(SYNC)
     at_round(client, job["id"], 3)
     os.kill(busy_pid(client, function), signal.SIGKILL)
+    assert client.job(job["id"])["round"] < ROUNDS  # the fault hit the running job
     done = finished(client, job["id"])
     assert done["status"] == "succeeded", done
     rows = client.job_metrics(job["id"])
