@@ -249,12 +249,11 @@ class Invoker:
                     break
                 rec.queue_s += waited
                 rec.container = assign.container
-                rec.node = handle.node if (handle := self._handles.get(assign.container)) \
-                    else None
+                handle = self._handles.get(assign.container)
+                rec.node = handle.node if handle is not None else None
                 if assign.cold:
                     rec.cold = True
                     rec.init_s += self._start_s.get(assign.container, 0.0)
-                    handle = self._handles.get(assign.container)
                     rec.stem_cell = handle is not None and handle.stem_cell
                 rec.status = "running"
                 if on_running is not None:

@@ -688,11 +688,7 @@ class Pool:
         if not last:  # nobody waits for a container: the common case on the warm path
             return []
         actions: list[Action] = []
-        # The node's free capacity, kept up to date through the warm assignments below and
-        # summed again (over every container) only after a start or an eviction changed more.
-        held, stopping = self._sums()
-        free: Resources | None = self.capacity - self._plus_stems(held)
-        budget = free + stopping  # what is free once stopping containers are gone
+        budget = self._free() + self._sums()[1]  # what is free once stopping containers are gone
         blocked: set[str] = set()  # functions whose earlier waiter found nothing in this pass
         for i, w in enumerate(waiters):
             if w.container is not None:
@@ -708,12 +704,11 @@ class Pool:
             cpu = Resources(need_of(self._specs[w.function]).cpu)
             if (c := self._assignable(w)) is not None:
                 if c.state is State.IDLE and not self.cores_held_idle:  # it needs its cores back
-                    free = self._free() if free is None else free
-                    if not (budget.covers(cpu) and free.covers(cpu)):
+                    if not (budget.covers(cpu) and self._free().covers(cpu)):
                         budget = (budget - cpu).floor_zero()
                         blocked.add(w.function)
                         continue
-                    budget, free = budget - cpu, free - cpu
+                    budget = budget - cpu
                 actions.append(self._assign(w, c, now, cold=False, bills_init=False))
                 continue
             if (c := self._claimable(w.function)) is not None:
@@ -725,14 +720,14 @@ class Pool:
             budget = budget + self._stem_credit(spec)
             if not budget.covers(need):
                 freed, stops = self._evict(w.function, need - budget)
-                budget, actions, free = budget + freed, actions + stops, None
+                budget, actions = budget + freed, actions + stops
             if not budget.covers(need):
                 budget = (budget - need).floor_zero()  # hold it for this waiter
                 blocked.add(w.function)
                 continue
             budget = budget - need
             if self._can_start(spec, need):
-                start, free = self._start(spec, now, prewarmed=False), None
+                start = self._start(spec, now, prewarmed=False)
                 self._containers[start.container].claims.append(w.id)
                 w.container = start.container
                 actions.append(start)
