@@ -28,6 +28,8 @@ try:  # functions train with torch; the gateway (no torch) only validates Config
     import torch
     from torch import nn
     from torch.nn import functional
+
+    from faasrl.rl.policy import LOG_SQRT_2PI
 except ModuleNotFoundError:
     torch = nn = functional = None  # type: ignore[assignment]
 
@@ -107,7 +109,7 @@ def squashed_gaussian(mean: torch.Tensor, log_std: torch.Tensor, noise: torch.Te
     (1 - tanh²u rounds to 0 in float32 from |u| ≈ 9 on).
     """
     u = mean + log_std.exp() * noise
-    log_normal = -0.5 * noise ** 2 - log_std - 0.5 * math.log(2 * math.pi)
+    log_normal = -0.5 * noise ** 2 - log_std - LOG_SQRT_2PI
     log_jacobian = 2 * (math.log(2) - u - functional.softplus(-2 * u))
     return torch.tanh(u), (log_normal - log_jacobian).sum(-1)
 

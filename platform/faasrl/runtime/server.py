@@ -145,17 +145,20 @@ class Context:
         return int(self.remaining_s() * 1000)
 
 
-def _anon_memory_mb() -> float | None:
-    """This process's anonymous resident memory (what a tighter memory limit cannot reclaim)."""
+def status_mb(field: str) -> float | None:
+    """A size field of this process's ``/proc/self/status`` (``RssAnon``, ``VmData``) in MB;
+    None where there is none (off Linux)."""
     try:
         with open("/proc/self/status") as f:
-            return next(int(line.split()[1]) for line in f if line.startswith("RssAnon:")) / 1024
+            return next(int(line.split()[1]) for line in f
+                        if line.startswith(f"{field}:")) / 1024
     except (OSError, StopIteration, ValueError):
         return None
 
 
 class Runtime:
-    """The loaded handler and the thread(s) it runs on.
+    """The loaded handler, run on the thread of the connection that asked (at most
+    ``concurrency`` at once), with one watchdog keeping the runs' deadlines.
 
     A stem cell's runtime was started (and imported what functions import) before its function
     was known: ``/init`` then also names the folder to import the handler from (``cwd``), and
@@ -179,7 +182,7 @@ class Runtime:
             "invocations": self.invocations,
         }
         if self.stem_cell and self.handler is None:  # what a function's memory must exceed
-            out["stem_cell"], out["memory_mb"] = True, _anon_memory_mb()
+            out["stem_cell"], out["memory_mb"] = True, status_mb("RssAnon")
         return out
 
     def init(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
@@ -266,14 +269,13 @@ class Runtime:
                 time.sleep(60)  # the watchdog answers for this run and ends the process
         finally:
             slots.release()
-        out |= {"duration_s": time.monotonic() - run.start, "cpu_s": usage.cpu_s,
-                "wait_s": usage.wait_s}
+        measured = {"duration_s": time.monotonic() - run.start, "cpu_s": usage.cpu_s,
+                    "wait_s": usage.wait_s}
         try:
-            payload = dumps(out)
+            payload = dumps(out | measured)
         except (TypeError, ValueError) as exc:
-            out = error("ResultError", f"the result is not JSON-serializable: {exc}") | {
-                key: out[key] for key in ("duration_s", "cpu_s", "wait_s")}
-            payload = dumps(out)
+            payload = dumps(error("ResultError", f"the result is not JSON-serializable: {exc}")
+                            | measured)
         reply(200, payload)
 
 

@@ -38,6 +38,7 @@ from typing import Any
 
 from faasrl.runtime.__main__ import die_with_parent, no_peeking, serve
 from faasrl.runtime.preload import blas_setters, preload, size_threads
+from faasrl.runtime.server import status_mb
 
 MAX_MESSAGE = 1 << 20
 
@@ -61,13 +62,6 @@ def exited(pid: int) -> int | None:
     if info is None:
         return None
     return info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
-
-
-def _data_mb() -> float:
-    """This process's ``VmData`` (what ``RLIMIT_DATA`` counts), which every child inherits."""
-    with open("/proc/self/status") as f:
-        kb = next(int(line.split()[1]) for line in f if line.startswith("VmData:"))
-    return kb / 1024
 
 
 def _unsafe_to_fork() -> str | None:
@@ -221,7 +215,7 @@ def main(argv: list[str] | None = None) -> None:
     if (unsafe := _unsafe_to_fork()) is not None:
         print(f"faasrl zygote: {unsafe} after the imports; forking is unsafe", flush=True)
         sys.exit(1)
-    send(control, {"ready": True, "data_mb": _data_mb(), "imported": imported,
+    send(control, {"ready": True, "data_mb": status_mb("VmData") or 0.0, "imported": imported,
                    "failed": failed})
     print(f"faasrl zygote ready (pid {os.getpid()}, {len(imported)} modules)", flush=True)
     Zygote(control, blas_setters()).serve()
