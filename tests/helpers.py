@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import re
-import socket
 import subprocess
 import sys
 import time
@@ -37,13 +36,6 @@ def wait_for(predicate: Callable[[], Any], timeout_s: float = 10.0, what: str = 
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout_s:g} s waiting for {what}")
         time.sleep(poll_s)
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on (for a server the test starts)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def start_runtime(*extra: str, preexec_fn: Callable[[], None] | None = None,

@@ -50,7 +50,8 @@ def redis_server_binary() -> Path:
     return binary
 
 
-def _free_port(host: str) -> int:
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port on ``host`` that nothing listens on now (for a server about to start)."""
     with socket.socket() as s:
         s.bind((host, 0))
         return s.getsockname()[1]
@@ -92,7 +93,7 @@ class EmbeddedRedis:
         self._stopping.clear()
         attempts = 3 if self.port == 0 else 1
         for attempt in range(attempts):
-            port = self.port or _free_port(self.host)
+            port = self.port or free_port(self.host)
             try:
                 with self._lock:
                     self._launch(port, timeout_s)

@@ -13,9 +13,10 @@ from pathlib import Path
 
 import docker
 import pytest
-from helpers import REPO, assert_rows_whole, free_port, stall, succeeded, wait_for
+from helpers import REPO, assert_rows_whole, stall, succeeded, wait_for
 
 from faasrl.client import Client, GatewayError
+from faasrl.redis_server import free_port
 
 pytestmark = pytest.mark.docker
 

@@ -17,7 +17,6 @@ from helpers import (
     at_round,
     every_invocation_recorded,
     finished,
-    free_port,
     gateway,
     gateway_up,
     pid_alive,
@@ -26,7 +25,7 @@ from helpers import (
 )
 
 from faasrl.client import Client, GatewayError
-from faasrl.redis_server import EmbeddedRedis
+from faasrl.redis_server import EmbeddedRedis, free_port
 
 pytestmark = pytest.mark.faults
 

@@ -16,12 +16,12 @@ from pathlib import Path
 import boto3
 import httpx
 import pytest
-from helpers import free_port
 from moto import mock_aws
 from typer.testing import CliRunner
 
 from faasrl.cli import app
 from faasrl.lambda_deploy import BASIC_EXECUTION, ROLE_NAME, LambdaDeployer, LambdaDeployment
+from faasrl.redis_server import free_port
 
 ECR_URI = "123456789012.dkr.ecr.us-east-1.amazonaws.com"
 

@@ -21,7 +21,6 @@ from helpers import (
     at_round,
     every_invocation_recorded,
     fn,
-    free_port,
     gateway,
     gateway_up,
     pid_alive,
@@ -32,6 +31,7 @@ from helpers import (
 from faasrl.client import Client, GatewayError
 from faasrl.embedded import EmbeddedPlatform
 from faasrl.manifest import load_manifest
+from faasrl.redis_server import free_port
 
 ray = pytest.importorskip("ray", reason="the Ray backend needs the ray package (make install)")
 cluster_utils = pytest.importorskip("ray.cluster_utils")

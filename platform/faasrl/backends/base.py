@@ -16,6 +16,13 @@ if TYPE_CHECKING:
     from faasrl.invoker.resources import Resources
 
 
+
+def thread_env(cpu: float) -> dict[str, str]:
+    """Sizes numeric libraries' thread pools to a container's cores (they size them at import:
+    one thread for a process that imports before it forks or is specialised)."""
+    threads = str(max(1, int(cpu)))
+    return {"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads}
+
 @dataclass
 class ContainerHandle:
     """A started container: how to reach its runtime and how its backend knows it."""

@@ -46,7 +46,13 @@ import docker
 from docker.errors import APIError, DockerException, ImageNotFound, NotFound
 from docker.types import DeviceRequest
 
-from faasrl.backends.base import Backend, ContainerHandle, ContainerStats, builtin_dir
+from faasrl.backends.base import (
+    Backend,
+    ContainerHandle,
+    ContainerStats,
+    builtin_dir,
+    thread_env,
+)
 from faasrl.backends.process import owner_alive, owner_label
 from faasrl.manifest import FunctionSpec
 from faasrl.runtime.server import SECRET_ENV
@@ -95,9 +101,7 @@ def container_name(function: str, container_id: str) -> str:
 
 def function_env(spec: FunctionSpec, container_id: str) -> dict[str, str]:
     """What of a container's environment is its function's (a stem cell gets it at /init)."""
-    threads = str(max(1, int(spec.cpu)))  # numeric libraries size their pools to this
-    return {"FAASRL_CONTAINER_ID": container_id, "OMP_NUM_THREADS": threads,
-            "MKL_NUM_THREADS": threads}
+    return {"FAASRL_CONTAINER_ID": container_id, **thread_env(spec.cpu)}
 
 
 def _runtime_options(image: str, config: DockerConfig, owner: str, secret: str,
@@ -159,7 +163,7 @@ def stem_options(image: str, stem_id: str, config: DockerConfig, owner: str, sec
     options["command"].append("--stem-cell")
     options["name"] = container_name("stem", stem_id)
     options["labels"] |= {f"{LABEL}.stem_cell": "true", f"{LABEL}.container": stem_id}
-    options["environment"] |= {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    options["environment"] |= thread_env(1)
     options |= {"cpu_period": CFS_PERIOD_US, "cpu_quota": CFS_PERIOD_US,
                 "cpu_shares": STEM_CPU_SHARES}
     return options

@@ -46,12 +46,19 @@ import sys
 import tempfile
 import time
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import faasrl
-from faasrl.backends.base import Backend, ContainerHandle, ContainerStats, ZygoteState
+from faasrl.backends.base import (
+    Backend,
+    ContainerHandle,
+    ContainerStats,
+    ZygoteState,
+    thread_env,
+)
 from faasrl.backends.zygote import Zygote, ZygoteGone
 from faasrl.manifest import FunctionSpec
 from faasrl.runtime.zygote import exited
@@ -229,10 +236,7 @@ class ProcessBackend(Backend):
         tmp = self._private_dir(f"faasrl-{container_id}-")
         self._tmp[container_id] = tmp
         cwd = Path(spec.code_dir).absolute() if spec.code_dir else tmp  # the zygote is elsewhere
-        threads = str(max(1, int(spec.cpu)))  # numeric libraries size their pools to this
-        env = {**base_env(), "OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads,
-               "CUDA_VISIBLE_DEVICES": ",".join(map(str, gpus)),
-               "FAASRL_CONTAINER_ID": container_id, "HOME": str(tmp), "TMPDIR": str(tmp)}
+        env = container_env(spec.cpu, container_id, gpus, tmp)
         log_path = self._logs / f"{container_id}.log"
         started = None
         if (starting := self.zygote) is not None and not starting.was_ready \
@@ -260,20 +264,8 @@ class ProcessBackend(Backend):
 
     def _exec(self, env: dict[str, str], cwd: Path, memory_mb: int,
               log_path: Path) -> tuple[_Exec, int, str]:
-        secret, secret_r = secret_pipe()
-        cmd = [self._python, "-m", "faasrl.runtime", "--parent-pid", str(os.getpid()),
-               "--memory-mb", str(memory_mb), "--secret-fd", str(secret_r)]
-        try:
-            with socket.create_server(("127.0.0.1", 0), backlog=128) as sock, \
-                    open(log_path, "ab") as out:
-                fd = sock.fileno()
-                proc = subprocess.Popen(
-                    [*cmd, "--listen-fd", str(fd)], cwd=cwd, env=env, stdin=subprocess.DEVNULL,
-                    stdout=out, stderr=subprocess.STDOUT, pass_fds=(fd, secret_r),
-                    start_new_session=True, **self._user())
-                port = sock.getsockname()[1]
-        finally:
-            os.close(secret_r)
+        proc, port, secret = exec_runtime(self._python, env, cwd, memory_mb, log_path,
+                                          **self._user())
         return _Exec(proc), port, secret
 
     async def _fork(self, zygote: Zygote, container_id: str, env: dict[str, str], cwd: Path,
@@ -320,8 +312,7 @@ class ProcessBackend(Backend):
     def _start_zygote(self) -> None:
         tmp = self._private_dir("faasrl-zygote-")
         # One thread while it imports: numeric libraries would start pools a fork cannot copy.
-        env = {**base_env(), "HOME": str(tmp), "TMPDIR": str(tmp), "OMP_NUM_THREADS": "1",
-               "MKL_NUM_THREADS": "1"}
+        env = {**base_env(), "HOME": str(tmp), "TMPDIR": str(tmp), **thread_env(1)}
         self._zygote_started = time.monotonic()
         try:
             zygote = Zygote(self._python, env, tmp, self._logs / "zygote.log", self._user())
@@ -404,6 +395,37 @@ class ProcessBackend(Backend):
         if (zygote := self.zygote) is not None:
             await zygote.close()
             self._forget_zygote(zygote)
+
+
+def container_env(cpu: float, container_id: str, gpus: Sequence[int | str],
+                  tmp: Path) -> dict[str, str]:
+    """A container's process environment: ``base_env``, its thread pools, its GPUs, its id and
+    its own HOME and TMPDIR."""
+    return {**base_env(), **thread_env(cpu), "CUDA_VISIBLE_DEVICES": ",".join(map(str, gpus)),
+            "FAASRL_CONTAINER_ID": container_id, "HOME": str(tmp), "TMPDIR": str(tmp)}
+
+
+def exec_runtime(python: str, env: dict[str, str], cwd: Path, memory_mb: int, log_path: Path,
+                 host: str = "127.0.0.1", **popen: Any) -> tuple[subprocess.Popen[bytes], int,
+                                                                 str]:
+    """Start ``python -m faasrl.runtime`` as a new interpreter in a session of its own, on a
+    listening socket bound here (so requests queue until it accepts) and with its secret on a
+    pipe; returns the process, its port and the secret."""
+    secret, secret_r = secret_pipe()
+    try:
+        with socket.create_server((host, 0), backlog=128) as sock, open(log_path, "ab") as out:
+            fd = sock.fileno()
+            proc = subprocess.Popen(
+                [python, "-m", "faasrl.runtime", "--parent-pid", str(os.getpid()),
+                 "--memory-mb", str(memory_mb), "--secret-fd", str(secret_r),
+                 "--listen-fd", str(fd)],
+                cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out,
+                stderr=subprocess.STDOUT, pass_fds=(fd, secret_r), start_new_session=True,
+                **popen)
+            port = sock.getsockname()[1]
+    finally:
+        os.close(secret_r)
+    return proc, port, secret
 
 
 def secret_pipe() -> tuple[str, int]:

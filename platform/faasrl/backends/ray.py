@@ -187,8 +187,7 @@ class RayBackend(Backend):
 
     def _workdir(self, spec: FunctionSpec) -> str | None:
         functions = self.config.functions_dir
-        on_nodes = self.config.builtins_dir or (str(functions) if functions else None)
-        return builtin_dir(spec, functions, on_nodes) if on_nodes else None
+        return builtin_dir(spec, functions, self.config.builtins_dir or str(functions))
 
     # --------------------------------------------------------------- lifecycle
     async def start(self, spec: FunctionSpec, container_id: str, gpus: tuple[int, ...] = (),
@@ -204,7 +203,7 @@ class RayBackend(Backend):
         self._actors[container_id] = actor
         try:
             config = {"cpu": spec.cpu, "memory_mb": spec.memory_mb,
-                      "workdir": None if spec.code_sha256 else self._workdir(spec)}
+                      "workdir": self._workdir(spec)}
             out = json.loads(await _wait(actor.start.remote(json.dumps(config))))
         except BaseException:  # pending past the start timeout, or failed: it must not linger
             self._actors.pop(container_id, None)

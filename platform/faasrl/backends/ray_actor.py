@@ -13,17 +13,15 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
-import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 from collections import deque
 from pathlib import Path
 
-from faasrl.backends.process import base_env, kill_group, process_stats, secret_pipe
+from faasrl.backends.process import container_env, exec_runtime, kill_group, process_stats
 
 
 class RuntimeActor:
@@ -52,24 +50,9 @@ class RuntimeActor:
             raise FileNotFoundError(f"no folder {workdir} on the Ray node {host} (the built-in "
                                     "functions must be there: FAASRL_RAY_BUILTINS_DIR)")
         gpus = ray.get_runtime_context().get_accelerator_ids().get("GPU", [])
-        threads = str(max(1, int(cfg["cpu"])))  # numeric libraries size their pools to this
-        env = {**base_env(), "OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads,
-               "CUDA_VISIBLE_DEVICES": ",".join(gpus), "FAASRL_CONTAINER_ID": self._id,
-               "HOME": str(self._tmp), "TMPDIR": str(self._tmp)}
-        secret, secret_r = secret_pipe()
-        try:
-            with socket.create_server((host, 0), backlog=128) as sock, \
-                    open(self._log, "ab") as out:
-                fd = sock.fileno()
-                self._proc = subprocess.Popen(
-                    [sys.executable, "-m", "faasrl.runtime", "--parent-pid", str(os.getpid()),
-                     "--memory-mb", str(cfg["memory_mb"]), "--secret-fd", str(secret_r),
-                     "--listen-fd", str(fd)],
-                    cwd=workdir or self._tmp, env=env, stdin=subprocess.DEVNULL, stdout=out,
-                    stderr=subprocess.STDOUT, pass_fds=(fd, secret_r), start_new_session=True)
-                port = sock.getsockname()[1]
-        finally:
-            os.close(secret_r)
+        env = container_env(cfg["cpu"], self._id, gpus, self._tmp)
+        self._proc, port, secret = exec_runtime(sys.executable, env, Path(workdir or self._tmp),
+                                                cfg["memory_mb"], self._log, host=host)
         return json.dumps({"host": host, "port": port, "pid": self._proc.pid, "secret": secret,
                            "node_id": ray.get_runtime_context().get_node_id()})
 

@@ -17,15 +17,10 @@ import time
 from pathlib import Path
 
 from faasrl.backends.process import base_env, kill_group
+from faasrl.redis_server import free_port
 
 OBJECT_STORE_MB = 128  # faasrl moves data through Redis, not Ray's object store
 _PASSED_PREFIX = "RAY_"  # Ray's own tuning variables go through
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class LocalRayCluster:
