@@ -50,3 +50,18 @@ def test_a_batch_over_luas_unpack_limit_lands_whole_with_its_ttl(redis_url):
     newest, kept, ttl = asyncio.run(scenario())
     assert newest == ["h2499", "h2498", "h2497"] and kept == 1200
     assert 0 < ttl <= 60
+
+
+def test_recent_reads_a_page_of_the_index_from_any_place(redis_url):
+    async def scenario() -> list[list[str]]:
+        redis = gateway_redis(redis_url)
+        store = RecordStore(redis, ttl_s=60, flush_interval_s=0.01, index_len=100)
+        await store.start()
+        for i in range(7):
+            store.put(InvocationRecord(f"r{i}", "f", status="success"))
+        await store.close()
+        pages = [[r["id"] for r in await store.recent("f", 3, start)] for start in (0, 3, 6, 9)]
+        await redis.aclose()
+        return pages
+
+    assert asyncio.run(scenario()) == [["r6", "r5", "r4"], ["r3", "r2", "r1"], ["r0"], []]

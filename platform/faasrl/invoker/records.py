@@ -10,14 +10,15 @@ import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args
 
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 log = logging.getLogger(__name__)
 
-FINAL = ("success", "error", "timeout")
+FinalStatus = Literal["success", "error", "timeout"]  # how an invocation can end
+FINAL: tuple[str, ...] = get_args(FinalStatus)
 INDEX_LEN = 1000  # finished invocations each function's index keeps (what recent() can read)
 
 
@@ -180,8 +181,12 @@ class RecordStore:
         raw = await self._redis.get(_key(invocation_id))
         return json.loads(raw) if raw else None
 
-    async def recent(self, function: str, limit: int = 50) -> list[dict[str, Any]]:
-        ids = list(dict.fromkeys(await self._redis.lrange(_index(function), 0, limit - 1)))
+    async def recent(self, function: str, limit: int = 50, start: int = 0
+                     ) -> list[dict[str, Any]]:
+        """Up to ``limit`` finished records of ``function``, newest first, skipping the
+        ``start`` newest."""
+        ids = list(dict.fromkeys(await self._redis.lrange(_index(function), start,
+                                                          start + limit - 1)))
         if not ids:
             return []
         raws = await self._redis.mget([_key(i.decode()) for i in ids])

@@ -1,8 +1,9 @@
-"""A metrics row as named scalars: what TensorBoard and Prometheus read of a round.
+"""A metrics row as named scalars: what TensorBoard's event files hold of a round (Prometheus'
+job gauges are a fixed few fields of the job's record, ``jobs/prometheus.py``).
 
 A row's columns are whatever :meth:`faasrl.workflow.job.JobRun.close_round` and the job's
 workflow put in it; this module reads them from the row itself, so a column added there reaches
-every exporter with no list to keep in step. Numbers become scalars under their column's name;
+TensorBoard with no list to keep in step. Numbers become scalars under their column's name;
 a column holding a mapping (the controller's decision) becomes one scalar per numeric entry,
 ``column/entry``; text, lists and missing values (``None``) are left out.
 """

@@ -39,13 +39,15 @@ class EventLog:
                                      session_log=SessionLog(status=SessionLog.START)))
         self._writer.flush()
 
-    def add_row(self, row: dict[str, Any], wall_time: float) -> None:
+    def add_row(self, row: dict[str, Any], wall_time: float, *, flush: bool = True) -> None:
         """Write a row's scalars and flush, so a TensorBoard watching the folder sees the
-        round now, not when a buffer fills."""
+        round now, not when a buffer fills (an export of finished rows flushes once, at
+        ``close``)."""
         summary = Summary(value=[Summary.Value(tag=tag, simple_value=value)
                                  for tag, value in row_scalars(row).items()])
         self._writer.add_event(Event(wall_time=wall_time, step=row_step(row), summary=summary))
-        self._writer.flush()
+        if flush:
+            self._writer.flush()
 
     def close(self) -> None:
         self._writer.close()
@@ -57,7 +59,7 @@ def export_rows(rows: Iterable[dict[str, Any]], folder: Path, started_at: float)
     log, n = EventLog(folder), 0
     try:
         for row in rows:
-            log.add_row(row, started_at + float(row.get("wall_s") or 0.0))
+            log.add_row(row, started_at + float(row.get("wall_s") or 0.0), flush=False)
             n += 1
     finally:
         log.close()

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, HTTPException, Query
 
 from faasrl.gateway.auth import require_token
 from faasrl.gateway.schemas import REDIS_ERRORS, ErrorOut, InvocationId, InvocationOut
 from faasrl.gateway.services import ServicesDep, invocations
-from faasrl.invoker.records import INDEX_LEN
+from faasrl.invoker.records import INDEX_LEN, FinalStatus
 from faasrl.manifest import FUNCTION_NAME
 
 router = APIRouter(prefix="/v1/invocations", tags=["invocations"],
@@ -33,7 +33,7 @@ async def list_invocations(
         svc: ServicesDep,
         function: Annotated[str | None, Query(pattern=FUNCTION_NAME,
                                               description="only this function's")] = None,
-        status: Annotated[Literal["success", "error", "timeout"] | None,
+        status: Annotated[FinalStatus | None,
                           Query(description="only those that ended so")] = None,
         limit: Annotated[int, Query(ge=1, le=INDEX_LEN)] = 50) -> list[dict[str, Any]]:
     """The most recent finished invocations, newest first."""

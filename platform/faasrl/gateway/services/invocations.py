@@ -12,6 +12,8 @@ from faasrl.invoker.invoker import new_invocation_id
 from faasrl.invoker.records import INDEX_LEN, InvocationRecord
 from faasrl.manifest import FunctionSpec
 
+STATUS_PAGE = 200  # records read at a time when looking for those that ended one way
+
 
 async def run(svc: Services, name: str, request: InvokeRequest) -> bytes:
     """Run an invocation while the client waits; its record as the JSON answered."""
@@ -55,7 +57,20 @@ async def recent(svc: Services, function: str | None, limit: int,
     first; with ``status``, only those that ended so, among every record the functions'
     indexes keep (``INDEX_LEN`` each)."""
     names = [function] if function else [f.name for f in svc.invoker.functions()]
-    scan = limit if status is None else INDEX_LEN
-    records = [r for name in names for r in await svc.records.recent(name, scan)
-               if status is None or r["status"] == status]
+    records = [r for name in names for r in (
+        await svc.records.recent(name, limit) if status is None
+        else await _ended(svc, name, status, limit))]
     return sorted(records, key=lambda r: r["requested_at"], reverse=True)[:limit]
+
+
+async def _ended(svc: Services, function: str, status: str, limit: int) -> list[dict[str, Any]]:
+    """Up to ``limit`` of ``function``'s most recent records that ended with ``status``, read
+    a page at a time until there are enough (a dashboard polls this: the whole index is
+    ``INDEX_LEN`` records)."""
+    found: list[dict[str, Any]] = []
+    for start in range(0, INDEX_LEN, STATUS_PAGE):
+        page = await svc.records.recent(function, STATUS_PAGE, start)
+        found += [r for r in page if r["status"] == status]
+        if len(found) >= limit or len(page) < STATUS_PAGE:
+            break
+    return found[:limit]
