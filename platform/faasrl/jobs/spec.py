@@ -244,7 +244,7 @@ class JobSpec(BaseModel):
 def env_transition_layout(env_id: str) -> dict[str, tuple[str, tuple[int, ...]]]:
     """An off-policy transition's layout in ``env_id`` (its preprocessed spaces), without
     torch: what the gateway checks a replay memory's size and action kind with."""
-    env = make_env(env_id, seed=0)
+    env = make_env(env_id)
     obs, action = env.observation_space, env.unwrapped.action_space
     env.close()
     if isinstance(action, gym.spaces.Discrete):

@@ -126,10 +126,8 @@ def obs_dtype(space: gym.spaces.Box) -> str:
     return "uint8" if space.dtype == np.uint8 else "float32"
 
 
-def make_env(env_id: str, seed: int) -> gym.Env:
-    """One evaluation env, already reset with ``seed``: training observations, raw rewards."""
+def make_env(env_id: str) -> gym.Env:
+    """One evaluation env, not reset yet (an episode resets it with its own seed): training
+    observations, raw rewards."""
     check_env_id(env_id)
-    env = _build(env_id)
-    env.reset(seed=seed)
-    env.action_space.seed(seed)
-    return env
+    return _build(env_id)

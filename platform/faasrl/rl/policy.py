@@ -72,7 +72,7 @@ class PolicySpec:
 
 def policy_spec_for(env_id: str) -> PolicySpec:
     """The default policy for an env: read its (preprocessed) spaces, pick the architecture."""
-    env = make_env(env_id, seed=0)
+    env = make_env(env_id)
     # ClipAction widens the wrapped action space to +-inf: the bounds are the base env's.
     obs_space, action_space = env.observation_space, env.unwrapped.action_space
     env.close()

@@ -154,7 +154,7 @@ def evaluate(
     (a deterministic policy plays each episode as it would alone).
     """
     spec = policy.spec
-    envs = [make_env(env_id, seed + i) for i in range(episodes)]
+    envs = [make_env(env_id) for _ in range(episodes)]
     generator = torch.Generator().manual_seed(seed)
     obs = [env.reset(seed=seed + i)[0] for i, env in enumerate(envs)]
     returns = [0.0] * episodes
