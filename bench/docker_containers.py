@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import math
 import statistics
 import subprocess
@@ -33,6 +32,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from jobrun import write_results
 from rich.console import Console
 from rich.progress import track
 from rich.table import Table
@@ -191,19 +191,14 @@ def main() -> None:
     console.print(f"cold start / bare docker run (p50): new container "
                   f"{results['cold_over_bare']:.2f}x, stem cell "
                   f"{results['stem_cell_over_bare']:.2f}x")
-    if not results["jobs"]:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(results, indent=2))
-        console.print(f"wrote {args.out}")
-        return
-    jt = Table("CartPole, 2 actors", "round 0 s", "later rounds s", "outside rounds s",
-               "job wall s", title=f"{args.rounds}-round jobs, median of {args.jobs}")
-    for key, r in results["jobs"].items():
-        jt.add_row(key, f"{r['round0_s']:.2f}", f"{r['later_round_s']:.3f}",
-                   f"{r['outside_rounds_s']:.2f}", f"{r['wall_s']:.2f}")
-    console.print(jt)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(results, indent=2))
+    if results["jobs"]:
+        jt = Table("CartPole, 2 actors", "round 0 s", "later rounds s", "outside rounds s",
+                   "job wall s", title=f"{args.rounds}-round jobs, median of {args.jobs}")
+        for key, r in results["jobs"].items():
+            jt.add_row(key, f"{r['round0_s']:.2f}", f"{r['later_round_s']:.3f}",
+                       f"{r['outside_rounds_s']:.2f}", f"{r['wall_s']:.2f}")
+        console.print(jt)
+    write_results(args.out, results)
     console.print(f"wrote {args.out}")
 
 

@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import statistics
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+from jobrun import write_results
 from redis.asyncio import Redis
 from rich.console import Console
 from rich.table import Table
@@ -125,8 +125,7 @@ def main() -> None:
                   f"{rows['tensorboard_s'] * 1e3:.2f} ms against save_round "
                   f"{rows['save_round_s'] * 1e3:.2f} ms "
                   f"({rows['tensorboard_s'] / rows['save_round_s']:.2f}x)")
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"model_files": files, "tensorboard": rows}, indent=1))
+    write_results(args.out, {"model_files": files, "tensorboard": rows})
 
 
 if __name__ == "__main__":

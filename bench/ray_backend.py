@@ -12,16 +12,16 @@ so its figures include Ray's placement and one more hop (the actor) at start, no
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import tempfile
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
+from jobrun import write_results
 from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
@@ -118,7 +118,7 @@ def main() -> None:
         for backend in ("process", "ray"):
             progress.console.print(f"[bold]{backend} backend[/bold]")
             with tempfile.TemporaryDirectory() as state, \
-                    (ray_cluster() if backend == "ray" else _none()) as address:
+                    (ray_cluster() if backend == "ray" else nullcontext()) as address:
                 settings = Settings(state_dir=Path(state), port=0, token="bench-token",
                                     backend=backend, ray_address=address,
                                     maintain_interval_s=0.05)
@@ -132,15 +132,8 @@ def main() -> None:
         table.add_row(key, f"{results['process'][key]:.3g}", f"{results['ray'][key]:.3g}",
                       f"{ratio:.2f}x")
     console.print(table)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"results": results, "ratios": ratios,
-                                    "quick": args.quick}, indent=2))
+    write_results(args.out, {"results": results, "ratios": ratios, "quick": args.quick})
     console.print(f"wrote {args.out}")
-
-
-@contextmanager
-def _none() -> Iterator[None]:
-    yield None
 
 
 if __name__ == "__main__":

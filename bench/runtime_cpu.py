@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+from jobrun import write_results
 from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
@@ -136,9 +137,7 @@ def main() -> None:
         ratio = f"{row['cpu_us_per_run'] / base['cpu_us_per_run']:.2f}x" if base else "-"
         table.add_row(name, f"{row['cpu_us_per_run']:.0f}", f"{row['latency_us']:.0f}", ratio)
     console.print(table)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"rows": rows, "samples": samples, "n": n, "rounds": rounds},
-                                   indent=2))
+    write_results(args.out, {"rows": rows, "samples": samples, "n": n, "rounds": rounds})
     console.print(f"wrote {args.out}")
 
 
