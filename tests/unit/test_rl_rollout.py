@@ -11,7 +11,7 @@ import torch
 from faasrl.algorithms import impact, ppo
 from faasrl.rl.envs import make_vec_env
 from faasrl.rl.policy import ActorCritic, PolicySpec, policy_spec_for
-from faasrl.rl.rollout import Rollout, evaluate, finished_episodes
+from faasrl.rl.rollout import Rollout, evaluate
 
 
 class _Corridor(gym.Env):
@@ -83,6 +83,16 @@ def test_episodes_continue_across_collects():
     _, episodes = rollout.collect()  # steps 4..6: the episodes end at step 5
     assert episodes == [(5.0, 5), (5.0, 5)]
 
+
+
+def finished_episodes(infos: dict) -> list[tuple[float, int]]:
+    """(raw return, length) of the episodes SyncVectorEnv says ended on this step."""
+    final = infos.get("final_info", {})
+    if "episode" not in final:
+        return []
+    mask = final["_episode"]
+    returns, lengths = final["episode"]["r"][mask], final["episode"]["l"][mask]
+    return [(float(r), int(n)) for r, n in zip(returns, lengths, strict=True)]
 
 def test_the_rollouts_own_stepping_is_the_vector_envs_same_step_autoreset():
     """A rollout steps the vector env's envs itself: on the same actions, SyncVectorEnv gives

@@ -131,3 +131,35 @@ def make_env(env_id: str) -> gym.Env:
     observations, raw rewards."""
     check_env_id(env_id)
     return _build(env_id)
+
+
+Ended = tuple[int, Any, dict[str, Any]]  # an episode that ended: (env index, final obs, info)
+
+
+def step_envs(envs: SyncVectorEnv, actions: np.ndarray, rewards: np.ndarray
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[Ended]]:
+    """One step of every env of ``envs`` (as :func:`make_vec_env` builds them), with its
+    same-step autoreset done here: an env whose episode ended is reset at once, unseeded (its
+    stream goes on). ``SyncVectorEnv.step`` does the same and batches spaces and infos on top,
+    which cost CartPole as much as its envs' own steps. The rewards go to ``rewards``; returns
+    the next observations (a new array), the terminated and truncated flags and the episodes
+    that ended."""
+    if envs.autoreset_mode != AutoresetMode.SAME_STEP:
+        raise ValueError("step_envs steps envs with same-step autoreset (make_vec_env's)")
+    n, space = envs.num_envs, envs.single_observation_space
+    next_obs = np.empty((n, *space.shape), dtype=space.dtype)
+    terminated, truncated = np.zeros(n, dtype=bool), np.zeros(n, dtype=bool)
+    ended: list[Ended] = []
+    for i, env in enumerate(envs.envs):
+        obs, rewards[i], terminated[i], truncated[i], info = env.step(actions[i])
+        if terminated[i] or truncated[i]:
+            ended.append((i, obs, info))
+            obs, _ = env.reset()
+        next_obs[i] = obs
+    return next_obs, terminated, truncated, ended
+
+
+def episodes_of(ended: list[Ended]) -> list[tuple[float, int]]:
+    """(raw return, length) of the episodes that ended (``RecordEpisodeStatistics``'s)."""
+    return [(float(info["episode"]["r"]), int(info["episode"]["l"]))
+            for _, _, info in ended if "episode" in info]

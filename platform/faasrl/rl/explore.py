@@ -17,9 +17,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
-from gymnasium.vector import VectorEnv
+from gymnasium.vector import SyncVectorEnv
 
-from faasrl.rl.rollout import finished_episodes
+from faasrl.rl.envs import episodes_of, step_envs
 
 
 @dataclass
@@ -54,7 +54,7 @@ class Explorer:
     """Steps ``envs`` (as :func:`~faasrl.rl.envs.make_vec_env` builds them, same-step
     autoreset) and keeps each env's last steps until their n-step transitions complete."""
 
-    def __init__(self, envs: VectorEnv, *, n_step: int, gamma: float):
+    def __init__(self, envs: SyncVectorEnv, *, n_step: int, gamma: float):
         self.envs, self.n, self.gamma = envs, n_step, gamma
         obs, _ = envs.reset()
         self._obs = np.asarray(obs)
@@ -67,17 +67,16 @@ class Explorer:
         out, episodes = Transitions(), []
         for _ in range(steps):
             actions = act(self._obs)
-            next_obs, rewards, terminated, truncated, infos = self.envs.step(actions)
-            next_obs = np.asarray(next_obs)
+            rewards = np.empty(self.envs.num_envs)
+            next_obs, terminated, _, ended = step_envs(self.envs, actions, rewards)
+            final_obs = {e: obs for e, obs, _ in ended}
             for e, pending in enumerate(self._pending):
                 pending.append(_Step(self._obs[e], actions[e], float(rewards[e])))
-                if terminated[e]:
-                    self._flush(pending, infos["final_obs"][e], 0.0, out)
-                elif truncated[e]:
-                    self._flush(pending, infos["final_obs"][e], 1.0, out)
+                if e in final_obs:  # a time limit's cut is bootstrapped, an end is not
+                    self._flush(pending, final_obs[e], 0.0 if terminated[e] else 1.0, out)
                 elif len(pending) == self.n:
                     self._emit(pending, next_obs[e], 1.0, out)
-            episodes += finished_episodes(infos)
+            episodes += episodes_of(ended)
             self._obs = next_obs
         return out, episodes
 

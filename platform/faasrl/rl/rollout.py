@@ -4,25 +4,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import torch
-from gymnasium.vector import AutoresetMode, SyncVectorEnv
+from gymnasium.vector import SyncVectorEnv
 
-from faasrl.rl.envs import make_env
+from faasrl.rl.envs import episodes_of, make_env, step_envs
 from faasrl.rl.fused import FusedPolicy
 from faasrl.rl.policy import ActorCritic
-
-
-def finished_episodes(infos: dict[str, Any]) -> list[tuple[float, int]]:
-    """(raw return, length) of the episodes that ended on this step (same-step autoreset)."""
-    final = infos.get("final_info", {})
-    if "episode" not in final:
-        return []
-    mask = final["_episode"]
-    returns, lengths = final["episode"]["r"][mask], final["episode"]["l"][mask]
-    return [(float(r), int(n)) for r, n in zip(returns, lengths, strict=True)]
 
 
 @dataclass(frozen=True)
@@ -54,9 +43,8 @@ class Rollout:
     can keep its envs warm between rounds. ``seed`` seeds the action sampling, which draws each
     collect's noise up front (:class:`~faasrl.rl.fused.FusedPolicy`). Runs on the CPU.
 
-    The rollout steps the vector env's envs itself (:meth:`_step`), as the vector env's
-    same-step autoreset would, without its per-step batching of spaces and infos: that cost
-    CartPole about as much as its four envs' own steps.
+    The envs are stepped with :func:`~faasrl.rl.envs.step_envs` (the vector env's same-step
+    autoreset, without its per-step batching of spaces and infos).
     """
 
     def __init__(
@@ -68,8 +56,6 @@ class Rollout:
         gamma: float,
         seed: int,
     ) -> None:
-        if envs.autoreset_mode != AutoresetMode.SAME_STEP:
-            raise ValueError("a rollout steps envs with same-step autoreset (make_vec_env's)")
         self.envs = envs
         self.policy = policy
         self.num_steps = num_steps
@@ -84,26 +70,6 @@ class Rollout:
 
     def _value(self, obs: np.ndarray) -> np.ndarray:
         return self.policy.get_value(torch.from_numpy(obs)).numpy()
-
-    def _step(self, actions: np.ndarray, rewards: np.ndarray
-              ) -> tuple[np.ndarray, np.ndarray, list[tuple[int, Any, dict[str, Any]]]]:
-        """One step of every env, with ``SyncVectorEnv``'s same-step autoreset: an env whose
-        episode ended is reset at once, unseeded (its stream goes on). The next observations
-        become ``self._obs`` (a new array), the rewards go to ``rewards``; returns the
-        terminated and truncated flags and, per episode that ended, (env index, its final
-        observation, its final info)."""
-        n = self.envs.num_envs
-        next_obs = np.empty_like(self._obs)
-        terminated, truncated = np.zeros(n, dtype=bool), np.zeros(n, dtype=bool)
-        ended = []
-        for i, env in enumerate(self.envs.envs):
-            obs, rewards[i], terminated[i], truncated[i], info = env.step(actions[i])
-            if terminated[i] or truncated[i]:
-                ended.append((i, obs, info))
-                obs, _ = env.reset()
-            next_obs[i] = obs
-        self._obs = next_obs
-        return terminated, truncated, ended
 
     @torch.no_grad()
     def collect(self) -> tuple[Steps, list[tuple[float, int]]]:
@@ -121,15 +87,14 @@ class Rollout:
         for t in range(steps):
             obs[t], dones[t] = self._obs, self._done
             actions[t] = step(self._obs, noise[t], outputs[t])
-            terminated, truncated, ended = self._step(actions[t], rewards[t])
+            next_obs, terminated, truncated, ended = step_envs(self.envs, actions[t], rewards[t])
             truncated_only = [(i, final) for i, final, _ in ended if not terminated[i]]
             if truncated_only:
                 index = [i for i, _ in truncated_only]
                 final_obs = self._cast(np.stack([final for _, final in truncated_only]))
                 rewards[t, index] += self.gamma * self._value(final_obs)
-            episodes += [(float(info["episode"]["r"]), int(info["episode"]["l"]))
-                         for _, _, info in ended if "episode" in info]
-            self._done = terminated | truncated
+            episodes += episodes_of(ended)
+            self._obs, self._done = self._cast(next_obs), terminated | truncated
             ends[t] = self._done
         logprobs, values = step.log_probs_and_values(outputs, actions)
         return Steps(obs, actions, logprobs, values, rewards, dones, ends, self._obs,
