@@ -23,7 +23,8 @@ started as a new interpreter, and becomes in the fork what the new interpreter w
 forked container inherits the zygote's heap, which counts against its ``RLIMIT_DATA`` as a torch
 function's own imports would; functions whose ``memory_mb`` leaves less than
 ``FORK_HEADROOM_MB`` beyond it are started as new interpreters. A function big enough to be
-forked (by ``ZYGOTE_HEAP_MB``) waits for a zygote that is still importing (up to
+forked (by the same rule, with the heap taken as ``ZYGOTE_HEAP_MB`` until the zygote says)
+waits for a zygote that is still importing (up to
 ``ZYGOTE_WAIT_S``): as a new interpreter it would import the same on the same cores; a smaller
 one starts at once. Whenever the zygote is gone or does not answer, a container starts the old
 way; a zygote that died after it had been ready is started again (at most every
@@ -240,7 +241,7 @@ class ProcessBackend(Backend):
         log_path = self._logs / f"{container_id}.log"
         started = None
         if (starting := self.zygote) is not None and not starting.was_ready \
-                and spec.memory_mb >= ZYGOTE_HEAP_MB + FORK_HEADROOM_MB:
+                and _fits(starting, spec):
             # A function that could be forked would, as a new interpreter, import what the
             # zygote is importing, on the same cores: the fork after its imports comes sooner
             # (a platform's first learner: 2.2 s against 3.6 s, and no 1 s first update).
@@ -307,7 +308,7 @@ class ProcessBackend(Backend):
             return None
         if not zygote.usable:
             return None
-        return zygote if spec.memory_mb >= zygote.data_mb + FORK_HEADROOM_MB else None
+        return zygote if _fits(zygote, spec) else None
 
     def _start_zygote(self) -> None:
         tmp = self._private_dir("faasrl-zygote-")
@@ -315,7 +316,8 @@ class ProcessBackend(Backend):
         env = {**base_env(), "HOME": str(tmp), "TMPDIR": str(tmp), **thread_env(1)}
         self._zygote_started = time.monotonic()
         try:
-            zygote = Zygote(self._python, env, tmp, self._logs / "zygote.log", self._user())
+            zygote = Zygote(self._python, env, tmp, self._logs / "zygote.log", self._user(),
+                            ZYGOTE_HEAP_MB)
         except OSError as exc:
             log.warning("no zygote, containers start as new interpreters: %s", exc)
             shutil.rmtree(tmp, ignore_errors=True)
@@ -426,6 +428,12 @@ def exec_runtime(python: str, env: dict[str, str], cwd: Path, memory_mb: int, lo
     finally:
         os.close(secret_r)
     return proc, port, secret
+
+
+def _fits(zygote: Zygote, spec: FunctionSpec) -> bool:
+    """Whether ``spec``'s memory holds a fork of ``zygote``: its heap, inherited, and room of
+    its own (the heap is ``ZYGOTE_HEAP_MB`` until the ready zygote says what it is)."""
+    return spec.memory_mb >= zygote.data_mb + FORK_HEADROOM_MB
 
 
 def secret_pipe() -> tuple[str, int]:

@@ -46,8 +46,9 @@ class Zygote:
     """One zygote process (per interpreter and user) and what it told us."""
 
     def __init__(self, python: str, env: dict[str, str], cwd: Path, log_path: Path,
-                 user: Mapping[str, Any]):
-        """``user``: Popen's user/group arguments, as the backend starts its containers."""
+                 user: Mapping[str, Any], heap_mb: float):
+        """``user``: Popen's user/group arguments, as the backend starts its containers;
+        ``heap_mb``: what its heap is expected to reach, until it is ready and says."""
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             with open(log_path, "ab") as out:
@@ -64,7 +65,7 @@ class Zygote:
             theirs.close()
         self.pid = self.proc.pid
         self.cwd = cwd
-        self.data_mb = 0.0  # its heap, which every child it forks starts with
+        self.data_mb = heap_mb  # its heap, which every child it forks starts with
         self.was_ready = False
         self._sock = ours
         self._lock = threading.Lock()
