@@ -35,12 +35,13 @@ from pathlib import Path
 from typing import Any
 
 import ray
+from ray._private import ray_constants
 from ray.exceptions import RayError
 
 from faasrl.backends.base import Backend, ContainerHandle, ContainerStats, builtin_dir
 from faasrl.backends.process import owner_alive, owner_label
 from faasrl.backends.ray_actor import RuntimeActor
-from faasrl.backends.ray_local import LocalRayCluster
+from faasrl.backends.ray_local import LocalRayCluster, loopback_driver
 from faasrl.invoker.resources import Resources
 from faasrl.manifest import FunctionSpec
 
@@ -141,9 +142,13 @@ class RayBackend(Backend):
                                           memory_mb=config.local_memory_mb,
                                           gpus=config.local_gpus)
             address = self._local.start()
+        # Ray's driver would install absl's failure-signal handler over the process's own,
+        # SIGTERM included: a stopping gateway then aborts (exit 134) instead of stopping.
+        ray_constants.RAY_DISABLE_FAILURE_SIGNAL_HANDLER = True
         try:
-            ray.init(address=address, namespace=config.namespace, log_to_driver=False,
-                     logging_level=logging.WARNING)
+            with loopback_driver() if self._local is not None else contextlib.nullcontext():
+                ray.init(address=address, namespace=config.namespace, log_to_driver=False,
+                         logging_level=logging.WARNING)
         except Exception:
             if self._local is not None:
                 self._local.stop()
