@@ -17,6 +17,7 @@ import subprocess
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from helpers import (
@@ -29,6 +30,7 @@ from helpers import (
     listening_sockets,
     parent,
     pid_alive,
+    succeeded,
     wait_for,
 )
 
@@ -40,6 +42,7 @@ pytest.importorskip("ray", reason="the Ray backend needs the ray package (make i
 pytestmark = pytest.mark.ray
 
 TOKEN = "ray-token"
+ROUNDS = 5
 
 
 @pytest.fixture
@@ -127,6 +130,27 @@ def test_a_local_cluster_stops_on_sigint_and_leaves_nothing(tmp_path: Path, syst
         assert client.invoke("echo", {"x": 1})["status"] == "success"
         stop(proc, signal.SIGINT)
     assert_nothing_left(system_tmp)
+
+
+def test_a_job_asking_more_cores_than_the_cluster_has_keeps_its_learner_warm(
+        make_platform: Any, monkeypatch: pytest.MonkeyPatch):
+    """2 one-core actors and a one-core learner on a 2-core local cluster (as in the README's
+    figures): the learner stays warm from round to round, not evicted for the actors' cores
+    and started cold again each round."""
+    for key, value in RAY_ENV.items():
+        monkeypatch.setenv(key, value)
+    platform = make_platform(backend="ray", node_cpu=2, register_builtins=True)
+    with platform.client() as client:
+        assert client.cluster()["capacity"]["cpu"] == 2
+        job = client.submit({"env_id": "CartPole-v1", "envs_per_actor": 2,
+                             "steps_per_actor": 128, "evaluation_episodes": 0,
+                             "controller": {"name": "fixed", "actors": 2},
+                             "stop": {"max_rounds": ROUNDS}})
+        succeeded(client, job["id"], timeout_s=240)
+        learner = wait_for(lambda: len(r := client.invocations("learner", 100)) >= ROUNDS
+                           and r, what="the learner's records")
+    assert [r["cold"] for r in sorted(learner, key=lambda r: r["requested_at"])] == \
+        [True] + [False] * (ROUNDS - 1)
 
 
 def cmdline(pid: int) -> bytes:
