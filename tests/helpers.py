@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +69,18 @@ def pid_alive(pid: int) -> bool:
             return f.read().rsplit(")", 1)[1].split()[0] != "Z"
     except OSError:
         return False
+
+
+@contextlib.contextmanager
+def ray_tmp_dir() -> Iterator[Path]:
+    """A private folder for a test's Ray files (its clusters' sessions, logs and sockets; give
+    it as RAY_TMPDIR), removed after: nothing lands in the shared /tmp/ray. Short, since Ray's
+    socket paths under it must fit in 107 bytes."""
+    path = Path(tempfile.mkdtemp(prefix="faasrl-t-", dir="/tmp"))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def parent(pid: int) -> int | None:

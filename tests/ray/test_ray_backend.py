@@ -2,8 +2,8 @@
 head that runs nothing and one-core worker nodes, started once for the module.
 
 A PPO job's containers spread over the nodes; a node removed mid-job loses nothing; a function
-no node can hold is refused naming the field; a restarted gateway reaps its node's actors whose
-owner is gone and leaves other nodes' alone.
+no node can hold is refused naming the field, at deploy and at a job's submit; a restarted
+gateway reaps its node's actors whose owner is gone and leaves other nodes' alone.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from helpers import (
     fn,
     gateway,
     gateway_up,
+    ray_tmp_dir,
     succeeded,
     wait_for,
 )
@@ -49,8 +50,8 @@ SYNC_STEPS = 2 * 2 * 128
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Any]:
     """A head with no cores and three one-core worker nodes."""
-    with pytest.MonkeyPatch.context() as env:
-        for key, value in RAY_ENV.items():
+    with pytest.MonkeyPatch.context() as env, ray_tmp_dir() as tmp:
+        for key, value in {**RAY_ENV, "RAY_TMPDIR": str(tmp)}.items():
             env.setenv(key, value)
         made = cluster_utils.Cluster(
             initialize_head=True, connect=False,
@@ -158,6 +159,25 @@ def test_a_function_no_node_can_hold_is_refused_naming_the_field(on_ray: Embedde
         client.deploy(base)  # uploaded code reaches the node through /init
         out = client.invoke("tpu", {"x": 1})
         assert out["status"] == "success" and out["result"]["args"] == {"x": 1}, out
+
+
+def test_a_job_whose_function_no_node_can_hold_now_is_refused_at_submit(
+        on_ray: EmbeddedPlatform, cluster: Any):
+    """Its learner fitted a node that has left since the deploy: the submit is a 422 naming
+    the job's field and why, not a job whose first round waits for a node forever."""
+    big = cluster.add_node(**{**WORKER, "num_cpus": 2})
+    with on_ray.client() as client:
+        wait_for(lambda: alive_cores(client) == 5, timeout_s=30, what="the two-core node")
+        learner = load_manifest(REPO / "functions" / "learner").model_dump()
+        code = client.upload_code(REPO / "functions" / "learner")
+        client.deploy({**learner, "name": "big-learner", "cpu": 2, "code_dir": None,
+                       "code_sha256": code})
+        cluster.remove_node(big)
+        wait_for(lambda: alive_cores(client) == 3, timeout_s=30, what="the node to be gone")
+        with pytest.raises(GatewayError) as exc:
+            client.submit({**SYNC, "learner_function": "big-learner"})
+    assert exc.value.status == 422, exc.value
+    assert "cpu" in exc.value.fields["learner_function"], exc.value.fields
 
 
 def test_a_restarted_gateway_reaps_its_orphans_and_spares_others(tmp_path, cluster: Any):
