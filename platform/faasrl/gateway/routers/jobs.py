@@ -85,7 +85,7 @@ async def events(job_id: JobId, request: Request, svc: ServicesDep,
 async def model(job_id: JobId, svc: ServicesDep,
                 version: Annotated[int | None, Query(ge=0)] = None) -> Response:
     """The policy's weights as safetensors, described in its metadata (rl/model_card.py:
-    algorithm, env, observation formula, action space, layers; ``version``);
+    algorithm, env, observation formula, action space, forward pass; ``version``);
     the latest version unless ``version`` is given."""
     rec = await _get(svc, job_id)
     try:
