@@ -10,7 +10,7 @@ from pydantic import BaseModel, Field
 
 from faasrl.backends.base import ZygoteState
 from faasrl.data.keys import JOB_ID
-from faasrl.inputs import STRICT
+from faasrl.inputs import STRICT, Integer
 from faasrl.manifest import FUNCTION_NAME, FunctionSpec
 
 # Path parameters, each checked where the route declares it (so OpenAPI shows the pattern and a
@@ -65,7 +65,7 @@ class InvocationAccepted(BaseModel):
 class PrewarmRequest(BaseModel):
     model_config = STRICT
 
-    count: int = Field(ge=0, le=1024, description="containers the function should have")
+    count: Integer = Field(ge=0, le=1024, description="containers the function should have")
 
 
 class PrewarmResult(BaseModel):

@@ -7,6 +7,7 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, Header, HTTPException, Query, Request, Response, status
 from fastapi.responses import StreamingResponse
+from pydantic import BeforeValidator
 
 from faasrl.gateway.auth import require_token
 from faasrl.gateway.errors import FieldError
@@ -19,6 +20,11 @@ from faasrl.jobs.store import JobRecord
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"], dependencies=[Depends(require_token)],
                    responses={401: {"model": ErrorOut}, 404: {"model": ErrorOut},
                               **REDIS_ERRORS})
+
+
+def _absent_if_null(value: str | None) -> str | None:
+    """A client that keeps no last id may still send the header, as ``null`` or empty."""
+    return None if value in ("null", "") else value
 
 
 async def _get(svc: ServicesDep, job_id: str) -> JobRecord:
@@ -66,7 +72,8 @@ async def metrics(job_id: JobId, svc: ServicesDep,
 @router.get("/{job_id}/events", response_class=StreamingResponse,
             responses={200: {"content": {"text/event-stream": {}}}})
 async def events(job_id: JobId, request: Request, svc: ServicesDep,
-                 last_event_id: Annotated[int | None, Header(ge=0)] = None
+                 last_event_id: Annotated[int | None, Header(ge=0),
+                                          BeforeValidator(_absent_if_null)] = None
                  ) -> StreamingResponse:
     """Server-sent events: ``round`` (a metrics row, ``id`` = its index) as each round ends,
     then ``end`` (the job record) when the job is no longer active. Reconnect with
