@@ -476,7 +476,16 @@ def test_405_allows_every_method_of_the_path(platform):
 
 
 def test_openapi_documents_the_answers_routes_give(platform):
-    paths = httpx.get(f"{platform.url}/openapi.json").json()["paths"]
+    doc = httpx.get(f"{platform.url}/openapi.json").json()
+    paths, schemas = doc["paths"], doc["components"]["schemas"]
+    # Generators name classes by title: one schema per title, each algorithm's its own.
+    titles = [s.get("title", name) for name, s in schemas.items()]
+    assert len(titles) == len(set(titles)), sorted(titles)
+    assert {"PPOConfig", "IMPACTConfig", "DQNConfig", "SACConfig"} <= set(titles)
+    # What a job leaves out takes its algorithm's defaults: only the env is required.
+    assert schemas["JobSpec"]["required"] == ["env_id"]
+    assert "default: ppo: classic 4" in schemas["JobSpec"]["properties"]["envs_per_actor"][
+        "description"]
     put = paths["/v1/functions/{name}"]["put"]
     assert {"200", "201", "400", "422", "503"} <= set(put["responses"])
     body = put["requestBody"]["content"]["application/json"]["schema"]["$ref"]
@@ -490,6 +499,16 @@ def test_openapi_documents_the_answers_routes_give(platform):
         unavailable = paths[path][method]["responses"]["503"]
         assert "Retry-After" in unavailable["headers"], (method, path)
     assert {"200", "201"} <= set(paths["/v1/code"]["post"]["responses"])
+    assert "application/octet-stream" in paths["/v1/code"]["post"]["requestBody"]["content"]
+    # A client reading the first media type it knows must not JSON-decode the CSV.
+    metrics = paths["/v1/jobs/{job_id}/metrics"]["get"]["responses"]["200"]["content"]
+    assert list(metrics) == ["text/csv", "application/json"]
+    # A refused field is answered as ErrorOut (errors.py), never FastAPI's own body.
+    for path, ops in paths.items():
+        for method, op in ops.items():
+            if path.startswith("/v1/") and "422" in op["responses"]:
+                schema = op["responses"]["422"]["content"]["application/json"]["schema"]
+                assert schema["$ref"].endswith("/ErrorOut"), (method, path)
 
 
 def _sse(resp: httpx.Response) -> Iterator[dict[str, str]]:

@@ -175,6 +175,10 @@ def _errors(description: str) -> dict[str, Any]:
 BODY_ERRORS: dict[int | str, dict[str, Any]] = {
     400: _errors("the body is not valid JSON (type InvalidJSON)"),
     413: _errors("the body is larger than the gateway's FAASRL_MAX_PAYLOAD_BYTES")}
+# FastAPI documents its own HTTPValidationError otherwise: the gateway answers this body instead.
+INVALID_INPUT: dict[int | str, dict[str, Any]] = {
+    422: _errors("a path, query, header or body field is invalid: fields names each "
+                 "(type ValidationError)")}
 REDIS_ERRORS: dict[int | str, dict[str, Any]] = {
     503: {**_errors("Redis is unreachable (type RedisUnavailable)"), "headers": {
         "Retry-After": {"description": "seconds to wait before retrying",
