@@ -149,9 +149,12 @@ def test_submit_follow_jobs_and_plot(up: Up, tmp_path: Path):
     spec = tmp_path / "short.yaml"
     spec.write_text("env_id: CartPole-v1\nenvs_per_actor: 2\nsteps_per_actor: 16\n"
                     "controller: {name: fixed, actors: 1}\nevaluation_episodes: 1\n"
-                    "stop: {max_rounds: 2}\n")
+                    "stop: {max_rounds: 500, max_env_steps: 64}\n")  # 32 steps a round
     out = up.cli("submit", str(spec), "--follow").stdout
-    assert "succeeded: max_rounds (2) done" in out and "serverful" in out
+    assert "succeeded: max_env_steps (64) reached" in out and "serverful" in out
+    # The bar ends complete at the rounds the job took, saying why, not at "2/500".
+    [bar] = [line for line in out.splitlines() if "CartPole-v1" in line]
+    assert "2/2 rounds" in bar and "max_env_steps (64) reached" in bar, bar
     job_id = re.search(r"job ([0-9a-f]{12})", out).group(1)
     listed = up.cli("jobs").stdout
     assert job_id in listed and "succeeded" in listed
