@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import pwd
 import re
 import shutil
 import signal
@@ -18,7 +19,13 @@ import pytest
 from helpers import TEST_FUNCTIONS, pid_alive, wait_for
 
 import faasrl.backends.process as process
-from faasrl.backends.process import FORK_HEADROOM_MB, PASSED_ENV, ZYGOTE_HEAP_MB, ProcessBackend
+from faasrl.backends.process import (
+    FORK_HEADROOM_MB,
+    FUNCTION_USER_NAME,
+    PASSED_ENV,
+    ZYGOTE_HEAP_MB,
+    ProcessBackend,
+)
 from faasrl.invoker.runtime_client import RuntimeClient, RuntimeGone
 from faasrl.manifest import FunctionSpec
 
@@ -77,11 +84,13 @@ def test_a_forked_container_is_what_a_new_interpreter_would_be(tmp_path, monkeyp
     assert out["pgid"] == out["sid"] == out["pid"]  # a session of its own: killpg reaches all
     home = rec["tmp"]
     expected = {k: os.environ[k] for k in PASSED_ENV if k in os.environ}
+    user = pwd.getpwuid(os.geteuid()).pw_name
     expected.update(PYTHONPATH=out["env"]["PYTHONPATH"], PYTHONUNBUFFERED="1",
                     OMP_NUM_THREADS="2", MKL_NUM_THREADS="2", CUDA_VISIBLE_DEVICES="",
-                    FAASRL_CONTAINER_ID="c1", HOME=home, TMPDIR=home)
+                    FAASRL_CONTAINER_ID="c1", HOME=home, TMPDIR=home, USER=user, LOGNAME=user)
     assert out["env"] == expected  # exactly: none of the zygote's, none of the gateway's
-    assert out["tmp"] == home and "faasrl-c1-" in home
+    assert out["tmp"] == out["home"] == home and "faasrl-c1-" in home
+    assert out["user"] == user
     assert out["cwd"] == str(TEST_FUNCTIONS)
     assert out["data_limit"] == 1024 * 1024 * 1024
     assert out["dumpable"] == 0
@@ -260,24 +269,34 @@ def _python_for(uid: int) -> str | None:
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="only a root gateway changes the functions' user")
-def test_a_root_gateways_zygote_forks_as_the_function_user(tmp_path):
+@pytest.mark.parametrize("zygote", [True, False], ids=["forked", "new-interpreter"])
+def test_a_root_gateways_functions_run_as_the_function_user(tmp_path, zygote):
+    """As uid 10001, which has no passwd entry on a plain host: its functions still have a user
+    name and a home of their own (``getpass.getuser()`` fails without ``USER``/``LOGNAME``)."""
     python = _python_for(10001)  # our interpreter may live where uid 10001 cannot go
     if python is None:
         pytest.skip("no Python here that uid 10001 can run on the test functions")
+    try:
+        name = pwd.getpwuid(10001).pw_name
+    except KeyError:
+        name = FUNCTION_USER_NAME  # the runtime image's user, as a Docker container has
     state = tmp_path / "state"
 
     async def scenario():
-        backend = zygote_backend(state, user="10001:10001", python=Path(python))
+        backend = (zygote_backend(state, user="10001:10001", python=Path(python)) if zygote
+                   else ProcessBackend(state, user="10001:10001", python=Path(python)))
         assert backend.credentials == (10001, 10001)
         try:
             _, client = await started(backend, "c1", PROBE.model_copy(update={"memory_mb": 512}))
             out = await run(client)
             client.close()
             assert Path(out["tmp"]).stat().st_uid == 10001  # its HOME is its own
-            return out, record(state, "c1"), backend.zygote.pid
+            return out, record(state, "c1"), backend.zygote.pid if zygote else os.getpid()
         finally:
             await backend.close()
 
-    out, rec, zygote = asyncio.run(scenario())
-    assert rec["zygote"] == zygote == out["ppid"]
+    out, rec, parent = asyncio.run(scenario())
+    assert out["ppid"] == parent and rec["zygote"] == (parent if zygote else None)
     assert (out["uid"], out["gid"], out["groups"]) == (10001, 10001, [])
+    assert out["user"] == out["env"]["USER"] == out["env"]["LOGNAME"] == name
+    assert out["home"] == out["env"]["HOME"] == out["tmp"]
