@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import TEST_FUNCTIONS, pid_alive, wait_for
+from helpers import TEST_FUNCTIONS, fn, pid_alive, wait_for
 
 import faasrl.backends.process as process
 from faasrl.backends.process import (
@@ -257,6 +257,88 @@ def test_a_dead_platforms_zygote_and_its_containers_are_reaped(tmp_path):
     reaped, zygote, pid = asyncio.run(scenario())
     assert reaped == 2
     assert not pid_alive(zygote) and not pid_alive(pid)
+
+
+def half_importing(folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Put ``folder`` on the functions' PYTHONPATH with a ``safetensors`` (one the zygote
+    preloads) whose import fails midway, having imported a module of its own: as torch._dynamo
+    failed on ``getpass.getuser()`` after registering its artifacts."""
+    package = folder / "safetensors"
+    package.mkdir(parents=True)
+    (package / "_registered.py").write_text("")
+    (package / "__init__.py").write_text(
+        "from safetensors import _registered  # noqa: F401\n"
+        "raise KeyError('getpwuid(): uid not found: 10001')\n")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(
+        [str(folder), *filter(None, [os.environ.get("PYTHONPATH")])]))
+
+
+def test_a_zygote_left_half_imported_forks_nothing_and_says_why(tmp_path, monkeypatch):
+    half_importing(tmp_path / "shadow", monkeypatch)
+    monkeypatch.setattr(process, "RESPAWN_S", 0.0)
+
+    async def scenario():
+        backend = ProcessBackend(tmp_path / "state", zygote=True)
+        try:
+            zygote = backend.zygote
+            assert not zygote.wait_ready(120)
+            state, missing = backend.zygote_state(), backend.zygote_not_preloaded()
+            for cid in ("c1", "c2"):  # fork-sized; the second after the zygote is gone
+                _, client = await started(backend, cid)
+                out = await run(client)
+                client.close()
+                wait_for(lambda: zygote.gone, what="the unfit zygote to exit")
+                assert out["ppid"] == os.getpid() and record(tmp_path / "state", cid)["zygote"] \
+                    is None, cid  # a new interpreter, not a fork
+            assert backend.zygote is None  # and no new zygote: it would fail the same way
+            return state, backend.zygote_state(), missing
+        finally:
+            await backend.close()
+
+    state, later, missing = asyncio.run(scenario())
+    assert state == later == "failed"
+    assert missing["safetensors"] == "KeyError: 'getpwuid(): uid not found: 10001'"
+    log = (tmp_path / "state" / "logs" / "zygote.log").read_text()
+    assert "forking is unsafe: a failed import left safetensors" in log
+
+
+def test_the_cluster_view_shows_an_unfit_zygote_and_what_it_could_not_import(
+        make_platform, tmp_path, monkeypatch):
+    half_importing(tmp_path / "shadow", monkeypatch)
+    platform = make_platform()
+    with platform.client() as client:
+        client.deploy(fn("probe", handler="forked:probe", cpu=2, memory_mb=1024))
+        view = wait_for(lambda: (v := client.cluster())["zygote"] != "importing" and v,
+                        timeout_s=120, what="the zygote's imports")
+        out = client.invoke("probe")
+    assert view["zygote"] == "failed"
+    assert view["zygote_not_preloaded"]["safetensors"].startswith("KeyError")
+    assert out["status"] == "success" and out["result"]["ppid"] == os.getpid(), out
+
+
+def test_a_missing_library_leaves_the_zygote_ready_and_is_listed(tmp_path, monkeypatch):
+    """A module that is not there fails the same in a fork as in a new interpreter: the zygote
+    still forks, and says what it lacks."""
+    folder = tmp_path / "shadow"
+    (folder / "gymnasium").mkdir(parents=True)
+    (folder / "gymnasium" / "__init__.py").write_text("import no_such_module_here\n")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(
+        [str(folder), *filter(None, [os.environ.get("PYTHONPATH")])]))
+
+    async def scenario():
+        backend = zygote_backend(tmp_path / "state")
+        try:
+            _, client = await started(backend, "c1")
+            out = await run(client)
+            client.close()
+            return out, backend.zygote.pid, backend.zygote_state(), \
+                backend.zygote_not_preloaded()
+        finally:
+            await backend.close()
+
+    out, zygote, state, missing = asyncio.run(scenario())
+    assert state == "ready" and out["ppid"] == zygote
+    assert missing["gymnasium"] == "ModuleNotFoundError: No module named 'no_such_module_here'"
 
 
 def _python_for(uid: int) -> str | None:

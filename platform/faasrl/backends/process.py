@@ -29,7 +29,9 @@ waits for a zygote that is still importing (up to
 ``ZYGOTE_WAIT_S``): as a new interpreter it would import the same on the same cores; a smaller
 one starts at once. Whenever the zygote is gone or does not answer, a container starts the old
 way; a zygote that died after it had been ready is started again (at most every
-``RESPAWN_S``).
+``RESPAWN_S``). A zygote whose imports left it unfit to fork (a failed import that left modules
+half-imported, which a forked container would import again and fail on) says so and exits: its
+state is ``failed``, containers start as new interpreters, and none is started again.
 """
 
 from __future__ import annotations
@@ -227,15 +229,20 @@ class ProcessBackend(Backend):
         self._handles: dict[str, ContainerHandle] = {}
         self._tmp: dict[str, Path] = {}  # one HOME/TMPDIR per container, gone with it
         self.zygote: Zygote | None = None
+        self._last_zygote: Zygote | None = None  # the newest, kept for what it reported
         self._respawn = zygote  # start a new zygote when this one is gone
         self._zygote_started = 0.0
         if zygote:
             self._start_zygote()
 
     def zygote_state(self) -> ZygoteState:
-        if self.zygote is None:  # a new one starts with the next cold start, if it may
-            return "gone" if self._respawn else "off"
-        return self.zygote.state
+        last = self._last_zygote
+        if last is None or (self.zygote is None and last.failure is None):
+            return "gone" if self._respawn else "off"  # a new one starts with the next start
+        return last.state
+
+    def zygote_not_preloaded(self) -> dict[str, str]:
+        return self._last_zygote.not_preloaded if self._last_zygote is not None else {}
 
     def check(self, spec: FunctionSpec) -> dict[str, str]:
         fields = {}
@@ -345,7 +352,7 @@ class ProcessBackend(Backend):
             log.warning("no zygote, containers start as new interpreters: %s", exc)
             shutil.rmtree(tmp, ignore_errors=True)
             return
-        self.zygote = zygote
+        self.zygote = self._last_zygote = zygote
         record = {"id": f"zygote-{zygote.pid}", "function": None, "pid": zygote.pid,
                   "start_time": process_start_time(zygote.pid), "tmp": str(tmp), **self._owner}
         (self._records / f"zygote-{zygote.pid}.json").write_text(json.dumps(record))

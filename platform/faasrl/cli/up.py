@@ -151,6 +151,8 @@ def status() -> None:
         health, cluster = client.health(), client.cluster()
     cap, res = cluster["capacity"], cluster["reserved"]
     zygote = f"zygote {cluster['zygote']}  " if cluster.get("zygote") else ""
+    if missing := cluster.get("zygote_not_preloaded"):
+        zygote += f"(not preloaded: {', '.join(missing)})  "
     console.print(f"[bold]{client.url}[/bold]  redis {health['redis']}  "
                   f"backend {cluster['backend']}  {zygote}"
                   f"cpu {res['cpu']:g}/{cap['cpu']:g}  memory {res['memory_mb']}/"
