@@ -11,6 +11,7 @@ import fcntl
 import json
 import os
 import secrets
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -29,6 +30,20 @@ from faasrl.redis_server import EmbeddedRedis
 
 class PlatformError(RuntimeError):
     pass
+
+
+def _write_private(path: Path, text: str) -> None:
+    """Replace ``path`` with ``text`` whole: written beside it (mode 0600 from its creation: it
+    holds the token) and renamed over it, so a reader (a CLI looking for the gateway) sees the
+    old file or the new one, never an empty or partial one."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 class EmbeddedPlatform:
@@ -67,10 +82,8 @@ class EmbeddedPlatform:
         except BaseException:
             self.stop()
             raise
-        info = {"url": self.url, "token": self.token, "pid": os.getpid()}
-        path = gateway_file(state)
-        path.write_text(json.dumps(info))
-        path.chmod(0o600)
+        _write_private(gateway_file(state),
+                       json.dumps({"url": self.url, "token": self.token, "pid": os.getpid()}))
         return self
 
     def _embedded_redis(self, data_dir: Path) -> EmbeddedRedis:

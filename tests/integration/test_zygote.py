@@ -12,11 +12,19 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import TEST_FUNCTIONS, fn, pid_alive, wait_for
+from helpers import (
+    TEST_FUNCTIONS,
+    fn,
+    half_imported_torch,
+    pid_alive,
+    wait_for,
+    with_python_path,
+)
 
 import faasrl.backends.process as process
 from faasrl.backends.process import (
@@ -260,17 +268,8 @@ def test_a_dead_platforms_zygote_and_its_containers_are_reaped(tmp_path):
 
 
 def half_importing(folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Put ``folder`` on the functions' PYTHONPATH with a ``safetensors`` (one the zygote
-    preloads) whose import fails midway, having imported a module of its own: as torch._dynamo
-    failed on ``getpass.getuser()`` after registering its artifacts."""
-    package = folder / "safetensors"
-    package.mkdir(parents=True)
-    (package / "_registered.py").write_text("")
-    (package / "__init__.py").write_text(
-        "from safetensors import _registered  # noqa: F401\n"
-        "raise KeyError('getpwuid(): uid not found: 10001')\n")
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(
-        [str(folder), *filter(None, [os.environ.get("PYTHONPATH")])]))
+    """Functions (and the zygote) get ``half_imported_torch`` on their PYTHONPATH."""
+    monkeypatch.setenv("PYTHONPATH", half_imported_torch(folder))
 
 
 def test_a_zygote_left_half_imported_forks_nothing_and_says_why(tmp_path, monkeypatch):
@@ -297,13 +296,14 @@ def test_a_zygote_left_half_imported_forks_nothing_and_says_why(tmp_path, monkey
 
     state, later, missing = asyncio.run(scenario())
     assert state == later == "failed"
-    assert missing["safetensors"] == "KeyError: 'getpwuid(): uid not found: 10001'"
+    assert missing["torch"] == "KeyError: 'getpwuid(): uid not found: 10001'"
     log = (tmp_path / "state" / "logs" / "zygote.log").read_text()
-    assert "forking is unsafe: a failed import left safetensors" in log
+    assert "forking is unsafe: a failed import left torch" in log
 
 
-def test_the_cluster_view_shows_an_unfit_zygote_and_what_it_could_not_import(
+def test_the_cluster_view_and_status_show_an_unfit_zygote_and_what_it_could_not_import(
         make_platform, tmp_path, monkeypatch):
+    cli_env = {**os.environ}  # the CLI's own imports are not the functions'
     half_importing(tmp_path / "shadow", monkeypatch)
     platform = make_platform()
     with platform.client() as client:
@@ -311,9 +311,14 @@ def test_the_cluster_view_shows_an_unfit_zygote_and_what_it_could_not_import(
         view = wait_for(lambda: (v := client.cluster())["zygote"] != "importing" and v,
                         timeout_s=120, what="the zygote's imports")
         out = client.invoke("probe")
+    status = subprocess.run(
+        [sys.executable, "-m", "faasrl", "status"], capture_output=True, text=True, timeout=60,
+        env={**cli_env, "FAASRL_URL": platform.url, "FAASRL_TOKEN": platform.token or "",
+             "COLUMNS": "200"})
     assert view["zygote"] == "failed"
-    assert view["zygote_not_preloaded"]["safetensors"].startswith("KeyError")
+    assert view["zygote_not_preloaded"]["torch"].startswith("KeyError")
     assert out["status"] == "success" and out["result"]["ppid"] == os.getpid(), out
+    assert "zygote failed  (not preloaded: torch, " in status.stdout, status
 
 
 def test_a_missing_library_leaves_the_zygote_ready_and_is_listed(tmp_path, monkeypatch):
@@ -322,8 +327,7 @@ def test_a_missing_library_leaves_the_zygote_ready_and_is_listed(tmp_path, monke
     folder = tmp_path / "shadow"
     (folder / "gymnasium").mkdir(parents=True)
     (folder / "gymnasium" / "__init__.py").write_text("import no_such_module_here\n")
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(
-        [str(folder), *filter(None, [os.environ.get("PYTHONPATH")])]))
+    monkeypatch.setenv("PYTHONPATH", with_python_path(folder))
 
     async def scenario():
         backend = zygote_backend(tmp_path / "state")
