@@ -27,6 +27,12 @@ from faasrl.gateway import create_app
 from faasrl.gateway.fast_invoke import FastInvoke
 from faasrl.redis_server import EmbeddedRedis
 
+# How long the gateway keeps an idle client connection open: clearly longer than clients' own
+# idle timeouts (httpx's 5 s, aiohttp's 15 s), so that the client, not the server, ends an idle
+# connection. At uvicorn's default (5 s, equal to httpx's) a client reusing a connection just
+# as the server closed it got "Server disconnected without sending a response".
+KEEP_ALIVE_S = 75
+
 
 class PlatformError(RuntimeError):
     pass
@@ -119,7 +125,7 @@ class EmbeddedPlatform:
         config = uvicorn.Config(FastInvoke(app), host=self.settings.host, port=self.settings.port,
                                 loop="uvloop", http="httptools", lifespan="on",
                                 log_level="warning", access_log=self._access_log,
-                                timeout_graceful_shutdown=5)
+                                timeout_keep_alive=KEEP_ALIVE_S, timeout_graceful_shutdown=5)
         self._app = app
         self._server = server = uvicorn.Server(config)
         self._thread = threading.Thread(target=server.run, name="faasrl-gateway", daemon=True)
