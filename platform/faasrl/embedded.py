@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import logging
 import os
 import secrets
 import tempfile
@@ -17,16 +18,19 @@ import time
 from pathlib import Path
 from typing import IO
 
+import redis
 import uvicorn
 from fastapi import FastAPI
 
 from faasrl.client import Client, gateway_file
 from faasrl.config import Settings
+from faasrl.data.acl import REDIS_NEEDED, redis_version_problem
 from faasrl.data.connection import with_password, without_credentials
 from faasrl.gateway import create_app
 from faasrl.gateway.fast_invoke import FastInvoke
 from faasrl.redis_server import EmbeddedRedis
 
+log = logging.getLogger(__name__)
 # How long the gateway keeps an idle client connection open: clearly longer than clients' own
 # idle timeouts (httpx's 5 s, aiohttp's 15 s), so that the client, not the server, ends an idle
 # connection. At uvicorn's default (5 s, equal to httpx's) a client reusing a connection just
@@ -84,6 +88,7 @@ class EmbeddedPlatform:
             if self.redis_url is None:
                 self.redis = self._embedded_redis(state / "redis").start()
                 self.redis_url = self.redis.url
+            self._check_redis(self.redis_url)
             self._serve(timeout_s)
         except BaseException:
             self.stop()
@@ -103,6 +108,26 @@ class EmbeddedPlatform:
             also_bind = (host_gateway_address(),)
         return EmbeddedRedis(data_dir, also_bind=also_bind, password=secrets.token_urlsafe(24),
                              supervise=True)
+
+    @staticmethod
+    def _check_redis(url: str) -> None:
+        """Refuse to start on a Redis that cannot serve faasrl (too old for ACL users), or that
+        does not answer, saying why; a Redis that keeps INFO from us is given the benefit of the
+        doubt."""
+        client = redis.Redis.from_url(url, socket_connect_timeout=5, socket_timeout=30)
+        try:
+            info = client.info("server")
+        except redis.ConnectionError as exc:
+            raise PlatformError(f"cannot reach Redis at {without_credentials(url)}: {exc}") \
+                from None
+        except redis.ResponseError as exc:  # INFO renamed or not allowed
+            log.warning("could not read the version of the Redis at %s (%s); %s",
+                        without_credentials(url), exc, REDIS_NEEDED)
+            return
+        finally:
+            client.close()
+        if (problem := redis_version_problem(info)) is not None:
+            raise PlatformError(f"{problem} (the Redis at {without_credentials(url)})")
 
     def _take_lock(self, state: Path) -> None:
         lock = open(state / "platform.lock", "a+")  # noqa: SIM115 - held until stop()

@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 from helpers import REPO, Platforms, pid_alive, wait_for
 
+from faasrl.redis_server import free_port
+
 FAASRL = [sys.executable, "-m", "faasrl"]
 
 
@@ -196,6 +198,18 @@ def test_a_given_token_wins_and_an_empty_one_counts_as_none(tmp_path: Path,
     assert "given-token" not in given.stop()
     empty = Up(platforms, tmp_path / "empty", FAASRL_TOKEN="")  # compose passes an unset one so
     assert empty.token and empty.token == (empty.state_dir / "token").read_text().strip()
+
+
+def test_up_on_a_redis_it_cannot_use_says_why_without_a_traceback(tmp_path: Path):
+    """The start checks the Redis it is given (reachable, 6.0 or later) before serving."""
+    url = f"redis://127.0.0.1:{free_port()}/0"  # nothing listens there
+    env = {k: v for k, v in os.environ.items() if k != "FAASRL_TOKEN"}
+    env.update(FAASRL_STATE_DIR=str(tmp_path / "state"), FAASRL_PORT="0", FAASRL_REDIS_URL=url,
+               COLUMNS="200")
+    out = subprocess.run([*FAASRL, "up"], env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 1, out
+    assert f"error: cannot reach Redis at {url}" in out.stdout, out
+    assert "Traceback" not in out.stdout + out.stderr
 
 
 def test_token_without_a_platform_says_where_it_looked(tmp_path: Path):

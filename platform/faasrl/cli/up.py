@@ -39,7 +39,7 @@ def up(
     Ctrl-C stops every container and Redis.
     """
     from faasrl.data.connection import without_credentials
-    from faasrl.embedded import EmbeddedPlatform
+    from faasrl.embedded import EmbeddedPlatform, PlatformError
 
     overrides: dict[str, Any] = {k: v for k, v in
                                  {"host": host, "port": port, "state_dir": state_dir,
@@ -85,6 +85,9 @@ def up(
                  "", "Ctrl-C stops every container and Redis."]
         console.print(Panel("\n".join(lines), title="faasrl is up", expand=False))
         platform.wait()
+    except PlatformError as exc:  # it cannot start: say why, without a traceback
+        console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(1) from None
     except KeyboardInterrupt:
         console.print("stopping: containers, gateway, Redis")
     finally:
