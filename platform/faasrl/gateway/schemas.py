@@ -137,7 +137,11 @@ class ClusterOut(BaseModel):
     zygote: ZygoteState | None = Field(
         None, description="the process backend's zygote, which cold starts fork from: "
                           "importing, ready (forks), gone (starts anew with the next cold "
-                          "start) or off; null: the backend has none")
+                          "start), failed (a failed import left it unfit to fork: containers "
+                          "start as new interpreters) or off; null: the backend has none")
+    zygote_not_preloaded: dict[str, str] = Field(
+        default_factory=dict, description="the modules the zygote could not import, and why "
+                                          "(a function importing them does so itself)")
 
 
 class HealthOut(BaseModel):
