@@ -6,9 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 import httpx
-from helpers import at_round, finished
+import pytest
+from helpers import REPO, at_round, finished
 
 from faasrl.client import Client
+from faasrl.inputs import load_yaml
 
 SHORT = {"env_id": "CartPole-v1", "envs_per_actor": 2, "steps_per_actor": 32,
          "controller": {"name": "fixed", "actors": 2}, "evaluation_episodes": 0,
@@ -21,9 +23,11 @@ def _episodes(client: Client, job_id: str) -> list[tuple[int, float | None]]:
     return [(r["episodes"], r["mean_return"]) for r in client.job_metrics(job_id)]
 
 
-def _run(client: Client, specs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _run(client: Client, specs: list[dict[str, Any]], timeout_s: float = 180
+         ) -> list[dict[str, Any]]:
+    """Submit the jobs at once and wait for them all to succeed."""
     ids = [client.submit(spec)["id"] for spec in specs]
-    done = [finished(client, job_id, timeout_s=180) for job_id in ids]
+    done = [finished(client, job_id, timeout_s=timeout_s) for job_id in ids]
     assert all(d["status"] == "succeeded" for d in done), done
     return done
 
@@ -60,3 +64,21 @@ def test_envs_lost_with_their_container_are_counted_in_the_row(make_platform):
         assert sum(r["env_restarts"] for r in rows) == done["env_restarts"] == 2  # both slots
         csv = httpx.get(f"{platform.url}/v1/jobs/{job['id']}/metrics?format=csv").text
         assert "env_restarts" in csv.splitlines()[0].split(",")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_four_cartpole_jobs_at_once_reach_the_target_as_soon_as_alone(make_platform):
+    """examples/cartpole.yaml, seeds 11-14, first one at a time, then all four at once on the
+    same platform: each reaches the target within 1.5x the rounds it took alone (a job's
+    rounds are the same as alone when its envs are kept, only slower)."""
+    spec = load_yaml((REPO / "examples" / "cartpole.yaml").read_text())
+    seeds = (11, 12, 13, 14)
+    platform = make_platform(register_builtins=True)
+    with platform.client() as client:
+        alone = {seed: _run(client, [{**spec, "seed": seed}], timeout_s=300)[0]["round"]
+                 for seed in seeds}
+        together = _run(client, [{**spec, "seed": seed} for seed in seeds], timeout_s=600)
+    for seed, job in zip(seeds, together, strict=True):
+        assert job["stop_reason"].startswith("target reward reached"), (seed, job)
+        assert job["round"] <= 1.5 * alone[seed], (seed, job["round"], alone[seed])
