@@ -49,6 +49,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 CONFIRM_GAP = 5  # rounds between evaluations that try to confirm a reached target
+TARGET_REACHED = "target reward reached"  # how the stop reason of a job that reached it begins
 REDIS_ATTEMPTS = 5  # invocations of a function that keeps finding Redis unreachable
 # what a resume from a disk checkpoint brings back
 RESTORED_FIELDS = ("round", "version", "env_steps", "env_restarts", "wall_s", "cost_usd",
@@ -190,7 +191,7 @@ class JobRun:
                 except (RedisDown, *UNREACHABLE) as exc:
                     await self.workflow.interrupted(exc)
             await self.workflow.finish()
-            rec.stop_reason = reason
+            rec.stop_reason = self._short_of_target(reason)
             if spec.evaluation_episodes:  # also after a confirmation: it chose when to stop
                 rec.evaluation = await self._evaluate("final")
             rec.status = "succeeded"
@@ -293,6 +294,16 @@ class JobRun:
             return "the controller ended the job: the budget left cannot pay for another round"
         return None
 
+    def _short_of_target(self, reason: str) -> str:
+        """The stop reason of a job that ended for another reason than its target reward says
+        that it did not reach it: "succeeded" is only that the job ran to a stop."""
+        rec, target = self.record, self.record.spec.stop.target_reward
+        if target is None or reason.startswith(TARGET_REACHED):
+            return reason
+        mean_ = rec.recent_mean_return
+        seen = "no episode ended" if mean_ is None else f"training mean {mean_:.1f}"
+        return f"{reason}; target reward {target:g} not reached ({seen})"
+
     async def _target_reached(self) -> str | None:
         """Whether the policy reached ``target_reward``.
 
@@ -307,7 +318,7 @@ class JobRun:
         if (target is None or mean_ is None or len(rec.recent_returns) < spec.stop.target_window
                 or mean_ < target):
             return None
-        reached = f"target reward reached: training mean {mean_:.1f} over " \
+        reached = f"{TARGET_REACHED}: training mean {mean_:.1f} over " \
                   f"{spec.stop.target_window} episodes"
         if not spec.stop.confirm_target or not spec.evaluation_episodes:
             return reached
