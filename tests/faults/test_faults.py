@@ -64,6 +64,8 @@ def test_a_killed_function_container_loses_nothing(client: Client, platform, fun
     rows = client.job_metrics(job["id"])
     assert_rows_whole(rows, ROUNDS, SYNC_STEPS)
     assert sum(r["cold_starts"] for r in rows[3:]) >= 1  # the lost container was replaced
+    restarts = sum(r["env_restarts"] for r in rows)
+    assert restarts == done["env_restarts"] and (restarts >= 1) == (function == "actor")
     every_invocation_recorded(client, "actor", 2 * ROUNDS)
     report(f"kill -9 of the {function}", stall(rows))
 

@@ -4,7 +4,7 @@ bound that will end the job."""
 
 from __future__ import annotations
 
-from faasrl.cli.jobs import _evaluation_lines, nearest_bound
+from faasrl.cli.jobs import _evaluation_lines, _rounds_line, nearest_bound
 
 
 def _evaluation(mean: float, version: int = 7) -> dict[str, object]:
@@ -32,3 +32,10 @@ def test_the_progress_bar_runs_toward_the_bound_the_job_is_nearest_to():
     assert nearest_bound({"budget_usd": 0.04}, row) == (1.0, "$0.0500/$0.0400")
     assert nearest_bound({"max_wall_s": 60.0}, row) == (0.5, "30/60 s")
     assert nearest_bound({"target_reward": 475.0}, row) == (None, "10 rounds")
+
+
+def test_the_summary_shows_env_restarts_where_there_were_any():
+    job = {"round": 12, "env_steps": 12_288, "wall_s": 3.25, "env_restarts": 0}
+    assert _rounds_line(job) == "rounds      12   env steps 12,288   wall 3.2 s"
+    assert _rounds_line({**job, "env_restarts": 2}) == \
+        "rounds      12   env steps 12,288   env restarts 2   wall 3.2 s"

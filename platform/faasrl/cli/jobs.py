@@ -112,10 +112,17 @@ def _evaluation_lines(job: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _rounds_line(job: dict[str, Any]) -> str:
+    """Rounds, env steps, env restarts where there were any (episodes cut short), wall."""
+    restarts = job.get("env_restarts", 0)
+    lost = f"   env restarts {restarts}" if restarts else ""
+    return f"rounds      {job['round']}   env steps {job['env_steps']:,}{lost}   " \
+           f"wall {job['wall_s']:.1f} s"
+
+
 def _summary(job: dict[str, Any]) -> None:
     lines = [f"status      {job['status']}: {job.get('stop_reason') or job.get('error') or ''}",
-             f"rounds      {job['round']}   env steps {job['env_steps']:,}   "
-             f"wall {job['wall_s']:.1f} s",
+             _rounds_line(job),
              f"cost        serverless ${job['cost_usd']:.4f}   serverful (same run) "
              f"${job['serverful_cost_usd']:.4f}",
              f"modeled     parallel, no waits for a core: wall {job['parallel_wall_s']:.1f} s"
