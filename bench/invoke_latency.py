@@ -35,7 +35,7 @@ from rich.table import Table
 
 from faasrl.client import Client
 from faasrl.config import Settings
-from faasrl.embedded import EmbeddedPlatform
+from faasrl.embedded import KEEP_ALIVE_S, EmbeddedPlatform
 from faasrl.invoker.runtime_client import RuntimeClient
 from faasrl.runtime.server import Context
 
@@ -159,7 +159,8 @@ def forwarding_proxy(runtime: Endpoint) -> Iterator[Endpoint]:
 
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, loop="uvloop",
                                            http="httptools", lifespan="off",
-                                           log_level="warning", access_log=False))
+                                           log_level="warning", access_log=False,
+                                           timeout_keep_alive=KEEP_ALIVE_S))
     thread = threading.Thread(target=server.run, name="forwarding-proxy", daemon=True)
     thread.start()
     deadline = time.monotonic() + 30

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 import redis
-from helpers import TEST_NETWORK
+from helpers import TEST_NETWORK, Platforms
 
 from faasrl.config import Settings
 from faasrl.embedded import EmbeddedPlatform
@@ -63,6 +63,13 @@ def make_platform(tmp_path: Path, redis_url: str) -> Iterator[Callable[..., Embe
     yield start
     for platform in started:
         platform.stop()
+
+
+@pytest.fixture
+def platforms() -> Iterator[Platforms]:
+    """Starts ``faasrl up`` processes; stops every one after the test, passed or failed."""
+    with Platforms() as started:
+        yield started
 
 
 @pytest.fixture

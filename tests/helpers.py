@@ -6,6 +6,7 @@ import contextlib
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -57,6 +58,25 @@ def start_runtime(*extra: str, preexec_fn: Callable[[], None] | None = None,
     port = re.search(r":(\d+) ", line)
     assert port, line
     return proc, f"http://127.0.0.1:{port.group(1)}"
+
+
+def with_python_path(folder: Path) -> str:
+    """This process's PYTHONPATH with ``folder`` first: what a child given it imports from."""
+    return os.pathsep.join([str(folder), *filter(None, [os.environ.get("PYTHONPATH")])])
+
+
+def half_imported_torch(folder: Path) -> str:
+    """A PYTHONPATH (``folder`` first) whose ``torch`` (which the zygote preloads, and the
+    gateway never imports) fails midway, having imported a module of its own: as torch._dynamo
+    failed on ``getpass.getuser()`` for a uid without a passwd entry, after registering its
+    artifacts."""
+    package = folder / "torch"
+    package.mkdir(parents=True)
+    (package / "_registered.py").write_text("")
+    (package / "__init__.py").write_text(
+        "from torch import _registered  # noqa: F401\n"
+        "raise KeyError('getpwuid(): uid not found: 10001')\n")
+    return with_python_path(folder)
 
 
 def pid_alive(pid: int) -> bool:
@@ -192,9 +212,52 @@ def every_invocation_recorded(client: Client, function: str, at_least: int) -> N
 
 
 # ------------------------------------------------------------- the gateway as a process
+class Platforms:
+    """The ``faasrl up`` processes a test starts, each stopped when the test ends, passed or
+    failed (the ``platforms`` fixture): a failed test must not leave a platform running."""
+
+    STOP_GRACE_S = 60.0
+
+    def __init__(self) -> None:
+        self._procs: list[subprocess.Popen[Any]] = []
+
+    def add(self, proc: subprocess.Popen[Any]) -> subprocess.Popen[Any]:
+        """Stop ``proc`` (a ``faasrl up``) with the others."""
+        self._procs.append(proc)
+        return proc
+
+    def gateway(self, state: Path, port: int, token: str, *options: str,
+                **env: str) -> subprocess.Popen[bytes]:
+        """:func:`gateway`, stopped with the others."""
+        return self.add(gateway(state, port, token, *options, **env))
+
+    def stop_all(self) -> None:
+        """SIGTERM, as users stop a platform; what still runs ``STOP_GRACE_S`` later is killed
+        with its whole session (its children die with it anyway: parent-death signals)."""
+        running = [p for p in self._procs if p.poll() is None]
+        for proc in running:
+            proc.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + self.STOP_GRACE_S
+        for proc in running:
+            try:
+                proc.wait(max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                with contextlib.suppress(ProcessLookupError):  # one not leading its session
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+
+    def __enter__(self) -> Platforms:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop_all()
+
+
 def gateway(state: Path, port: int, token: str, *options: str,
             **env: str) -> subprocess.Popen[bytes]:
-    """``faasrl up`` with ``options`` in its own process (its log in the state dir's parent)."""
+    """``faasrl up`` with ``options`` in its own process and session (its log in the state
+    dir's parent). A test stops it whatever happens: ``platforms.gateway`` does."""
     log = open(state.parent / f"gateway-{time.monotonic_ns()}.log", "wb")  # noqa: SIM115
     return subprocess.Popen(
         [sys.executable, "-m", "faasrl", "up", "--port", str(port), "--state-dir", str(state),

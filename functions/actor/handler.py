@@ -8,8 +8,12 @@ initial priority with their copy of the online and target networks, and push
 Per invocation it fetches the weights of the version it is given (only when that version is not
 the one it already holds), steps its envs for one round, writes one safetensors blob to the job's
 trajectory stream in Redis and returns a small JSON summary. Envs live per (job, slot), so
-episodes continue across rounds as long as the slot keeps landing on this container; a slot new
-to this container starts fresh envs seeded from (job seed, slot, round).
+episodes continue across rounds as long as the slot keeps landing on this container (the
+manifest's ``affinity: wait`` makes the pool send it back here); a slot new to this container
+starts fresh envs seeded from (job seed, slot, round) and says so (``envs_started``), which the
+job counts as an env restart when the slot had envs before. A container keeps the state of as
+many jobs as its memory allows: above ``MEMORY_SHARE`` of its limit, each invocation drops the
+least recently used other job's.
 
     args: faasrl.contracts.RolloutArgs | EvaluateArgs | ExploreArgs (``mode``)
     result: RolloutResult | EvaluateResult | ExploreResult
@@ -50,10 +54,11 @@ from faasrl.rl.explore import Explorer
 from faasrl.rl.policy import ActorCritic, PolicySpec
 from faasrl.rl.rollout import Rollout, evaluate
 from faasrl.rl.seeds import training_seed
+from faasrl.runtime.server import status_mb
 
 torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
-_jobs: OrderedDict[str, _Job] = OrderedDict()
-MAX_JOBS = 2  # jobs whose envs and policy one warm container keeps
+_jobs: OrderedDict[str, _Job] = OrderedDict()  # least recently used first
+MEMORY_SHARE = 0.75  # of the container's memory limit: above it, other jobs' state is dropped
 
 
 class _Job:
@@ -91,12 +96,17 @@ class _Acting:
                                    generator=generator, explore=not deterministic)
 
 
-def _job(job: JobContext) -> _Job:
+def _job(job: JobContext, memory_limit_mb: float) -> _Job:
+    """The job's state, made the most recently used. Over ``MEMORY_SHARE`` of the limit (the
+    heap, as the runtime's limit counts it), the least recently used other job's state goes:
+    one per invocation, since freed memory is reused rather than returned at once."""
     if job.id not in _jobs:
         _jobs[job.id] = _Job(job)
-        while len(_jobs) > MAX_JOBS:
-            _jobs.popitem(last=False)
     _jobs.move_to_end(job.id)
+    used = status_mb("VmData")
+    if (len(_jobs) > 1 and memory_limit_mb and used is not None
+            and used > MEMORY_SHARE * memory_limit_mb):
+        _jobs.popitem(last=False)
     return _jobs[job.id]
 
 
@@ -105,7 +115,7 @@ def main(args: dict[str, Any], context: Any) -> dict[str, Any]:
     job, cfg = call.job, call.job.hyperparameters
     r = function_redis(job.model_dump(include={"redis"}))
     store = ParameterStore(r, job.id)
-    state = _job(job)
+    state = _job(job, getattr(context, "memory_limit_in_mb", 0) or 0)
     t0 = time.monotonic()
     # Explorers, and rollouts given no version, take the newest one.
     named = None if isinstance(call, ExploreArgs) else call.version
@@ -126,7 +136,8 @@ def main(args: dict[str, Any], context: Any) -> dict[str, Any]:
 
     slot, round_ = call.slot, call.round
     rollout = state.rollouts.get(slot)
-    if rollout is None:
+    started = rollout is None
+    if started:
         seed = training_seed(job.seed, slot, round_)
         envs = make_vec_env(job.env_id, job.envs_per_actor, seed, gamma=cfg.gamma)
         rollout = state.rollouts[slot] = Rollout(envs, state.policy, num_steps=job.steps_per_actor,
@@ -139,7 +150,7 @@ def main(args: dict[str, Any], context: Any) -> dict[str, Any]:
     t3 = time.monotonic()
     return RolloutResult(steps=len(batch["obs"]), version=version, entry=entry,
                          episodes=episodes, weights_fetched=fetched, fetch_s=t1 - t0,
-                         rollout_s=t2 - t1, write_s=t3 - t2, bytes=nbytes
+                         rollout_s=t2 - t1, write_s=t3 - t2, bytes=nbytes, envs_started=started
                          ).model_dump(mode="json")
 
 
@@ -147,7 +158,8 @@ def explore(call: ExploreArgs, r: Any, state: _Job, version: int, fetched: bool,
             fetch_s: float) -> ExploreResult:
     job, cfg, slot, spec = call.job, call.job.hyperparameters, call.slot, state.spec
     t1 = time.monotonic()
-    if slot not in state.explorers:
+    started = slot not in state.explorers
+    if started:
         seed = training_seed(job.seed, slot, 0)
         envs = make_vec_env(job.env_id, job.envs_per_actor, seed, gamma=cfg.gamma,
                             normalize_reward=False)
@@ -176,4 +188,4 @@ def explore(call: ExploreArgs, r: Any, state: _Job, version: int, fetched: bool,
     return ExploreResult(steps=steps, transitions=len(transitions), version=version,
                          entry=entry, episodes=episodes, priority_mean=priority_mean,
                          weights_fetched=fetched, fetch_s=fetch_s, rollout_s=t2 - t1,
-                         write_s=time.monotonic() - t2, bytes=nbytes)
+                         write_s=time.monotonic() - t2, bytes=nbytes, envs_started=started)

@@ -123,6 +123,10 @@ class ExploreArgs(BaseModel):
     actors: int = Field(ge=1, description="actor slots in all")
 
 
+ENVS_STARTED = ("the slot's envs were started for this call: the container had none for it "
+                "(the job counts it as an env restart when the slot had envs before)")
+
+
 class RolloutResult(BaseModel):
     model_config = CONTRACT
     steps: int
@@ -134,6 +138,7 @@ class RolloutResult(BaseModel):
     rollout_s: float
     write_s: float
     bytes: int
+    envs_started: bool = Field(False, description=ENVS_STARTED)
 
 
 class EvaluateResult(BaseModel):
@@ -155,6 +160,7 @@ class ExploreResult(BaseModel):
     rollout_s: float
     write_s: float
     bytes: int
+    envs_started: bool = Field(False, description=ENVS_STARTED)
 
 
 ActorArgs = Annotated[RolloutArgs | EvaluateArgs | ExploreArgs, Field(discriminator="mode")]

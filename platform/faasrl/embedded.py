@@ -9,26 +9,51 @@ from __future__ import annotations
 
 import fcntl
 import json
+import logging
 import os
 import secrets
+import tempfile
 import threading
 import time
 from pathlib import Path
 from typing import IO
 
+import redis
 import uvicorn
 from fastapi import FastAPI
 
 from faasrl.client import Client, gateway_file
 from faasrl.config import Settings
+from faasrl.data.acl import REDIS_NEEDED, redis_version_problem
 from faasrl.data.connection import with_password, without_credentials
 from faasrl.gateway import create_app
 from faasrl.gateway.fast_invoke import FastInvoke
 from faasrl.redis_server import EmbeddedRedis
 
+log = logging.getLogger(__name__)
+# How long the gateway keeps an idle client connection open: clearly longer than clients' own
+# idle timeouts (httpx's 5 s, aiohttp's 15 s), so that the client, not the server, ends an idle
+# connection. At uvicorn's default (5 s, equal to httpx's) a client reusing a connection just
+# as the server closed it got "Server disconnected without sending a response".
+KEEP_ALIVE_S = 75
+
 
 class PlatformError(RuntimeError):
     pass
+
+
+def _write_private(path: Path, text: str) -> None:
+    """Replace ``path`` with ``text`` whole: written beside it (mode 0600 from its creation: it
+    holds the token) and renamed over it, so a reader (a CLI looking for the gateway) sees the
+    old file or the new one, never an empty or partial one."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 class EmbeddedPlatform:
@@ -63,14 +88,13 @@ class EmbeddedPlatform:
             if self.redis_url is None:
                 self.redis = self._embedded_redis(state / "redis").start()
                 self.redis_url = self.redis.url
+            self._check_redis(self.redis_url)
             self._serve(timeout_s)
         except BaseException:
             self.stop()
             raise
-        info = {"url": self.url, "token": self.token, "pid": os.getpid()}
-        path = gateway_file(state)
-        path.write_text(json.dumps(info))
-        path.chmod(0o600)
+        _write_private(gateway_file(state),
+                       json.dumps({"url": self.url, "token": self.token, "pid": os.getpid()}))
         return self
 
     def _embedded_redis(self, data_dir: Path) -> EmbeddedRedis:
@@ -84,6 +108,26 @@ class EmbeddedPlatform:
             also_bind = (host_gateway_address(),)
         return EmbeddedRedis(data_dir, also_bind=also_bind, password=secrets.token_urlsafe(24),
                              supervise=True)
+
+    @staticmethod
+    def _check_redis(url: str) -> None:
+        """Refuse to start on a Redis that cannot serve faasrl (too old for ACL users), or that
+        does not answer, saying why; a Redis that keeps INFO from us is given the benefit of the
+        doubt."""
+        client = redis.Redis.from_url(url, socket_connect_timeout=5, socket_timeout=30)
+        try:
+            info = client.info("server")
+        except redis.ConnectionError as exc:
+            raise PlatformError(f"cannot reach Redis at {without_credentials(url)}: {exc}") \
+                from None
+        except redis.ResponseError as exc:  # INFO renamed or not allowed
+            log.warning("could not read the version of the Redis at %s (%s); %s",
+                        without_credentials(url), exc, REDIS_NEEDED)
+            return
+        finally:
+            client.close()
+        if (problem := redis_version_problem(info)) is not None:
+            raise PlatformError(f"{problem} (the Redis at {without_credentials(url)})")
 
     def _take_lock(self, state: Path) -> None:
         lock = open(state / "platform.lock", "a+")  # noqa: SIM115 - held until stop()
@@ -106,7 +150,7 @@ class EmbeddedPlatform:
         config = uvicorn.Config(FastInvoke(app), host=self.settings.host, port=self.settings.port,
                                 loop="uvloop", http="httptools", lifespan="on",
                                 log_level="warning", access_log=self._access_log,
-                                timeout_graceful_shutdown=5)
+                                timeout_keep_alive=KEEP_ALIVE_S, timeout_graceful_shutdown=5)
         self._app = app
         self._server = server = uvicorn.Server(config)
         self._thread = threading.Thread(target=server.run, name="faasrl-gateway", daemon=True)

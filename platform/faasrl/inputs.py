@@ -8,12 +8,21 @@ bound check and then poison a schedule, a size or a duration — and one YAML re
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Annotated, Any
 
 import yaml
-from pydantic import ConfigDict
+from pydantic import BeforeValidator, ConfigDict
 
 STRICT = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
+
+
+def _integral(value: Any) -> Any:
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+# An integer as JSON Schema counts one: ``905.0`` is 905 (a client that writes every number as
+# a float sends it so); ``905.5``, a string or a bool are still refused, naming the field.
+Integer = Annotated[int, BeforeValidator(_integral)]
 
 
 class _Yaml12Loader(yaml.SafeLoader):

@@ -95,6 +95,10 @@ class FunctionSpec(BaseModel):
     min_warm: int = Field(0, ge=0, le=1024, description="containers kept started ahead")
     keep_alive_s: float = Field(600.0, ge=0, description="idle seconds before reclaiming")
     max_concurrency: int = Field(1, ge=1, le=1024, description="invocations one container serves")
+    affinity: Literal["prefer", "wait"] = Field(
+        "prefer", description="an invocation with an affinity key whose container is busy: "
+        "'prefer' takes another one, 'wait' waits for it (the handler keeps state per key "
+        "that another container would not have)")
     env: dict[str, str] = Field(default_factory=dict, description="environment for the handler")
     placement: Literal["local", "lambda"] = Field(
         "local", description="where invocations run unless the caller says otherwise")

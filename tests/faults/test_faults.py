@@ -17,7 +17,6 @@ from helpers import (
     at_round,
     every_invocation_recorded,
     finished,
-    gateway,
     gateway_up,
     pid_alive,
     stall,
@@ -65,6 +64,8 @@ def test_a_killed_function_container_loses_nothing(client: Client, platform, fun
     rows = client.job_metrics(job["id"])
     assert_rows_whole(rows, ROUNDS, SYNC_STEPS)
     assert sum(r["cold_starts"] for r in rows[3:]) >= 1  # the lost container was replaced
+    restarts = sum(r["env_restarts"] for r in rows)
+    assert restarts == done["env_restarts"] and (restarts >= 1) == (function == "actor")
     every_invocation_recorded(client, "actor", 2 * ROUNDS)
     report(f"kill -9 of the {function}", stall(rows))
 
@@ -124,41 +125,38 @@ def test_a_redis_restart_during_the_actors_phase(make_platform, tmp_path):
         server.stop()
 
 
-def test_a_killed_gateway_resumes_its_job(tmp_path):
+def test_a_killed_gateway_resumes_its_job(tmp_path, platforms):
     state, port, token = tmp_path / "state", free_port(), "fault-token"
     url = f"http://127.0.0.1:{port}"
-    proc = gateway(state, port, token)
-    try:
-        with gateway_up(url, token, proc) as client:
-            job = client.submit(SYNC)
-            at_round(client, job["id"], 3)
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
-        t0 = time.monotonic()
-        proc = gateway(state, port, token)
-        with gateway_up(url, token, proc) as client:
-            before = client.job(job["id"])["round"]
-            at_round(client, job["id"], before + 1)
-            stalled = time.monotonic() - t0
-            done = finished(client, job["id"])
-            assert done["status"] == "succeeded", done
-            rows = client.job_metrics(job["id"])
-            assert_rows_whole(rows, ROUNDS, SYNC_STEPS)
-            report("kill -9 of the gateway (with its embedded Redis and containers)",
-                   stalled - statistics.median(r["round_s"] for r in rows))
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(60)
+    proc = platforms.gateway(state, port, token)
+    with gateway_up(url, token, proc) as client:
+        job = client.submit(SYNC)
+        at_round(client, job["id"], 3)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    t0 = time.monotonic()
+    proc = platforms.gateway(state, port, token)
+    with gateway_up(url, token, proc) as client:
+        before = client.job(job["id"])["round"]
+        at_round(client, job["id"], before + 1)
+        stalled = time.monotonic() - t0
+        done = finished(client, job["id"])
+        assert done["status"] == "succeeded", done
+        rows = client.job_metrics(job["id"])
+        assert_rows_whole(rows, ROUNDS, SYNC_STEPS)
+        report("kill -9 of the gateway (with its embedded Redis and containers)",
+               stalled - statistics.median(r["round_s"] for r in rows))
 
 
-def test_an_answered_invocation_keeps_its_record_across_a_redis_outage_and_sigterm(tmp_path):
+def test_an_answered_invocation_keeps_its_record_across_a_redis_outage_and_sigterm(tmp_path,
+                                                                                 platforms):
     """Redis is down when the invocation is answered and still down when the gateway stops:
     the record waits in the spool and is in Redis once both are back."""
     server = EmbeddedRedis(tmp_path / "redis", password="pw-spool").start()
     state, port, token = tmp_path / "state", free_port(), "spool-token"
     url = f"http://127.0.0.1:{port}"
     env = {"FAASRL_REDIS_URL": server.url, "FAASRL_REGISTER_BUILTINS": "true"}
-    proc = gateway(state, port, token, **env)
+    proc = platforms.gateway(state, port, token, **env)
     try:
         with gateway_up(url, token, proc) as client:
             client.invoke("echo", {"warm": True})
@@ -174,14 +172,13 @@ def test_an_answered_invocation_keeps_its_record_across_a_redis_outage_and_sigte
         assert b"shutdown failed" not in log.lower(), log[-2000:]
         assert (state / "records.spool").exists()
         server.start()
-        proc = gateway(state, port, token, **env)
+        proc = platforms.gateway(state, port, token, **env)
         with gateway_up(url, token, proc) as client:
             rec = wait_for(lambda: _record(client, answered["id"]), what="the spooled record")
             assert rec["status"] == "success" and rec["result"]["echo"] == {"n": 1}
         assert not (state / "records.spool").exists()
     finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(60)
+        platforms.stop_all()  # before its Redis
         server.stop()
 
 

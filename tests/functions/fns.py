@@ -72,7 +72,8 @@ def client_context(args, context):
     if cc is None:
         return None
     client = None if cc.client is None else {k: getattr(cc.client, k) for k in cc.client.FIELDS}
-    return {"client": client, "custom": cc.custom, "env": cc.env}
+    return {"client": client, "custom": cc.custom, "env": cc.env, "str": str(cc),
+            "context": str(context)}
 
 
 def unserializable(args, context):

@@ -2,6 +2,7 @@
 library at the top (any interpreter); sqlite3 is imported here on purpose: no zygote preloads it."""
 
 import contextlib
+import getpass
 import os
 import random
 import resource
@@ -29,7 +30,9 @@ def probe(args, context):
            "env": dict(os.environ), "cwd": os.getcwd(), "tmp": tempfile.gettempdir(),
            "data_limit": resource.getrlimit(resource.RLIMIT_DATA)[0], "fds": fds,
            "dumpable": _dumpable(), "random": random.random(), "sqlite3_preloaded": PRELOADED,
-           "sqlite3": sqlite3.connect(":memory:").execute("select 6 * 7").fetchone()[0]}
+           "sqlite3": sqlite3.connect(":memory:").execute("select 6 * 7").fetchone()[0],
+           # What libraries ask of their user (torch's compile cache folder calls getuser()).
+           "user": getpass.getuser(), "home": os.path.expanduser("~")}
     if "torch" in sys.modules:
         import numpy as np
         import torch

@@ -8,25 +8,28 @@ import re
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers import REPO, pid_alive, wait_for
+from helpers import REPO, Platforms, pid_alive, wait_for
+
+from faasrl.redis_server import free_port
 
 FAASRL = [sys.executable, "-m", "faasrl"]
 
 
 class Up:
-    """A ``faasrl up`` process on its own state dir."""
+    """A ``faasrl up`` process on its own state dir, which ``platforms`` stops after the test
+    whatever happens (also when it never wrote its gateway file)."""
 
-    def __init__(self, state_dir: Path, **env: str):
+    def __init__(self, platforms: Platforms, state_dir: Path, **env: str):
         self.state_dir = state_dir
         self.env = {k: v for k, v in os.environ.items() if k not in ("FAASRL_TOKEN", "FAASRL_URL")}
         self.env.update(FAASRL_STATE_DIR=str(state_dir), FAASRL_PORT="0",
                         FAASRL_MAINTAIN_INTERVAL_S="0.05", COLUMNS="200", **env)
-        self.proc = subprocess.Popen([*FAASRL, "up"], env=self.env, stdout=subprocess.PIPE,
-                                     stderr=subprocess.STDOUT, text=True)
+        self.proc = platforms.add(subprocess.Popen(
+            [*FAASRL, "up"], env=self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            text=True, start_new_session=True))
         info = wait_for(self._info, timeout_s=30, what="faasrl up to write its gateway file")
         self.url, self.token = info["url"], info["token"]
 
@@ -66,12 +69,8 @@ class Up:
 
 
 @pytest.fixture
-def up(tmp_path: Path) -> Iterator[Up]:
-    platform = Up(tmp_path / "state")
-    yield platform
-    if platform.proc.poll() is None:  # stopped as users stop it, so it leaves nothing behind
-        platform.proc.send_signal(signal.SIGTERM)
-        platform.proc.wait(30)
+def up(tmp_path: Path, platforms: Platforms) -> Up:
+    return Up(platforms, tmp_path / "state")
 
 
 def test_up_prints_url_and_token_and_serves_the_cli(up: Up):
@@ -106,7 +105,7 @@ def test_ctrl_c_stops_every_container_and_redis(up: Up):
     assert list((up.state_dir / "containers").iterdir()) == []
 
 
-def test_a_killed_platform_leaves_no_child_behind(up: Up):
+def test_a_killed_platform_leaves_no_child_behind(up: Up, platforms: Platforms):
     up.cli("functions", "deploy", str(REPO / "functions" / "echo"))
     up.cli("invoke", "echo")
     children = up.children()
@@ -117,25 +116,36 @@ def test_a_killed_platform_leaves_no_child_behind(up: Up):
     up.proc.wait()
     wait_for(lambda: not any(pid_alive(p) for p in children), timeout_s=10,
              what="the children to die with their parent")
-    again = Up(up.state_dir)  # the next start reaps what the killed one left
-    try:
-        assert not any(f.exists() for f in folders)
-    finally:
-        again.stop()
+    again = Up(platforms, up.state_dir)  # the next start reaps what the killed one left
+    assert not any(f.exists() for f in folders)
+    again.stop()
 
 
-def test_restart_keeps_registrations_in_the_embedded_redis(tmp_path: Path):
-    first = Up(tmp_path / "state")
+def test_restart_keeps_registrations_in_the_embedded_redis(tmp_path: Path,
+                                                           platforms: Platforms):
+    first = Up(platforms, tmp_path / "state")
     first.cli("functions", "deploy", str(REPO / "functions" / "echo"))
-    first.proc.send_signal(signal.SIGINT)
-    first.proc.wait(30)
-    second = Up(tmp_path / "state")
-    try:
-        assert "echo" in second.cli("functions", "ls").stdout
-        assert json.loads(second.cli("invoke", "echo").stdout)["status"] == "success"
-    finally:
-        second.proc.send_signal(signal.SIGINT)
-        second.proc.wait(30)
+    first.stop()
+    second = Up(platforms, tmp_path / "state")
+    assert "echo" in second.cli("functions", "ls").stdout
+    assert json.loads(second.cli("invoke", "echo").stdout)["status"] == "success"
+
+
+def test_the_gateway_file_is_replaced_whole_never_rewritten_in_place(make_platform,
+                                                                    tmp_path: Path):
+    """A CLI that opened the gateway file just before a platform wrote it reads one whole file:
+    rewritten in place, it read the new one or, a moment earlier, nothing (JSONDecodeError)."""
+    state = tmp_path / "state"
+    state.mkdir()
+    path = state / "gateway.json"
+    stale = json.dumps({"url": "http://127.0.0.1:1", "token": "old", "pid": 1})
+    path.write_text(stale)  # as a killed platform leaves it
+    with open(path) as opened_before:
+        platform = make_platform(state_dir=state)
+        assert opened_before.read() == stale
+    assert json.loads(path.read_text())["url"] == platform.url
+    assert path.stat().st_mode & 0o777 == 0o600
+    assert [p.name for p in state.iterdir() if p.name.startswith(".gateway")] == []
 
 
 def test_second_platform_on_the_same_state_dir_is_refused(up: Up):
@@ -149,9 +159,12 @@ def test_submit_follow_jobs_and_plot(up: Up, tmp_path: Path):
     spec = tmp_path / "short.yaml"
     spec.write_text("env_id: CartPole-v1\nenvs_per_actor: 2\nsteps_per_actor: 16\n"
                     "controller: {name: fixed, actors: 1}\nevaluation_episodes: 1\n"
-                    "stop: {max_rounds: 2}\n")
+                    "stop: {max_rounds: 500, max_env_steps: 64}\n")  # 32 steps a round
     out = up.cli("submit", str(spec), "--follow").stdout
-    assert "succeeded: max_rounds (2) done" in out and "serverful" in out
+    assert "succeeded: max_env_steps (64) reached" in out and "serverful" in out
+    # The bar ends complete at the rounds the job took, saying why, not at "2/500".
+    [bar] = [line for line in out.splitlines() if "CartPole-v1" in line]
+    assert "2/2 rounds" in bar and "max_env_steps (64) reached" in bar, bar
     job_id = re.search(r"job ([0-9a-f]{12})", out).group(1)
     listed = up.cli("jobs").stdout
     assert job_id in listed and "succeeded" in listed
@@ -164,36 +177,42 @@ def test_submit_follow_jobs_and_plot(up: Up, tmp_path: Path):
     assert refused.returncode != 0 and "controller.fixed.actors" in refused.stdout + refused.stderr
 
 
-def test_the_token_is_made_once_kept_and_read_back(tmp_path: Path):
-    first = Up(tmp_path / "state")
+def test_the_token_is_made_once_kept_and_read_back(tmp_path: Path, platforms: Platforms):
+    first = Up(platforms, tmp_path / "state")
     token = first.token
     assert first.cli("token").stdout.strip() == token
     kept = first.state_dir / "token"
     assert kept.stat().st_mode & 0o777 == 0o600
     assert f"{token}   (new)" in first.stop()
-    second = Up(tmp_path / "state")
-    try:
-        assert second.token == token  # a restart keeps it
-        assert second.cli("token").stdout.strip() == token
-        assert "echo" in second.cli("functions", "ls").stdout
-    finally:
-        out = second.stop()
+    second = Up(platforms, tmp_path / "state")
+    assert second.token == token  # a restart keeps it
+    assert second.cli("token").stdout.strip() == token
+    assert "echo" in second.cli("functions", "ls").stdout
+    out = second.stop()
     assert token not in out and "faasrl token" in out  # printed once, when made
 
 
-def test_a_given_token_wins_and_an_empty_one_counts_as_none(tmp_path: Path):
-    given = Up(tmp_path / "given", FAASRL_TOKEN="given-token")
-    try:
-        assert given.token == "given-token"
-        assert given.cli("token").stdout.strip() == "given-token"
-        assert not (given.state_dir / "token").exists()
-    finally:
-        assert "given-token" not in given.stop()
-    empty = Up(tmp_path / "empty", FAASRL_TOKEN="")  # compose passes an unset one so
-    try:
-        assert empty.token and empty.token == (empty.state_dir / "token").read_text().strip()
-    finally:
-        empty.stop()
+def test_a_given_token_wins_and_an_empty_one_counts_as_none(tmp_path: Path,
+                                                            platforms: Platforms):
+    given = Up(platforms, tmp_path / "given", FAASRL_TOKEN="given-token")
+    assert given.token == "given-token"
+    assert given.cli("token").stdout.strip() == "given-token"
+    assert not (given.state_dir / "token").exists()
+    assert "given-token" not in given.stop()
+    empty = Up(platforms, tmp_path / "empty", FAASRL_TOKEN="")  # compose passes an unset one so
+    assert empty.token and empty.token == (empty.state_dir / "token").read_text().strip()
+
+
+def test_up_on_a_redis_it_cannot_use_says_why_without_a_traceback(tmp_path: Path):
+    """The start checks the Redis it is given (reachable, 6.0 or later) before serving."""
+    url = f"redis://127.0.0.1:{free_port()}/0"  # nothing listens there
+    env = {k: v for k, v in os.environ.items() if k != "FAASRL_TOKEN"}
+    env.update(FAASRL_STATE_DIR=str(tmp_path / "state"), FAASRL_PORT="0", FAASRL_REDIS_URL=url,
+               COLUMNS="200")
+    out = subprocess.run([*FAASRL, "up"], env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 1, out
+    assert f"error: cannot reach Redis at {url}" in out.stdout, out
+    assert "Traceback" not in out.stdout + out.stderr
 
 
 def test_token_without_a_platform_says_where_it_looked(tmp_path: Path):

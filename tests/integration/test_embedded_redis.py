@@ -9,6 +9,7 @@ import pytest
 import redis
 from helpers import pid_alive, wait_for
 
+from faasrl.data.acl import redis_version_problem
 from faasrl.redis_server import EmbeddedRedis
 
 
@@ -47,3 +48,9 @@ def test_a_killed_redis_is_restarted_on_its_port_with_its_data(tmp_path):
     finally:
         server.stop()
     assert server.restarts == 1  # stopping is not dying: no restart after it
+
+
+def test_the_redis_faasrl_ships_and_tests_on_is_one_it_can_use(redis_url):
+    with redis.Redis.from_url(redis_url) as client:
+        info = client.info("server")
+    assert redis_version_problem(info) is None, info["redis_version"]

@@ -433,6 +433,10 @@ def test_request_bodies_take_strict_numbers(client: Client, platform):
     for count in (False, True, "1", 1.5):
         resp = httpx.post(f"{base}/v1/functions/t/prewarm", json={"count": count})
         assert resp.status_code == 422 and "count" in resp.json()["error"]["fields"], count
+    # JSON Schema's integer: a whole number written as a float is one.
+    whole = httpx.post(f"{base}/v1/functions/t/prewarm", content=b'{"count": 1.0}',
+                       headers={"Content-Type": "application/json"})
+    assert whole.status_code == 200 and whole.json()["containers"] == 1, whole.text
     for timeout in (True, "1"):
         resp = httpx.post(f"{base}/v1/functions/t/invoke", json={"timeout_s": timeout})
         assert resp.status_code == 422 and "timeout_s" in resp.json()["error"]["fields"]
@@ -472,7 +476,16 @@ def test_405_allows_every_method_of_the_path(platform):
 
 
 def test_openapi_documents_the_answers_routes_give(platform):
-    paths = httpx.get(f"{platform.url}/openapi.json").json()["paths"]
+    doc = httpx.get(f"{platform.url}/openapi.json").json()
+    paths, schemas = doc["paths"], doc["components"]["schemas"]
+    # Generators name classes by title: one schema per title, each algorithm's its own.
+    titles = [s.get("title", name) for name, s in schemas.items()]
+    assert len(titles) == len(set(titles)), sorted(titles)
+    assert {"PPOConfig", "IMPACTConfig", "DQNConfig", "SACConfig"} <= set(titles)
+    # What a job leaves out takes its algorithm's defaults: only the env is required.
+    assert schemas["JobSpec"]["required"] == ["env_id"]
+    assert "default: ppo: classic 4" in schemas["JobSpec"]["properties"]["envs_per_actor"][
+        "description"]
     put = paths["/v1/functions/{name}"]["put"]
     assert {"200", "201", "400", "422", "503"} <= set(put["responses"])
     body = put["requestBody"]["content"]["application/json"]["schema"]["$ref"]
@@ -486,6 +499,16 @@ def test_openapi_documents_the_answers_routes_give(platform):
         unavailable = paths[path][method]["responses"]["503"]
         assert "Retry-After" in unavailable["headers"], (method, path)
     assert {"200", "201"} <= set(paths["/v1/code"]["post"]["responses"])
+    assert "application/octet-stream" in paths["/v1/code"]["post"]["requestBody"]["content"]
+    # A client reading the first media type it knows must not JSON-decode the CSV.
+    metrics = paths["/v1/jobs/{job_id}/metrics"]["get"]["responses"]["200"]["content"]
+    assert list(metrics) == ["text/csv", "application/json"]
+    # A refused field is answered as ErrorOut (errors.py), never FastAPI's own body.
+    for path, ops in paths.items():
+        for method, op in ops.items():
+            if path.startswith("/v1/") and "422" in op["responses"]:
+                schema = op["responses"]["422"]["content"]["application/json"]["schema"]
+                assert schema["$ref"].endswith("/ErrorOut"), (method, path)
 
 
 def _sse(resp: httpx.Response) -> Iterator[dict[str, str]]:
@@ -557,6 +580,21 @@ def test_redis_unreachable_is_503_and_event_streams_resume(own_redis, make_platf
     assert [(e.get("id"), e["event"]) for e in resumed] == [("3", "round"), ("4", "round"),
                                                             (None, "end")]
     assert [json.loads(e["data"])["round"] for e in resumed[:2]] == [3, 4]
+
+
+def test_a_null_last_event_id_is_no_last_event_id(platform, redis_url):
+    """A client with no event yet may send ``Last-Event-ID: null`` (or empty): the stream then
+    starts at the first row; a malformed id is still a 422 naming the header."""
+    job = "job-1"
+    asyncio.run(_seed_job(redis_url, job, range(2), "succeeded"))
+    for last in ("null", ""):
+        with httpx.stream("GET", f"{platform.url}/v1/jobs/{job}/events", timeout=20,
+                          headers={"Last-Event-ID": last}) as resp:
+            assert resp.status_code == 200, last
+            assert [(e.get("id"), e["event"]) for e in _sse(resp)] == [
+                ("0", "round"), ("1", "round"), (None, "end")], last
+    bad = httpx.get(f"{platform.url}/v1/jobs/{job}/events", headers={"Last-Event-ID": "x"})
+    assert bad.status_code == 422 and "last-event-id" in bad.json()["error"]["fields"], bad.text
 
 
 def _failing_app(exc: Exception) -> FastAPI:

@@ -39,6 +39,8 @@ def test_a_running_jobs_gauges_match_its_rows_and_leave_when_it_ends(client: Cli
     last = rows[rounds - 1]
     assert scrape["faasrl_job_env_steps"][job_id] == last["total_env_steps"] == rounds * 128
     assert scrape["faasrl_job_cost_usd"][job_id] == pytest.approx(last["cost_total"])
+    assert scrape["faasrl_job_env_restarts"][job_id] == sum(r["env_restarts"]
+                                                           for r in rows[:rounds])
     assert scrape["faasrl_job_return"][job_id] == pytest.approx(last["recent_mean_return"])
 
     client.cancel_job(job_id)

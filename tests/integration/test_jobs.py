@@ -64,6 +64,16 @@ def test_short_job_rows_cost_model_and_events(client: Client, platform):
     assert job["id"] in [j["id"] for j in client.jobs()]
 
 
+def test_a_job_that_stops_short_of_its_target_says_so(client: Client):
+    job = client.submit({**SHORT, "evaluation_episodes": 0,
+                         "stop": {"max_rounds": 2, "target_reward": 10_000}})
+    done = finished(client, job["id"])
+    assert done["status"] == "succeeded"
+    mean = done["last_row"]["recent_mean_return"]
+    assert done["stop_reason"] == (f"max_rounds (2) done; target reward 10000 not reached "
+                                   f"(training mean {mean:.1f})")
+
+
 def _evaluate_locally(client: Client, job: dict, seeds: range) -> list[float]:
     """The job's final weights evaluated here, deterministically, on ``seeds``."""
     import safetensors.torch

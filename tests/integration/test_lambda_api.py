@@ -75,6 +75,12 @@ def test_the_client_context_reaches_the_handler_in_lambdas_shape(platform):
     assert got["custom"] == {"round": 3} and got["env"] == {"FAASRL_X": "1"}
     assert got["client"]["installation_id"] == "i-1" and got["client"]["app_title"] == "bench"
     assert got["client"]["app_version_code"] is None
+    assert got["str"] == (  # what a handler's print shows: its fields, as AWS's runtime does
+        "ClientContext(client=Client(installation_id='i-1', app_title='bench', "
+        "app_version_name=None, app_version_code=None, app_package_name=None), "
+        "custom={'round': 3}, env={'FAASRL_X': '1'})")
+    assert got["context"].startswith("Context(invocation_id=") and "function_name='cc'" in \
+        got["context"] and got["context"].endswith(f"client_context={got['str']})")
     assert json.loads(aws.invoke(FunctionName="cc", Payload=b"{}")["Payload"].read()) is None
 
 

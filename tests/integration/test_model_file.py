@@ -1,5 +1,6 @@
-"""Model files describe themselves: the README's loader, run where faasrl cannot be imported
-(plain torch, safetensors, gymnasium), picks the same actions as faasrl's own policy."""
+"""Model files describe themselves: the example loader (examples/load_model.py), run where
+faasrl cannot be imported (plain torch, safetensors, gymnasium), gives the same actions and
+values as faasrl's own models, for every algorithm's file."""
 
 from __future__ import annotations
 
@@ -8,13 +9,15 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 import safetensors.numpy
 import torch
-from helpers import REPO, finished
+from helpers import REPO, succeeded
 
+from faasrl.algorithms import algorithm
 from faasrl.client import Client
 from faasrl.data.codec import decode_tensors, encode_tensors
 from faasrl.rl.model_card import FORMAT, model_card
@@ -22,136 +25,168 @@ from faasrl.rl.policy import ActorCritic, PolicySpec, policy_spec_for
 
 PLATFORM = {"register_builtins": True}
 STEPS = 40  # observations per env the loader plays and records
-MARKER = "<!-- model-loader -->"
+LOADER = REPO / "examples" / "load_model.py"
 # Before the loader: faasrl must not be importable, whatever the venv's editable install says.
 WITHOUT_FAASRL = """
-import sys
-sys.path = [p for p in sys.path if not (p and __import__("os").path.isdir(p + "/faasrl"))]
+import os, sys
+sys.path = [p for p in sys.path if not (p and os.path.isdir(p + "/faasrl"))]
 sys.modules["faasrl"] = None  # 'import faasrl' now raises ImportError
 """
-# After it: play each file's env with its policy, record observations and actions.
+# Then: play each file's env with the loader's policy, record observations, actions and values.
 PLAY = """
-import ale_py
+sys.path.insert(0, sys.argv[1])
+import numpy as np
 import safetensors.numpy
-gym.register_envs(ale_py)
-for path, out in zip(sys.argv[1::2], sys.argv[2::2]):
+from load_model import load_model, load_policy, make_env
+for path, out in zip(sys.argv[2::2], sys.argv[3::2]):
     act, meta = load_policy(path)
+    forward, _ = load_model(path)
     env = make_env(meta["env"])
     assert list(env.observation_space.shape) == meta["observation"]["shape"], meta
     obs, _ = env.reset(seed=0)
-    seen, actions = [], []
+    seen, actions, values = [], [], []
     for _ in range(STEPS):
         action = act(obs)
         seen.append(np.asarray(obs))
         actions.append(np.asarray(action, dtype=np.float64))
+        values.append(forward(obs)[meta["architecture"]["value"]].numpy())
         obs, _, terminated, truncated, _ = env.step(action)
         if terminated or truncated:
             obs, _ = env.reset()
-    safetensors.numpy.save_file({"obs": np.stack(seen), "actions": np.stack(actions)}, out)
+    safetensors.numpy.save_file({"obs": np.stack(seen), "actions": np.stack(actions),
+                                 "values": np.stack(values)}, out)
 assert not [m for m, v in sys.modules.items() if m.startswith("faasrl") and v is not None]
 """
 
 
-def readme_loader() -> str:
-    """The loader exactly as the README shows it: the first code block after the marker."""
-    text = (REPO / "README.md").read_text()
-    block = text[text.index(MARKER):].split("```python\n", 1)[1]
-    return block.split("```", 1)[0]
-
-
 def play_without_faasrl(files: list[Path], tmp_path: Path) -> list[dict[str, np.ndarray]]:
-    """Run the README's loader on each file in a fresh interpreter that cannot import faasrl."""
+    """Run the example loader on each file in a fresh interpreter that cannot import faasrl."""
     script = tmp_path / "play.py"
-    script.write_text(WITHOUT_FAASRL + readme_loader() + f"\nSTEPS = {STEPS}\n" + PLAY)
+    script.write_text(WITHOUT_FAASRL + f"STEPS = {STEPS}\n" + PLAY)
     outs = [tmp_path / f"played-{i}.safetensors" for i in range(len(files))]
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     args = [str(a) for pair in zip(files, outs, strict=True) for a in pair]
-    done = subprocess.run([sys.executable, "-I", str(script), *args], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=240)
+    done = subprocess.run([sys.executable, "-I", str(script), str(LOADER.parent), *args],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stdout + done.stderr
     return [safetensors.numpy.load_file(out) for out in outs]
 
 
-def faasrl_actions(model: ActorCritic, obs: np.ndarray) -> np.ndarray:
-    """faasrl's deterministic actions, one observation at a time as its evaluation plays them;
-    continuous ones clipped to the bounds, as the env's ClipAction does."""
-    spec = model.spec
-    out = []
+def faasrl_outputs(name: str, model: torch.nn.Module, spec: PolicySpec, obs: np.ndarray
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """faasrl's (deterministic actions, values), one observation at a time as its evaluation
+    plays them: the actor-critic's mode (continuous ones clipped to the bounds, as the env's
+    ClipAction does) and V(s); DQN's greedy action and Q(s, ·); SAC's tanh(mean) in the
+    action box and Q1 at it."""
+    module, actions, values = algorithm(name), [], []
     with torch.no_grad():
         for o in obs:
             x = torch.from_numpy(np.asarray(o, dtype=spec.obs_dtype)[None])
-            a = model.act(x, deterministic=True)[0].numpy().astype(np.float64)
-            if spec.action_kind == "continuous":
-                a = np.clip(a, spec.action_low, spec.action_high)
-            out.append(a)
-    return np.stack(out)
+            if isinstance(model, ActorCritic):
+                a = model.act(x, deterministic=True)
+                if spec.action_kind == "continuous":
+                    a = a.clamp(torch.tensor(spec.action_low), torch.tensor(spec.action_high))
+                v = model.get_value(x)
+            else:
+                a = module.act(model, x, module.Config(), slot=0, actors=1, generator=None,
+                               explore=False)
+                v = model.online(x) if name == "dqn" else model.q1(x, model.mode(x))
+            actions.append(a[0].numpy().astype(np.float64))
+            values.append(v[0].numpy())
+    return np.stack(actions), np.stack(values)
 
 
-def assert_same_actions(model: ActorCritic, played: dict[str, np.ndarray]) -> None:
-    expected = faasrl_actions(model, played["obs"])
-    if model.spec.action_kind == "discrete":
-        assert played["actions"].tolist() == expected.tolist()
+def assert_same_outputs(name: str, model: torch.nn.Module, spec: PolicySpec,
+                        played: dict[str, np.ndarray]) -> None:
+    actions, values = faasrl_outputs(name, model, spec, played["obs"])
+    if spec.action_kind == "discrete":
+        assert played["actions"].tolist() == actions.tolist()
     else:
-        np.testing.assert_allclose(played["actions"], expected, rtol=0, atol=1e-6)
-    assert len(np.unique(played["actions"], axis=0)) > 1  # a constant policy proves little
+        np.testing.assert_allclose(played["actions"], actions, rtol=0, atol=1e-6)
+    np.testing.assert_allclose(played["values"].reshape(values.shape), values,
+                               rtol=1e-5, atol=1e-5)
+    assert len(np.unique(played["values"], axis=0)) > 1  # a constant network proves little
 
 
-def test_the_readme_loader_reproduces_faasrl_policies_without_faasrl(tmp_path: Path):
+def make_model(name: str, spec: PolicySpec, hyperparameters: dict[str, Any] | None = None
+               ) -> torch.nn.Module:
+    """The model a job's learner builds for ``name`` (functions/learner/handler.py: init)."""
+    module = algorithm(name)
+    if "offpolicy" not in module.EXECUTIONS:
+        return ActorCritic(spec)
+    return module.make_model(spec, module.Config(**hyperparameters or {}))
+
+
+def spread(model: torch.nn.Module) -> None:
+    """Heads big enough that actions differ from state to state."""
+    head = {"ActorCritic": "actor", "QLearner": "online.advantage",
+            "SoftActorCritic": "actor"}[type(model).__name__]
+    with torch.no_grad():
+        for m in model.get_submodule(head).modules():
+            if isinstance(m, torch.nn.Linear):
+                m.weight.mul_(100.0)
+
+
+# Seeded by their index: seeds whose untrained heads act differently from state to state.
+CASES = [("ppo", "CartPole-v1"), ("ppo", "Pendulum-v1"), ("ppo", "Hopper-v5"),
+         ("ppo", "ALE/Pong-v5"), ("dqn", "ALE/Pong-v5"), ("dqn", "CartPole-v1"),
+         ("sac", "Pendulum-v1"), ("sac", "Hopper-v5")]
+
+
+def test_the_loader_reproduces_every_algorithms_models_without_faasrl(tmp_path: Path):
     models, files = [], []
-    for i, env_id in enumerate(("CartPole-v1", "Pendulum-v1", "Hopper-v5", "ALE/Pong-v5")):
+    for i, (name, env_id) in enumerate(CASES):
         spec = policy_spec_for(env_id)
         torch.manual_seed(i)
-        model = ActorCritic(spec)
-        with torch.no_grad():  # heads big enough that actions differ from state to state
-            for head in model.actor.modules() if spec.arch == "mlp" else [model.actor]:
-                if isinstance(head, torch.nn.Linear):
-                    head.weight.mul_(100.0)
-        if spec.normalize_obs:  # statistics far from the (0, 1) defaults
+        model = make_model(name, spec)
+        spread(model)
+        if spec.normalize_obs and isinstance(model, ActorCritic):  # far from (0, 1) defaults
             model.update_obs_stats(torch.randn(500, *spec.obs_shape) * 3.0 + 1.5)
         path = tmp_path / f"{i}.safetensors"
         path.write_bytes(encode_tensors(model.state_dict(), metadata={
-            **model_card(model, spec, env_id=env_id, algorithm="ppo"), "version": "0"}))
-        models.append(model)
+            **model_card(model, spec, env_id=env_id, algorithm=name), "version": "0"}))
+        models.append((name, model, spec))
         files.append(path)
-    for model, played in zip(models, play_without_faasrl(files, tmp_path), strict=True):
-        assert_same_actions(model, played)
+    for (name, model, spec), played in zip(models, play_without_faasrl(files, tmp_path),
+                                           strict=True):
+        assert_same_outputs(name, model, spec, played)
+        assert len(np.unique(played["actions"], axis=0)) > 1, (name, spec)
 
 
+JOBS: dict[str, dict[str, Any]] = {
+    "ppo": {"env_id": "CartPole-v1", "envs_per_actor": 2, "steps_per_actor": 32},
+    "impact": {"algorithm": "impact", "env_id": "CartPole-v1", "envs_per_actor": 2,
+               "steps_per_actor": 32},
+    "dqn": {"algorithm": "dqn", "env_id": "CartPole-v1", "steps_per_actor": 64,
+            "hyperparameters": {"learning_starts": 64, "batch_size": 32, "hidden": 128}},
+    "sac": {"algorithm": "sac", "env_id": "Pendulum-v1", "steps_per_actor": 64,
+            "hyperparameters": {"learning_starts": 64, "batch_size": 32, "hidden": 64}},
+}
+# The hidden widths each job's network has (the classic-control policy's, or the job's Config's).
+HIDDEN = {"ppo": [64, 64], "impact": [64, 64], "dqn": [128, 128], "sac": [64, 64]}
+
+
+@pytest.mark.parametrize("name", list(JOBS))
 def test_a_jobs_downloaded_model_describes_itself_and_plays_without_faasrl(
-        client: Client, tmp_path: Path):
-    job = client.submit({"env_id": "CartPole-v1", "envs_per_actor": 2, "steps_per_actor": 32,
-                         "controller": {"name": "fixed", "actors": 1},
+        name: str, client: Client, tmp_path: Path):
+    job = client.submit({**JOBS[name], "controller": {"name": "fixed", "actors": 1},
                          "evaluation_episodes": 0, "stop": {"max_rounds": 2}})
-    done = finished(client, job["id"])
-    assert done["status"] == "succeeded", done
+    done = succeeded(client, job["id"])
     blob = client.model(job["id"])
     weights, meta = decode_tensors(blob)
-    assert (meta["format"], meta["algorithm"], meta["env_id"], meta["version"]) == \
-        (FORMAT, "ppo", "CartPole-v1", "2")
-    assert json.loads(meta["action_space"]) == {"type": "discrete", "n": 2}
-    arch = json.loads(meta["architecture"])
-    assert [(x["op"], x.get("in"), x.get("out")) for x in arch["actor"]] == [
-        ("linear", 4, 64), ("tanh", None, None), ("linear", 64, 64), ("tanh", None, None),
-        ("linear", 64, 2)]
-    model = ActorCritic(PolicySpec.from_dict(json.loads(meta["policy"])))
+    assert (meta["format"], meta["algorithm"], meta["env_id"]) == \
+        (FORMAT, name, JOBS[name]["env_id"])
+    assert int(meta["version"]) > 0  # a version a learner (or parameter function) published
+    policy = json.loads(meta["policy"])
+    assert policy["hidden"] == HIDDEN[name]
+    linears = [x for step in json.loads(meta["architecture"])["forward"]
+               for x in step.get("layers", []) if x["op"] == "linear"]
+    assert {x["out"] for x in linears} >= set(HIDDEN[name])
+    assert {x["weight"] for x in linears} <= set(weights)
+    spec = PolicySpec.from_dict(policy)
+    model = make_model(name, spec, done["spec"]["hyperparameters"])
     model.load_state_dict(weights)
     path = tmp_path / "job.safetensors"
     path.write_bytes(blob)
     (played,) = play_without_faasrl([path], tmp_path)
-    expected = faasrl_actions(model, played["obs"])
-    assert played["actions"].tolist() == expected.tolist()
-
-
-@pytest.mark.parametrize("algorithm", ["dqn", "sac"])
-def test_off_policy_models_name_their_layers(algorithm: str):
-    from faasrl.algorithms import ALGORITHMS
-
-    module = ALGORITHMS[algorithm]
-    env_id = "CartPole-v1" if algorithm == "dqn" else "Pendulum-v1"
-    spec = policy_spec_for(env_id)
-    model = module.make_model(spec, module.Config())
-    card = model_card(model, spec, env_id=env_id, algorithm=algorithm)
-    layers = json.loads(card["architecture"])["layers"]
-    named = {x["weight"] for x in layers if "weight" in x}
-    assert named and named <= set(model.state_dict())
-    assert json.loads(card["env"])["id"] == env_id and card["algorithm"] == algorithm
+    assert_same_outputs(name, model, spec, played)

@@ -7,18 +7,33 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import pwd
 import re
 import shutil
 import signal
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import TEST_FUNCTIONS, pid_alive, wait_for
+from helpers import (
+    TEST_FUNCTIONS,
+    fn,
+    half_imported_torch,
+    pid_alive,
+    wait_for,
+    with_python_path,
+)
 
 import faasrl.backends.process as process
-from faasrl.backends.process import FORK_HEADROOM_MB, PASSED_ENV, ZYGOTE_HEAP_MB, ProcessBackend
+from faasrl.backends.process import (
+    FORK_HEADROOM_MB,
+    FUNCTION_USER_NAME,
+    PASSED_ENV,
+    ZYGOTE_HEAP_MB,
+    ProcessBackend,
+)
 from faasrl.invoker.runtime_client import RuntimeClient, RuntimeGone
 from faasrl.manifest import FunctionSpec
 
@@ -77,11 +92,13 @@ def test_a_forked_container_is_what_a_new_interpreter_would_be(tmp_path, monkeyp
     assert out["pgid"] == out["sid"] == out["pid"]  # a session of its own: killpg reaches all
     home = rec["tmp"]
     expected = {k: os.environ[k] for k in PASSED_ENV if k in os.environ}
+    user = pwd.getpwuid(os.geteuid()).pw_name
     expected.update(PYTHONPATH=out["env"]["PYTHONPATH"], PYTHONUNBUFFERED="1",
                     OMP_NUM_THREADS="2", MKL_NUM_THREADS="2", CUDA_VISIBLE_DEVICES="",
-                    FAASRL_CONTAINER_ID="c1", HOME=home, TMPDIR=home)
+                    FAASRL_CONTAINER_ID="c1", HOME=home, TMPDIR=home, USER=user, LOGNAME=user)
     assert out["env"] == expected  # exactly: none of the zygote's, none of the gateway's
-    assert out["tmp"] == home and "faasrl-c1-" in home
+    assert out["tmp"] == out["home"] == home and "faasrl-c1-" in home
+    assert out["user"] == user
     assert out["cwd"] == str(TEST_FUNCTIONS)
     assert out["data_limit"] == 1024 * 1024 * 1024
     assert out["dumpable"] == 0
@@ -250,6 +267,84 @@ def test_a_dead_platforms_zygote_and_its_containers_are_reaped(tmp_path):
     assert not pid_alive(zygote) and not pid_alive(pid)
 
 
+def half_importing(folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Functions (and the zygote) get ``half_imported_torch`` on their PYTHONPATH."""
+    monkeypatch.setenv("PYTHONPATH", half_imported_torch(folder))
+
+
+def test_a_zygote_left_half_imported_forks_nothing_and_says_why(tmp_path, monkeypatch):
+    half_importing(tmp_path / "shadow", monkeypatch)
+    monkeypatch.setattr(process, "RESPAWN_S", 0.0)
+
+    async def scenario():
+        backend = ProcessBackend(tmp_path / "state", zygote=True)
+        try:
+            zygote = backend.zygote
+            assert not zygote.wait_ready(120)
+            state, missing = backend.zygote_state(), backend.zygote_not_preloaded()
+            for cid in ("c1", "c2"):  # fork-sized; the second after the zygote is gone
+                _, client = await started(backend, cid)
+                out = await run(client)
+                client.close()
+                wait_for(lambda: zygote.gone, what="the unfit zygote to exit")
+                assert out["ppid"] == os.getpid() and record(tmp_path / "state", cid)["zygote"] \
+                    is None, cid  # a new interpreter, not a fork
+            assert backend.zygote is None  # and no new zygote: it would fail the same way
+            return state, backend.zygote_state(), missing
+        finally:
+            await backend.close()
+
+    state, later, missing = asyncio.run(scenario())
+    assert state == later == "failed"
+    assert missing["torch"] == "KeyError: 'getpwuid(): uid not found: 10001'"
+    log = (tmp_path / "state" / "logs" / "zygote.log").read_text()
+    assert "forking is unsafe: a failed import left torch" in log
+
+
+def test_the_cluster_view_and_status_show_an_unfit_zygote_and_what_it_could_not_import(
+        make_platform, tmp_path, monkeypatch):
+    cli_env = {**os.environ}  # the CLI's own imports are not the functions'
+    half_importing(tmp_path / "shadow", monkeypatch)
+    platform = make_platform()
+    with platform.client() as client:
+        client.deploy(fn("probe", handler="forked:probe", cpu=2, memory_mb=1024))
+        view = wait_for(lambda: (v := client.cluster())["zygote"] != "importing" and v,
+                        timeout_s=120, what="the zygote's imports")
+        out = client.invoke("probe")
+    status = subprocess.run(
+        [sys.executable, "-m", "faasrl", "status"], capture_output=True, text=True, timeout=60,
+        env={**cli_env, "FAASRL_URL": platform.url, "FAASRL_TOKEN": platform.token or "",
+             "COLUMNS": "200"})
+    assert view["zygote"] == "failed"
+    assert view["zygote_not_preloaded"]["torch"].startswith("KeyError")
+    assert out["status"] == "success" and out["result"]["ppid"] == os.getpid(), out
+    assert "zygote failed  (not preloaded: torch, " in status.stdout, status
+
+
+def test_a_missing_library_leaves_the_zygote_ready_and_is_listed(tmp_path, monkeypatch):
+    """A module that is not there fails the same in a fork as in a new interpreter: the zygote
+    still forks, and says what it lacks."""
+    folder = tmp_path / "shadow"
+    (folder / "gymnasium").mkdir(parents=True)
+    (folder / "gymnasium" / "__init__.py").write_text("import no_such_module_here\n")
+    monkeypatch.setenv("PYTHONPATH", with_python_path(folder))
+
+    async def scenario():
+        backend = zygote_backend(tmp_path / "state")
+        try:
+            _, client = await started(backend, "c1")
+            out = await run(client)
+            client.close()
+            return out, backend.zygote.pid, backend.zygote_state(), \
+                backend.zygote_not_preloaded()
+        finally:
+            await backend.close()
+
+    out, zygote, state, missing = asyncio.run(scenario())
+    assert state == "ready" and out["ppid"] == zygote
+    assert missing["gymnasium"] == "ModuleNotFoundError: No module named 'no_such_module_here'"
+
+
 def _python_for(uid: int) -> str | None:
     python = shutil.which("python3.11", path="/usr/bin:/usr/local/bin")
     if python is None:
@@ -260,24 +355,34 @@ def _python_for(uid: int) -> str | None:
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="only a root gateway changes the functions' user")
-def test_a_root_gateways_zygote_forks_as_the_function_user(tmp_path):
+@pytest.mark.parametrize("zygote", [True, False], ids=["forked", "new-interpreter"])
+def test_a_root_gateways_functions_run_as_the_function_user(tmp_path, zygote):
+    """As uid 10001, which has no passwd entry on a plain host: its functions still have a user
+    name and a home of their own (``getpass.getuser()`` fails without ``USER``/``LOGNAME``)."""
     python = _python_for(10001)  # our interpreter may live where uid 10001 cannot go
     if python is None:
         pytest.skip("no Python here that uid 10001 can run on the test functions")
+    try:
+        name = pwd.getpwuid(10001).pw_name
+    except KeyError:
+        name = FUNCTION_USER_NAME  # the runtime image's user, as a Docker container has
     state = tmp_path / "state"
 
     async def scenario():
-        backend = zygote_backend(state, user="10001:10001", python=Path(python))
+        backend = (zygote_backend(state, user="10001:10001", python=Path(python)) if zygote
+                   else ProcessBackend(state, user="10001:10001", python=Path(python)))
         assert backend.credentials == (10001, 10001)
         try:
             _, client = await started(backend, "c1", PROBE.model_copy(update={"memory_mb": 512}))
             out = await run(client)
             client.close()
             assert Path(out["tmp"]).stat().st_uid == 10001  # its HOME is its own
-            return out, record(state, "c1"), backend.zygote.pid
+            return out, record(state, "c1"), backend.zygote.pid if zygote else os.getpid()
         finally:
             await backend.close()
 
-    out, rec, zygote = asyncio.run(scenario())
-    assert rec["zygote"] == zygote == out["ppid"]
+    out, rec, parent = asyncio.run(scenario())
+    assert out["ppid"] == parent and rec["zygote"] == (parent if zygote else None)
     assert (out["uid"], out["gid"], out["groups"]) == (10001, 10001, [])
+    assert out["user"] == out["env"]["USER"] == out["env"]["LOGNAME"] == name
+    assert out["home"] == out["env"]["HOME"] == out["tmp"]

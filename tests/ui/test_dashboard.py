@@ -3,6 +3,7 @@ gateway's pages in headless Chromium, a job submitted through the API watched li
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -52,6 +53,15 @@ def click_link(browser: Any, text: str) -> None:
           lambda: browser.find_element(By.LINK_TEXT, text).click() or True)
 
 
+def stray_text(browser: Any) -> list[str]:
+    """Text the page holds outside any element of its own (what DOM ``append`` writes for a
+    null or an array: "null", "[object HTMLDivElement]")."""
+    return browser.execute_script(
+        "return [...document.querySelector('main .page').childNodes]"
+        ".filter((n) => n.nodeType === Node.TEXT_NODE && n.textContent.trim())"
+        ".map((n) => n.textContent)")
+
+
 def points(browser: Any, chart: str) -> int:
     return int(css(browser, f"#{chart}").get_attribute("data-points") or 0)
 
@@ -60,6 +70,9 @@ def test_dashboard_follows_a_job_and_shows_functions_and_invocations(
         browser: Any, client: Client, platform: Any, screenshots: Path, downloads: Path) -> None:
     client.deploy(fn("boom", "fns:boom"))
     assert client.invoke("boom", {"x": 1})["status"] == "error"  # a record with a traceback
+    client.deploy(fn("greet", "fns:echo"))
+    ok = client.invoke("greet", {"x": [1, 2]})
+    assert ok["status"] == "success"
 
     # The gateway's root leads to the dashboard, which asks for the token.
     browser.get(platform.url + "/")
@@ -89,6 +102,13 @@ def test_dashboard_follows_a_job_and_shows_functions_and_invocations(
     assert {"serverless", "serverful", "serverless, modeled parallel"} <= set(series)
     assert {"actors", "controller: score"} <= set(
         css(browser, "#chart-actors").get_attribute("data-series").split("|"))
+    # What Nitro decided on is on the decision axis; the actors it wanted beside the actors;
+    # its update counter k, which flattened the rest, nowhere.
+    axes = dict(browser.execute_script(
+        "return document.getElementById('chart-actors').data.map((t) => [t.name, t.yaxis])"))
+    assert axes["controller: score"] == "y2" and axes["controller: wanted"] == "y", axes
+    assert {n for n, a in axes.items() if a == "y2" and n.startswith("controller: ")} <= {
+        "controller: score", "controller: ratio"}, axes
     assert css(browser, "#stream-state").text == "live"
     size = browser.get_window_size()
     browser.set_window_size(size["width"], 1750)  # every chart in the picture
@@ -133,7 +153,17 @@ def test_dashboard_follows_a_job_and_shows_functions_and_invocations(
     page = css(browser, "main").text
     assert "in boom\n    raise ValueError" in page  # the traceback, as the handler raised
     assert "cold (waited for a container start)" in page
+    assert stray_text(browser) == [] and "Result" not in page, page
     browser.save_screenshot(str(screenshots / "dashboard-invocation.png"))
+
+    # A successful invocation's page shows its result as JSON, and nothing else after it.
+    browser.get(f"{platform.url}/ui/#/invocations/{ok['id']}")
+    until(browser, "the invocation's result",
+          lambda: css(browser, "#invocation-result").text)
+    assert css(browser, "#invocation-result").text == json.dumps(ok["result"], indent=2)
+    page = css(browser, "main").text
+    assert stray_text(browser) == [] and "[object" not in page and "Error" not in page, page
+    assert page.endswith("Result\n" + json.dumps(ok["result"], indent=2)), page
 
     # No script failed, and nothing was refused but the wrong token and the first look
     # without one (a policy violation, a missing file or a JavaScript error would be here).

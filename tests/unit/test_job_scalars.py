@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from faasrl.jobs.prometheus import GAUGES
 from faasrl.jobs.scalars import row_scalars, row_step
 
 
@@ -51,5 +52,5 @@ def test_the_gateway_writes_event_files_and_job_gauges_without_torch(tmp_path: P
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=120)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.split() == ["1", "5"]
+    assert out.stdout.split() == ["1", str(1 + len(GAUGES))]  # faasrl_job_info and each gauge
     assert list(tmp_path.glob("events.out.tfevents.*"))

@@ -355,7 +355,8 @@ def test_affinity_leaves_a_container_wanted_by_a_queued_key():
     a, b = _two_warm(p)
     p.release(b, 1.0)
     p.release(a, 2.0)  # a is the most recently used
-    p.container(a).affinity, p.container(b).affinity = "slot1", None
+    only(p.request("f", "y0", 2.5, affinity="slot1"), Assign)  # a, the most recently used
+    p.release(a, 2.6)
     p.register(spec("g"), 3.0)  # g's two containers take both cores
     g = [s.container for s in of(p.request("g", "g1", 3.0) + p.request("g", "g2", 3.0), Start)]
     for cid in g:
@@ -381,9 +382,76 @@ def test_a_new_key_prefers_a_container_no_key_is_bound_to():
     p.release(a, 1.0)
     p.release(b, 1.0)
     only(p.request("f", "x", 2.0, affinity="slot0"), Assign)  # binds one of them
-    p.release(a if p.container(a).affinity == "slot0" else b, 3.0)  # the most recently used now
-    bound = a if p.container(a).affinity == "slot0" else b
+    bound = a if "slot0" in p.container(a).keys else b
+    p.release(bound, 3.0)  # the most recently used now
     assert only(p.request("f", "y", 4.0, affinity="slot1"), Assign).container != bound
+
+
+def _homes_of_three_keys(affinity: str) -> tuple[Pool, str, str]:
+    """Two warm containers of ``f``: ``a`` is the home of k1, ``b`` of k2 and k3; k1 and k3
+    run (both busy), 2 of the 4 cores are free."""
+    p = pool()
+    p.register(spec(affinity=affinity), 0)
+    a, b = (s.container for s in of(p.request("f", "w1", 0) + p.request("f", "w2", 0), Start))
+    p.ready(a, 0.1)
+    p.ready(b, 0.1)
+    p.release(a, 1.0)
+    assert only(p.request("f", "x", 1.0, affinity="k1"), Assign).container == a
+    p.release(b, 1.5)
+    assert only(p.request("f", "y", 1.5, affinity="k2"), Assign).container == b
+    p.release(a, 2.0)
+    p.release(b, 2.0)
+    assert only(p.request("f", "u", 3.0, affinity="k1"), Assign).container == a
+    assert only(p.request("f", "v", 3.0, affinity="k3"), Assign).container == b
+    assert p.container(a).keys == {"k1"} and p.container(b).keys == {"k2", "k3"}
+    return p, a, b
+
+
+def test_a_key_of_a_waiting_function_waits_for_its_busy_home():
+    """An actor slot's envs are in its home: a free core and room for another container do
+    not move it; the home's release hands it over, and another container's does not."""
+    p, a, b = _homes_of_three_keys("wait")
+    assert p.request("f", "w", 4.0, affinity="k2") == []  # no Start: b has its state
+    assert p.release(a, 5.0) == []  # a is not k2's home: it stays idle
+    assert only(p.release(b, 6.0), Assign) == Assign("w", b, cold=False, bills_init=False)
+
+
+def test_a_key_held_for_its_home_does_not_hold_back_others():
+    p, a, _ = _homes_of_three_keys("wait")
+    p.release(a, 4.0)
+    assert p.request("f", "w", 5.0, affinity="k2") == []  # waits for b
+    assert only(p.request("f", "q", 5.0, affinity="k1"), Assign).container == a  # not behind w
+    assert only(p.request("f", "n", 5.0), Start)  # a keyless invocation starts one
+
+
+def test_a_key_whose_home_is_gone_goes_anywhere():
+    p, a, b = _homes_of_three_keys("wait")
+    assert p.request("f", "w", 4.0, affinity="k2") == []
+    p.lost(b, "died", 4.5)
+    assert only(p.stopped(b, 4.6), Start)  # its state is gone: a new container serves it
+    p.release(a, 5.0)
+    assert only(p.request("f", "z", 5.0, affinity="k3"), Assign).container == a
+
+
+def test_a_key_of_a_preferring_function_does_not_wait_for_its_home():
+    """A learner's warm weights are a cache: it takes capacity rather than wait."""
+    p, _, _ = _homes_of_three_keys("prefer")
+    assert only(p.request("f", "w", 4.0, affinity="k2"), Start)
+
+
+def test_eviction_spares_the_homes_of_waiting_state():
+    p = pool(cpu=4, memory_mb=384)
+    p.register(spec("f", affinity="wait"), 0)
+    p.register(spec("g"), 0)
+    p.register(spec("h", memory_mb=256), 0)
+    f = only(p.request("f", "w1", 0, affinity="k"), Start).container
+    g = only(p.request("g", "w2", 0), Start).container
+    p.ready(f, 0.1)
+    p.ready(g, 0.1)
+    p.release(f, 1.0)
+    p.release(g, 2.0)  # f, the home of k, is the least recently used
+    stops = of(p.request("h", "w3", 3.0), Stop)
+    assert [s.container for s in stops] == [g]
 
 
 def test_resize_lets_a_waiter_start_once_a_node_joins():

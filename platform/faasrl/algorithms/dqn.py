@@ -34,7 +34,7 @@ EXECUTIONS = ("offpolicy",)
 ACTION_KINDS = ("discrete",)
 
 
-class Config(ReplayConfig):
+class DQNConfig(ReplayConfig):
     """DQN's hyper-parameters (Ape-X's and the long-haul paper's where they give them)."""
 
     algorithm: Literal["dqn"] = "dqn"
@@ -44,6 +44,9 @@ class Config(ReplayConfig):
     max_grad_norm: float = Field(40.0, gt=0)
     epsilon: float = Field(0.4, gt=0, le=1, description="Ape-X's base ε")
     epsilon_alpha: float = Field(7.0, ge=0, description="Ape-X's ε spread across actors")
+
+
+Config = DQNConfig  # the name the platform looks an algorithm's hyper-parameters up by
 
 
 FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {

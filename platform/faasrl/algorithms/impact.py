@@ -49,7 +49,7 @@ NAME = "impact"
 EXECUTIONS = ("async",)
 
 
-class Config(BaseModel):
+class IMPACTConfig(BaseModel):
     """IMPACT's loss and target network; defaults from RLlib's tuned examples, as the Stellaris
     paper's table gives them, for every env family."""
 
@@ -69,6 +69,9 @@ class Config(BaseModel):
     is_ratio_clip: float = Field(2.0, gt=0, description="clip of π_target/μ in the surrogate")
     target_update_frequency: int = Field(
         1, ge=1, le=64, description="the target network trails the policy by this many versions")
+
+
+Config = IMPACTConfig  # the name the platform looks an algorithm's hyper-parameters up by
 
 
 # Per env family: vector envs per actor and steps per env per round (PPO's); the

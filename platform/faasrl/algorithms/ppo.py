@@ -34,7 +34,7 @@ NAME = "ppo"
 EXECUTIONS = ("sync", "async")
 
 
-class Config(BaseModel):
+class PPOConfig(BaseModel):
     """PPO's hyper-parameters; the defaults are CleanRL's.
 
     ``target_kl`` stops the update epochs early once an epoch's mean approximate KL exceeds it.
@@ -67,6 +67,9 @@ class Config(BaseModel):
                                 "min(r, R') drifted toward random under their 10 passes), "
                                 "min(r, R') (paper) or none")
     rho: float = Field(1.0, gt=0, description="async: the truncation threshold ρ")
+
+
+Config = PPOConfig  # the name the platform looks an algorithm's hyper-parameters up by
 
 
 # Per env family: vector envs per actor, steps per env per round, and hyper-parameters.

@@ -41,7 +41,7 @@ EXECUTIONS = ("offpolicy",)
 ACTION_KINDS = ("continuous",)
 
 
-class Config(ReplayConfig):
+class SACConfig(ReplayConfig):
     """SAC's hyper-parameters: CleanRL's and SB3's defaults, with a replay memory the buffer
     function can hold."""
 
@@ -67,6 +67,9 @@ class Config(ReplayConfig):
                                                        "(its initial value with autotune)")
     autotune: bool = Field(True, description="tune α so that the policy's entropy tracks -d "
                                              "(d: the action's dimensions)")
+
+
+Config = SACConfig  # the name the platform looks an algorithm's hyper-parameters up by
 
 
 # Pendulum's (rl-zoo's step size): past -200 by 6k env steps in a one-seed, one-process check

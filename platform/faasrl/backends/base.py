@@ -9,8 +9,9 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from faasrl.manifest import FunctionSpec
 
-# A zygote's state, as the cluster view shows it (``off``: the backend forks none).
-ZygoteState = Literal["off", "importing", "ready", "gone"]
+# A zygote's state, as the cluster view shows it (``off``: the backend forks none; ``failed``:
+# its imports left it unfit to fork, so containers start as new interpreters).
+ZygoteState = Literal["off", "importing", "ready", "gone", "failed"]
 
 if TYPE_CHECKING:
     from faasrl.invoker.resources import Resources
@@ -69,6 +70,10 @@ class Backend(ABC):
         """Whether the zygote cold starts fork from has done its imports (None: this backend
         has no zygotes)."""
         return None
+
+    def zygote_not_preloaded(self) -> dict[str, str]:
+        """The modules the zygote could not import, and why (empty: none, or no zygote)."""
+        return {}
 
     def capacity(self) -> Resources | None:
         """What the machines this backend places containers on offer now, when they and not

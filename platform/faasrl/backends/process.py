@@ -9,7 +9,8 @@ another reaps what that one left, and never touches a process whose start time d
 
 What a function can see: an allow-listed environment (``PASSED_ENV`` and what the runtime needs;
 never the gateway's token, keys or credentials), a private temporary folder as ``HOME`` and
-``TMPDIR``, and its runtime's secret only on an inherited pipe. A gateway running as root runs
+``TMPDIR``, ``USER`` and ``LOGNAME`` naming its user (``user_env``), and its runtime's secret only
+on an inherited pipe. A gateway running as root runs
 functions as an unprivileged user (``function_user``, 10001 by default, as in the Docker
 backend), who cannot read the state dir (mode 0700: logs, the token, Redis's data) — provided
 that user can run the interpreter; where it cannot (a Python under /root), functions run as root
@@ -28,7 +29,9 @@ waits for a zygote that is still importing (up to
 ``ZYGOTE_WAIT_S``): as a new interpreter it would import the same on the same cores; a smaller
 one starts at once. Whenever the zygote is gone or does not answer, a container starts the old
 way; a zygote that died after it had been ready is started again (at most every
-``RESPAWN_S``).
+``RESPAWN_S``). A zygote whose imports left it unfit to fork (a failed import that left modules
+half-imported, which a forked container would import again and fail on) says so and exits: its
+state is ``failed``, containers start as new interpreters, and none is started again.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ import contextlib
 import json
 import logging
 import os
+import pwd
 import secrets
 import shutil
 import signal
@@ -74,6 +78,9 @@ FORK_HEADROOM_MB = 256  # of its own heap, beyond the zygote's, a forked contain
 RESPAWN_S = 10.0  # at most one new zygote this often
 ZYGOTE_WAIT_S = 30.0  # a start waits this long for a zygote still importing, then execs
 ZYGOTE_HEAP_MB = 320  # what a zygote's heap reaches with its imports (271 MB with torch 2.13)
+# The user name of a function uid that has no passwd entry here: the runtime image's user
+# (images/runtime/Dockerfile), which the default function_user 10001 is.
+FUNCTION_USER_NAME = "faasrl"
 
 
 def process_start_time(pid: int) -> int | None:
@@ -127,6 +134,18 @@ def base_env() -> dict[str, str]:
     rest = [p for p in passed.get("PYTHONPATH", "").split(os.pathsep) if p and p != _PLATFORM_DIR]
     passed["PYTHONPATH"] = os.pathsep.join([_PLATFORM_DIR, *rest])
     return {**passed, "PYTHONUNBUFFERED": "1"}
+
+
+def user_env(uid: int) -> dict[str, str]:
+    """``USER`` and ``LOGNAME`` of a function process running as ``uid``: its passwd name, else
+    ``FUNCTION_USER_NAME``. ``getpass.getuser()`` reads them first and otherwise fails on a uid
+    without a passwd entry (a root gateway's functions as 10001 on a plain host), and libraries
+    call it (torch's compile cache folder: every learner's first update failed so)."""
+    try:
+        name = pwd.getpwuid(uid).pw_name
+    except KeyError:
+        name = FUNCTION_USER_NAME
+    return {"USER": name, "LOGNAME": name}
 
 
 def function_credentials(user: str, python: str) -> tuple[int, int] | None:
@@ -210,15 +229,20 @@ class ProcessBackend(Backend):
         self._handles: dict[str, ContainerHandle] = {}
         self._tmp: dict[str, Path] = {}  # one HOME/TMPDIR per container, gone with it
         self.zygote: Zygote | None = None
+        self._last_zygote: Zygote | None = None  # the newest, kept for what it reported
         self._respawn = zygote  # start a new zygote when this one is gone
         self._zygote_started = 0.0
         if zygote:
             self._start_zygote()
 
     def zygote_state(self) -> ZygoteState:
-        if self.zygote is None:  # a new one starts with the next cold start, if it may
-            return "gone" if self._respawn else "off"
-        return self.zygote.state
+        last = self._last_zygote
+        if last is None or (self.zygote is None and last.failure is None):
+            return "gone" if self._respawn else "off"  # a new one starts with the next start
+        return last.state
+
+    def zygote_not_preloaded(self) -> dict[str, str]:
+        return self._last_zygote.not_preloaded if self._last_zygote is not None else {}
 
     def check(self, spec: FunctionSpec) -> dict[str, str]:
         fields = {}
@@ -237,7 +261,7 @@ class ProcessBackend(Backend):
         tmp = self._private_dir(f"faasrl-{container_id}-")
         self._tmp[container_id] = tmp
         cwd = Path(spec.code_dir).absolute() if spec.code_dir else tmp  # the zygote is elsewhere
-        env = container_env(spec.cpu, container_id, gpus, tmp)
+        env = container_env(spec.cpu, container_id, gpus, tmp, self._uid)
         log_path = self._logs / f"{container_id}.log"
         started = None
         if (starting := self.zygote) is not None and not starting.was_ready \
@@ -284,6 +308,11 @@ class ProcessBackend(Backend):
             os.close(secret_r)
         return _Forked(pid, zygote), port, secret
 
+    @property
+    def _uid(self) -> int:
+        """The uid function processes run as."""
+        return os.geteuid() if self.credentials is None else self.credentials[0]
+
     def _user(self) -> dict[str, Any]:
         return {} if self.credentials is None else {
             "user": self.credentials[0], "group": self.credentials[1], "extra_groups": []}
@@ -313,7 +342,8 @@ class ProcessBackend(Backend):
     def _start_zygote(self) -> None:
         tmp = self._private_dir("faasrl-zygote-")
         # One thread while it imports: numeric libraries would start pools a fork cannot copy.
-        env = {**base_env(), "HOME": str(tmp), "TMPDIR": str(tmp), **thread_env(1)}
+        env = {**base_env(), **user_env(self._uid), "HOME": str(tmp), "TMPDIR": str(tmp),
+               **thread_env(1)}
         self._zygote_started = time.monotonic()
         try:
             zygote = Zygote(self._python, env, tmp, self._logs / "zygote.log", self._user(),
@@ -322,7 +352,7 @@ class ProcessBackend(Backend):
             log.warning("no zygote, containers start as new interpreters: %s", exc)
             shutil.rmtree(tmp, ignore_errors=True)
             return
-        self.zygote = zygote
+        self.zygote = self._last_zygote = zygote
         record = {"id": f"zygote-{zygote.pid}", "function": None, "pid": zygote.pid,
                   "start_time": process_start_time(zygote.pid), "tmp": str(tmp), **self._owner}
         (self._records / f"zygote-{zygote.pid}.json").write_text(json.dumps(record))
@@ -399,12 +429,14 @@ class ProcessBackend(Backend):
             self._forget_zygote(zygote)
 
 
-def container_env(cpu: float, container_id: str, gpus: Sequence[int | str],
-                  tmp: Path) -> dict[str, str]:
-    """A container's process environment: ``base_env``, its thread pools, its GPUs, its id and
-    its own HOME and TMPDIR."""
+def container_env(cpu: float, container_id: str, gpus: Sequence[int | str], tmp: Path,
+                  uid: int | None = None) -> dict[str, str]:
+    """A container's process environment: ``base_env``, its thread pools, its GPUs, its id, its
+    user (``uid``, this process's when not given) and its own HOME and TMPDIR."""
     return {**base_env(), **thread_env(cpu), "CUDA_VISIBLE_DEVICES": ",".join(map(str, gpus)),
-            "FAASRL_CONTAINER_ID": container_id, "HOME": str(tmp), "TMPDIR": str(tmp)}
+            "FAASRL_CONTAINER_ID": container_id,
+            **user_env(os.geteuid() if uid is None else uid), "HOME": str(tmp),
+            "TMPDIR": str(tmp)}
 
 
 def exec_runtime(python: str, env: dict[str, str], cwd: Path, memory_mb: int, log_path: Path,

@@ -67,6 +67,8 @@ class Zygote:
         self.cwd = cwd
         self.data_mb = heap_mb  # its heap, which every child it forks starts with
         self.was_ready = False
+        self.failure: str | None = None  # why it will never fork, when it said so
+        self.not_preloaded: dict[str, str] = {}  # per module it could not import, why
         self._sock = ours
         self._lock = threading.Lock()
         self._settled = threading.Event()  # ready, or gone before that
@@ -85,7 +87,10 @@ class Zygote:
 
     @property
     def state(self) -> ZygoteState:
-        """``importing`` until it can fork, then ``ready``; ``gone`` once it died."""
+        """``importing`` until it can fork, then ``ready``; ``gone`` once it died; ``failed``:
+        its imports left it unfit to fork (it exits)."""
+        if self.failure is not None:
+            return "failed"
         return "gone" if self._gone else "ready" if self.was_ready else "importing"
 
     def wait_ready(self, timeout_s: float) -> bool:
@@ -181,9 +186,17 @@ class Zygote:
                         future.set_result(message["pid"])
                     else:
                         future.set_exception(ZygoteGone(message.get("error", "fork failed")))
-        elif message.get("ready"):
-            self.data_mb = float(message["data_mb"])
-            self.was_ready = True
+        elif "ready" in message:
+            self.not_preloaded = dict(message.get("failed") or {})
+            missing = ", ".join(f"{name} ({why})" for name, why in self.not_preloaded.items())
+            if message["ready"]:
+                self.data_mb = float(message["data_mb"])
+                self.was_ready = True
+                log.info("zygote %d ready (%.0f MB heap); not preloaded: %s", self.pid,
+                         self.data_mb, missing or "none")
+            else:
+                self.failure = str(message.get("why") or "unfit to fork")
+                log.warning("zygote %d will fork nothing (%s): containers start as new "
+                            "interpreters; not preloaded: %s", self.pid, self.failure,
+                            missing or "none")
             self._settled.set()
-            log.info("zygote %d ready (%.0f MB heap); not preloaded: %s", self.pid,
-                     self.data_mb, ", ".join(message.get("failed", {})) or "none")

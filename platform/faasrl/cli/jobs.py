@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -11,7 +12,6 @@ import yaml
 from rich.panel import Panel
 from rich.progress import (
     BarColumn,
-    MofNCompleteColumn,
     Progress,
     TextColumn,
     TimeElapsedColumn,
@@ -44,24 +44,57 @@ def _num(value: float | None, fmt: str = ".1f") -> str:
     return "-" if value is None else format(value, fmt)
 
 
+# A job's bounds (its spec's ``stop``): the metrics row's count toward each, its number format
+# and unit.
+BOUNDS: tuple[tuple[str, Callable[[dict[str, Any]], float], str, str], ...] = (
+    ("max_rounds", lambda row: row["round"] + 1, "{:,.0f}", " rounds"),
+    ("max_env_steps", lambda row: row["total_env_steps"], "{:,.0f}", " env steps"),
+    ("budget_usd", lambda row: row["cost_total"], "${:.4f}", ""),
+    ("max_wall_s", lambda row: row["wall_s"], "{:,.0f}", " s"),
+)
+
+
+def nearest_bound(stop: dict[str, Any], row: dict[str, Any]) -> tuple[float | None, str]:
+    """How far the job of ``row`` is toward the bound it is nearest to (0 to 1; None when only
+    a target ends it), and that bound's count against its limit: the job stops at the first
+    bound it meets, so a bar of rounds alone ends short when env steps or cost end it."""
+    reached = [(min(1.0, count(row) / stop[key]),
+                f"{fmt.format(count(row))}/{fmt.format(stop[key])}{unit}")
+               for key, count, fmt, unit in BOUNDS if stop.get(key) is not None]
+    if not reached:
+        return None, f"{row['round'] + 1:,} rounds"
+    return max(reached, key=lambda r: r[0])
+
+
 def _follow(client: Client, job_id: str) -> dict[str, Any]:
-    """Show a job's rounds as a progress bar until it ends; returns the final record."""
+    """Show a job's rounds as a progress bar toward its nearest bound until it ends, then why
+    it ended; returns the final record."""
     job = client.job(job_id)
     stop = job["spec"]["stop"]
     final: dict[str, Any] = job
-    columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-               TextColumn("{task.fields[info]}"), TimeElapsedColumn())
+    columns = (TextColumn("[bold]{task.description}"), BarColumn(),
+               TextColumn("{task.fields[bound]}"), TextColumn("{task.fields[info]}"),
+               TimeElapsedColumn())
     with Progress(*columns, console=console) as progress:
-        task = progress.add_task(f"{job['spec']['env_id']} {job_id}",
-                                 total=stop.get("max_rounds"), info="starting")
+        task = progress.add_task(f"{job['spec']['env_id']} {job_id}", total=None, bound="",
+                                 info="starting")
         for event, data in client.job_events(job_id):
             if event == "round":
-                progress.update(task, completed=data["round"] + 1, info=(
+                fraction, bound = nearest_bound(stop, data)
+                progress.update(task, total=None if fraction is None else 1.0,
+                                completed=fraction or 0.0, bound=bound, info=(
                     f"steps {data['total_env_steps']:>9,}  return "
                     f"{_num(data['recent_mean_return']):>7}  actors {data['actors']}  "
                     f"cost ${data['cost_total']:.4f}"))
             elif event == "end":
                 final = data
+        ended = f"{final['status']}: {final.get('stop_reason') or final.get('error') or ''}"
+        if final["status"] == "succeeded":  # whichever bound or target ended it: complete
+            rounds = f"{final['round']:,}"
+            progress.update(task, total=1.0, completed=1.0, bound=f"{rounds}/{rounds} rounds",
+                            info=ended)
+        else:
+            progress.update(task, info=ended)
     return final
 
 
@@ -79,10 +112,17 @@ def _evaluation_lines(job: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _rounds_line(job: dict[str, Any]) -> str:
+    """Rounds, env steps, env restarts where there were any (episodes cut short), wall."""
+    restarts = job.get("env_restarts", 0)
+    lost = f"   env restarts {restarts}" if restarts else ""
+    return f"rounds      {job['round']}   env steps {job['env_steps']:,}{lost}   " \
+           f"wall {job['wall_s']:.1f} s"
+
+
 def _summary(job: dict[str, Any]) -> None:
     lines = [f"status      {job['status']}: {job.get('stop_reason') or job.get('error') or ''}",
-             f"rounds      {job['round']}   env steps {job['env_steps']:,}   "
-             f"wall {job['wall_s']:.1f} s",
+             _rounds_line(job),
              f"cost        serverless ${job['cost_usd']:.4f}   serverful (same run) "
              f"${job['serverful_cost_usd']:.4f}",
              f"modeled     parallel, no waits for a core: wall {job['parallel_wall_s']:.1f} s"

@@ -39,7 +39,7 @@ def up(
     Ctrl-C stops every container and Redis.
     """
     from faasrl.data.connection import without_credentials
-    from faasrl.embedded import EmbeddedPlatform
+    from faasrl.embedded import EmbeddedPlatform, PlatformError
 
     overrides: dict[str, Any] = {k: v for k, v in
                                  {"host": host, "port": port, "state_dir": state_dir,
@@ -85,6 +85,9 @@ def up(
                  "", "Ctrl-C stops every container and Redis."]
         console.print(Panel("\n".join(lines), title="faasrl is up", expand=False))
         platform.wait()
+    except PlatformError as exc:  # it cannot start: say why, without a traceback
+        console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(1) from None
     except KeyboardInterrupt:
         console.print("stopping: containers, gateway, Redis")
     finally:
@@ -151,6 +154,8 @@ def status() -> None:
         health, cluster = client.health(), client.cluster()
     cap, res = cluster["capacity"], cluster["reserved"]
     zygote = f"zygote {cluster['zygote']}  " if cluster.get("zygote") else ""
+    if missing := cluster.get("zygote_not_preloaded"):
+        zygote += f"(not preloaded: {', '.join(missing)})  "
     console.print(f"[bold]{client.url}[/bold]  redis {health['redis']}  "
                   f"backend {cluster['backend']}  {zygote}"
                   f"cpu {res['cpu']:g}/{cap['cpu']:g}  memory {res['memory_mb']}/"

@@ -13,8 +13,11 @@ idempotent. The password is random per driver run and travels in the job's invoc
 
 from __future__ import annotations
 
+import re
 import secrets
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from redis.asyncio import Redis
 
@@ -22,6 +25,20 @@ from faasrl.data.keys import job_prefix
 
 JOB_COMMANDS = ("+@all", "-@dangerous", "-@admin", "-@scripting", "-@pubsub", "-scan",
                 "-randomkey")
+MIN_REDIS_VERSION = (6, 0)  # ACL users came with Redis 6.0
+REDIS_NEEDED = "faasrl needs Redis {}.{} or later (per-job ACL users)".format(*MIN_REDIS_VERSION)
+
+
+def redis_version_problem(info: Mapping[str, Any]) -> str | None:
+    """Why the Redis whose ``INFO server`` answer is ``info`` cannot serve faasrl, naming the
+    version found and the one needed; None when it can."""
+    found = str(info.get("redis_version", "")).strip()
+    match = re.match(r"(\d+)\.(\d+)", found)
+    if match is None:
+        return f"Redis reports no version that faasrl can read ({found or 'none'}): {REDIS_NEEDED}"
+    if (int(match[1]), int(match[2])) < MIN_REDIS_VERSION:
+        return f"Redis {found} is too old: {REDIS_NEEDED}"
+    return None
 
 
 @dataclass(frozen=True)

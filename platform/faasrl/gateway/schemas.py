@@ -10,7 +10,7 @@ from pydantic import BaseModel, Field
 
 from faasrl.backends.base import ZygoteState
 from faasrl.data.keys import JOB_ID
-from faasrl.inputs import STRICT
+from faasrl.inputs import STRICT, Integer
 from faasrl.manifest import FUNCTION_NAME, FunctionSpec
 
 # Path parameters, each checked where the route declares it (so OpenAPI shows the pattern and a
@@ -65,7 +65,7 @@ class InvocationAccepted(BaseModel):
 class PrewarmRequest(BaseModel):
     model_config = STRICT
 
-    count: int = Field(ge=0, le=1024, description="containers the function should have")
+    count: Integer = Field(ge=0, le=1024, description="containers the function should have")
 
 
 class PrewarmResult(BaseModel):
@@ -137,7 +137,11 @@ class ClusterOut(BaseModel):
     zygote: ZygoteState | None = Field(
         None, description="the process backend's zygote, which cold starts fork from: "
                           "importing, ready (forks), gone (starts anew with the next cold "
-                          "start) or off; null: the backend has none")
+                          "start), failed (a failed import left it unfit to fork: containers "
+                          "start as new interpreters) or off; null: the backend has none")
+    zygote_not_preloaded: dict[str, str] = Field(
+        default_factory=dict, description="the modules the zygote could not import, and why "
+                                          "(a function importing them does so itself)")
 
 
 class HealthOut(BaseModel):
@@ -175,6 +179,10 @@ def _errors(description: str) -> dict[str, Any]:
 BODY_ERRORS: dict[int | str, dict[str, Any]] = {
     400: _errors("the body is not valid JSON (type InvalidJSON)"),
     413: _errors("the body is larger than the gateway's FAASRL_MAX_PAYLOAD_BYTES")}
+# FastAPI documents its own HTTPValidationError otherwise: the gateway answers this body instead.
+INVALID_INPUT: dict[int | str, dict[str, Any]] = {
+    422: _errors("a path, query, header or body field is invalid: fields names each "
+                 "(type ValidationError)")}
 REDIS_ERRORS: dict[int | str, dict[str, Any]] = {
     503: {**_errors("Redis is unreachable (type RedisUnavailable)"), "headers": {
         "Retry-After": {"description": "seconds to wait before retrying",

@@ -202,6 +202,10 @@ class Invoker:
         """Whether the backend's zygote has done its imports (None: it has no zygotes)."""
         return self._backend.zygote_state()
 
+    def zygote_not_preloaded(self) -> dict[str, str]:
+        """The modules the backend's zygote could not import, and why."""
+        return self._backend.zygote_not_preloaded()
+
     def container_stats(self, container_id: str) -> ContainerStats | None:
         """A container's memory and CPU use; None once it is gone (or not started yet)."""
         handle = self._handles.get(container_id)

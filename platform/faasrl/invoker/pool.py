@@ -10,9 +10,16 @@ Policy in brief:
 - An invocation takes the most recently used container of its function with a free slot (so
   surplus containers age out), else joins a container that is still starting, else starts one if
   capacity allows, else evicts idle containers of other functions (least recently used first) when
-  that frees enough, else waits in its function's bounded queue. An invocation with an affinity
-  key prefers the container that last served that key (state it left there is reused).
-- A released container goes straight to the oldest waiter of its function (warm hand-over).
+  that frees enough, else waits in its function's bounded queue.
+- Affinity: an invocation may carry a key naming state a container keeps for it (a training
+  job's actor slot and its envs). The container that last served a key is the key's home; an
+  invocation goes to its key's home when that one can take it. Where it cannot (busy), a
+  function whose manifest says ``affinity: wait`` (its handler's per-key state would be lost
+  elsewhere: envs mid-episode, a replay memory) waits for the home, however many keys share
+  it; ``prefer`` (a cache, such as a learner's weights) takes another container instead. A key
+  whose home is gone (died, evicted, reclaimed) goes anywhere; its state starts afresh there.
+- A released container goes straight to the oldest waiter of its function that it is the home
+  of, else to the oldest one that has no other home to wait for (warm hand-over).
 - Capacity goes to waiters first come, first served across functions; a blocked waiter holds back
   what it needs so later arrivals cannot starve it.
 - A container holds its function's memory and GPUs from start until it has exited, but its cores
@@ -34,7 +41,7 @@ restarted until the node has memory to spare again.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -78,7 +85,7 @@ class Container:
     idle_since: float | None = None
     retire: bool = False  # stop as soon as it is idle
     stop_reason: str | None = None
-    affinity: str | None = None  # the affinity key of the last invocation it served
+    keys: set[str] = field(default_factory=set)  # the affinity keys it is the home of
 
 
 @dataclass
@@ -98,7 +105,7 @@ class Waiter:
     function: str
     since: float
     container: str | None = None  # the starting container it will get
-    affinity: str | None = None  # prefer the container that last served this key
+    affinity: str | None = None  # the key whose home (the container that last served it) it wants
 
 
 # Actions the invoker carries out.
@@ -194,6 +201,7 @@ class Pool:
         self._stems: dict[str, StemCell] = {}
         self._stem_failures: dict[str, int] = {}  # per image
         self._stem_backoff_until: dict[str, float] = {}
+        self._homes: dict[str, str] = {}  # affinity key -> the container that last served it
 
     # ----------------------------------------------------------------- functions
     def spec(self, name: str) -> FunctionSpec:
@@ -236,18 +244,19 @@ class Pool:
         """An invocation wants a container; a retry goes to the head of the line.
 
         ``affinity`` names state a warm container may hold for this caller (a training job's
-        actor slot and its envs): among the containers it could take, the one that last served
-        the same key wins, so that state is reused instead of rebuilt.
+        actor slot and its envs): the key's home serves it when it can, so that state is
+        reused instead of rebuilt (see the module docstring for when it waits for the home).
         """
         self.spec(function)
         ahead = any(w.function == function and w.container is None
-                    for w in self._queue.values())
+                    and not self._waits_for_home(w) for w in self._queue.values())
         self._queue[waiter] = Waiter(waiter, function, now, affinity=affinity)
         if retry:
             self._queue = {waiter: self._queue.pop(waiter), **self._queue}
         # Behind a waiter of its function that the last pass left waiting, a new waiter gets
         # nothing either, and nothing changed for the others: no pass (64 clients on 20
-        # containers, 44 wait, and each answer brings a new request). A retry goes first.
+        # containers, 44 wait, and each answer brings a new request). A retry goes first. A
+        # waiter held for its busy home does not count: others may take what it leaves.
         actions = self._dispatch(now) if retry or not ahead else []
         w = self._queue.get(waiter)
         if (w is not None and w.container is None and not retry
@@ -306,8 +315,7 @@ class Pool:
             c.idle_since = now
         actions = self._stop_if_retired(c)
         if not actions:
-            w = next((w for w in self._queue.values()
-                      if w.function == c.function and w.container is None), None)
+            w = self._next_for(c)
             if w is not None:  # the container's cores change hands: nothing else fits now
                 return [self._assign(w, c, now, cold=False, bills_init=False)]
         return actions + self._dispatch(now)
@@ -460,6 +468,8 @@ class Pool:
 
     def _remove(self, c: Container) -> None:
         del self._containers[c.id]
+        for key in c.keys:
+            del self._homes[key]
         self._count(c, -1)
         self._free_gpus = sorted(self._free_gpus + list(c.gpus))
 
@@ -470,7 +480,11 @@ class Pool:
         c.served += 1
         self._move(c, State.BUSY)
         c.last_used, c.idle_since = now, None
-        c.affinity = w.affinity or c.affinity
+        if w.affinity is not None and self._homes.get(w.affinity) != c.id:
+            if (old := self._homes.get(w.affinity)) is not None:
+                self._containers[old].keys.discard(w.affinity)
+            self._homes[w.affinity] = c.id
+            c.keys.add(w.affinity)
         return Assign(w.id, c.id, cold, bills_init)
 
     def _start(self, spec: FunctionSpec, now: float, *, prewarmed: bool) -> Start:
@@ -621,11 +635,36 @@ class Pool:
                 actions.append(self._start(spec, now, prewarmed=True))
         return actions
 
+    def _home(self, w: Waiter) -> Container | None:
+        """The live container that last served the waiter's affinity key, if any."""
+        cid = self._homes.get(w.affinity) if w.affinity is not None else None
+        c = self._containers.get(cid) if cid is not None else None
+        if c is None or c.function != w.function or self._stale(c) or c.state is State.STOPPING:
+            return None
+        return c
+
+    def _waits_for_home(self, w: Waiter) -> bool:
+        """Whether the waiter may only have its key's home (``affinity: wait``) and has one."""
+        return (w.affinity is not None and self._specs[w.function].affinity == "wait"
+                and self._home(w) is not None)
+
+    def _next_for(self, c: Container) -> Waiter | None:
+        """Who a released container goes to: the oldest waiter of its function it is the home
+        of, else the oldest one that has no other home to wait for."""
+        def waiting() -> Iterator[Waiter]:
+            return (w for w in self._queue.values()
+                    if w.function == c.function and w.container is None)
+
+        if c.keys and (own := next((w for w in waiting() if w.affinity in c.keys), None)):
+            return own
+        return next((w for w in waiting() if not self._waits_for_home(w)), None)
+
     def _assignable(self, w: Waiter) -> Container | None:
         """A busy container with a free slot (its cores are held already), else an idle one;
-        the most recently used, unless the waiter has an affinity key: then the container that
-        last served that key, else one no queued waiter's key points at, preferably one no key
-        is bound to (so a new key does not take another key's state)."""
+        the most recently used, unless the waiter has an affinity key: then its key's home,
+        else (the home is busy, for a function that does not wait for it, or there is none)
+        one that is home to no queued waiter's key, preferably to no key at all (so a new key
+        does not take another key's state). None where a waiter must wait for its home."""
         spec = self._specs[w.function]
         live = self._live(w.function)
         busy = [c for c in live if c.state is State.BUSY and c.inflight < spec.max_concurrency]
@@ -633,12 +672,19 @@ class Pool:
         candidates = busy or idle
         if w.affinity is None:
             return max(candidates, key=lambda c: c.last_used, default=None)
-        same = [c for c in busy + idle if c.affinity == w.affinity]
-        if same:
-            return max(same, key=lambda c: c.last_used)
+        if (home := self._home(w)) is not None:
+            if home in busy or home in idle:
+                return home
+            if spec.affinity == "wait":
+                return None
         wanted = {x.affinity for x in self._queue.values() if x is not w and x.affinity}
-        return max(candidates, key=lambda c: (c.affinity not in wanted, c.affinity is None,
-                                              c.last_used), default=None)
+        return max(candidates, key=lambda c: (not c.keys & wanted, not c.keys, c.last_used),
+                   default=None)
+
+    def _keeps_state(self, c: Container) -> bool:
+        """Whether the container is the home of keys whose state waits for it."""
+        spec = self._specs.get(c.function)
+        return bool(c.keys) and spec is not None and spec.affinity == "wait"
 
     def _claimable(self, function: str) -> Container | None:
         spec = self._specs[function]
@@ -658,10 +704,10 @@ class Pool:
             if stem.state is State.IDLE and stem is not own and not freed.covers(short):
                 stems.append(stem)
                 freed = freed + stem.need
-        candidates = sorted(
+        candidates = sorted(  # homes of state that waits for them go last
             (c for c in self._containers.values() if c.state is State.IDLE
              and (c.function != function or self._stale(c))),
-            key=lambda c: c.last_used)
+            key=lambda c: (self._keeps_state(c), c.last_used))
         chosen: list[Container] = []
         for c in candidates:
             if freed.covers(short):
@@ -695,8 +741,11 @@ class Pool:
                     break
                 budget = (budget - need_of(self._specs[w.function])).floor_zero()
                 continue
+            c = self._assignable(w)
+            if c is None and self._waits_for_home(w):
+                continue  # its busy home goes to it when released; it holds nothing back
             cpu = Resources(need_of(self._specs[w.function]).cpu)
-            if (c := self._assignable(w)) is not None:
+            if c is not None:
                 if c.state is State.IDLE:  # it needs its cores back
                     if not (budget.covers(cpu) and self._free().covers(cpu)):
                         budget = (budget - cpu).floor_zero()

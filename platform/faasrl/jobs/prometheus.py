@@ -19,6 +19,8 @@ from faasrl.jobs.store import JobRecord
 GAUGES: tuple[tuple[str, str, Callable[[JobRecord], float | None]], ...] = (
     ("faasrl_job_round", "Rounds the job completed", lambda r: r.round),
     ("faasrl_job_env_steps", "Env steps the job's actors took", lambda r: r.env_steps),
+    ("faasrl_job_env_restarts", "Actor slots whose envs started afresh mid-job (episodes "
+     "cut short: a container died or was reclaimed)", lambda r: r.env_restarts),
     ("faasrl_job_return", "Mean of the job's latest episode returns (its target_window)",
      lambda r: r.recent_mean_return),
     ("faasrl_job_cost_usd", "Serverless cost of the job so far (actors and learner)",

@@ -12,6 +12,7 @@ from typing import Any, Literal
 import gymnasium as gym
 from pydantic import (
     BaseModel,
+    ConfigDict,
     Field,
     ModelWrapValidatorHandler,
     ValidationError,
@@ -32,6 +33,20 @@ from faasrl.rl.envs import check_env_id, env_family, make_env, obs_dtype
 Loc = tuple[int | str, ...]  # where a value is in the spec, as pydantic's errors say
 # What a job's algorithm fills in: not missing when the algorithm is unknown (its error says it).
 FILLED: set[Loc] = {("hyperparameters",), ("envs_per_actor",), ("steps_per_actor",)}
+
+
+def _family_defaults(key: str) -> str:
+    """What a job that leaves ``key`` out gets, per algorithm and env family (its schema can
+    name no single default)."""
+    per_algorithm = (", ".join(f"{family} {d[key]}" for family, d in m.FAMILY_DEFAULTS.items())
+                     for m in ALGORITHMS.values())
+    return "default: " + "; ".join(f"{name}: {text}"
+                                   for name, text in zip(ALGORITHMS, per_algorithm, strict=True))
+
+
+def _filled_not_required(schema: dict[str, Any]) -> None:
+    """A job may leave out what its algorithm fills in: the schema must not require it."""
+    schema["required"] = [k for k in schema.get("required", []) if (k,) not in FILLED]
 
 
 class AsyncSettings(BaseModel):
@@ -142,7 +157,7 @@ class Placement(BaseModel):
 
 
 class JobSpec(BaseModel):
-    model_config = STRICT
+    model_config = ConfigDict(**STRICT, json_schema_extra=_filled_not_required)
 
     name: str | None = Field(None, max_length=200)
     algorithm: AlgorithmName = Field(
@@ -156,9 +171,12 @@ class JobSpec(BaseModel):
     controller: ControllerSpec = Field(default_factory=FixedController)
     asynchronous: AsyncSettings = Field(default_factory=AsyncSettings)
     hyperparameters: AlgorithmConfig = Field(
-        description="the algorithm's (its tag may be left out); defaults per env family")
-    envs_per_actor: int = Field(ge=1, le=256, description="vector envs inside one actor")
-    steps_per_actor: int = Field(ge=1, le=100_000, description="steps per env per round")
+        description="the algorithm's (its tag may be left out); left out, or any field of it: "
+                    "the algorithm's default for the env's family")
+    envs_per_actor: int = Field(ge=1, le=256, description="vector envs inside one actor; "
+                                + _family_defaults("envs_per_actor"))
+    steps_per_actor: int = Field(ge=1, le=100_000, description="steps per env per round; "
+                                 + _family_defaults("steps_per_actor"))
     seed: int = Field(1, ge=0, le=2**31 - 1)
     stop: StopConditions = Field(default_factory=StopConditions)
     pricing: Pricing = Field(default_factory=Pricing)

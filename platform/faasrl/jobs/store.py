@@ -43,6 +43,8 @@ class JobRecord(BaseModel):
     version: int | None = Field(None, description="the latest policy version")
     policy: dict[str, Any] | None = Field(None, description="the policy's PolicySpec")
     env_steps: int = 0
+    env_restarts: int = Field(0, description="actor slots whose envs started afresh after "
+                                             "they had some (their episodes were cut short)")
     wall_s: float = Field(0.0, description="time spent running, restarts excluded")
     cost_usd: float = Field(0.0, description="serverless: actors + learner")
     serverful_cost_usd: float = Field(0.0, description="the same run on always-on VMs")

@@ -6,24 +6,44 @@ Every version a learner or parameter function publishes is a safetensors file wh
 and wrappers, :func:`faasrl.rl.envs.env_preprocessing`); ``observation``: its shape and dtype,
 and the formula that turns it into the network's input, with the tensors holding the running
 statistics; ``action_space``: discrete ``n``, or a box's shape and bounds; ``architecture``:
-every layer in order with its sizes, activation and the tensors of its weights, and how the
-heads make an action. ``policy`` (faasrl's :class:`~faasrl.rl.policy.PolicySpec`) and
-``version`` stay for faasrl's own readers. The layers are read off the module itself, so the
-card cannot describe a network other than the one whose weights it carries.
+the model's forward pass as data, the same shape for every algorithm (:data:`RULES`).
+``policy`` (faasrl's :class:`~faasrl.rl.policy.PolicySpec`, its ``hidden`` the widths the
+model really has) and ``version`` stay for faasrl's own readers. The layers are read off the
+modules themselves, so the card cannot describe a network other than the one whose weights it
+carries.
+
+``architecture.forward`` is a list of steps run in order over a batch, each naming its result
+``name`` and its inputs ``of`` (``"obs"``, the observation after ``observation.input``, or an
+earlier step's name). A step either has ``layers`` (its inputs concatenated along the last
+axis, then each layer in turn: linear or conv2d with its sizes and weight tensors,
+tanh/relu/flatten) or a ``rule`` from :data:`RULES`, whose ``formula`` it repeats. The step
+named ``action`` is the policy's deterministic action, the one faasrl's evaluation takes.
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 from torch import nn
 
+from faasrl.algorithms.dqn import QLearner
+from faasrl.algorithms.sac import LOG_STD_MAX, LOG_STD_MIN, SoftActorCritic
 from faasrl.rl.envs import env_preprocessing
 from faasrl.rl.policy import OBS_CLIP, OBS_EPS, PIXEL_SCALE, ActorCritic, PolicySpec
 
-FORMAT = "faasrl.policy/1"
+FORMAT = "faasrl.policy/2"
 _ACTIVATIONS = {nn.Tanh: "tanh", nn.ReLU: "relu", nn.Flatten: "flatten"}
+# The combination rules a forward step may use, over its inputs x0, x1 (last axis: features).
+RULES = {
+    "argmax": "argmax(x0)",
+    "clip": "clip(x0, action_space.low, action_space.high)",
+    "first": "x0[..., :n]",
+    "tanh": "tanh(x0)",
+    "to_bounds": "(high + low) / 2 + (high - low) / 2 * x0, with the action space's bounds",
+    "dueling": "x0 + x1 - mean(x1)",
+}
 
 
 def describe_layer(module: nn.Module, name: str) -> dict[str, Any]:
@@ -50,43 +70,87 @@ def describe_layers(module: nn.Module, name: str) -> list[dict[str, Any]]:
             describe_layers(child, f"{name}.{i}")]
 
 
-def _actor_critic(model: ActorCritic) -> dict[str, Any]:
+def _net(name: str, of: list[str], module: nn.Module) -> dict[str, Any]:
+    """A step running ``module``, whose tensors are named ``name.*`` in the state dict."""
+    return {"name": name, "of": of, "layers": describe_layers(module, name)}
+
+
+def _rule(name: str, rule: str, of: list[str], **args: Any) -> dict[str, Any]:
+    return {"name": name, "rule": rule, "of": of, **args, "formula": RULES[rule]}
+
+
+def _widths(layers: list[dict[str, Any]]) -> tuple[int, ...]:
+    return tuple(x["out"] for x in layers if x["op"] == "linear")
+
+
+def _actor_critic(model: ActorCritic) -> tuple[dict[str, Any], tuple[int, ...]]:
     discrete = model.spec.action_kind == "discrete"
     return {
         "class": "ActorCritic",
-        "forward": "features = trunk(input); actor(features) gives "
-                   + ("the logits of a categorical distribution" if discrete else
-                      "the mean of a normal distribution with std exp(log_std), per dimension")
-                   + "; critic(features) the state value",
-        "deterministic_action": "argmax(logits)" if discrete else
-                                "the mean, clipped to the action space's bounds",
-        "trunk": describe_layers(model.trunk, "trunk"),
-        "actor": describe_layers(model.actor, "actor"),
-        "critic": describe_layers(model.critic, "critic"),
-        **({} if discrete else {"log_std": "log_std"}),
-    }
+        "distribution": {"type": "categorical", "logits": "actor"} if discrete else
+                        {"type": "normal", "mean": "actor", "log_std": "log_std (a tensor)"},
+        "forward": [_net("trunk", ["obs"], model.trunk),
+                    _net("actor", ["trunk"], model.actor),
+                    _net("critic", ["trunk"], model.critic),
+                    _rule("action", "argmax" if discrete else "clip", ["actor"])],
+        "value": "critic",
+    }, model.spec.hidden
 
 
-def _layers_of(model: nn.Module) -> dict[str, Any]:
-    """Any other model (DQN's and SAC's): every layer with weights or an activation, by name,
-    in registration order; its forward is the algorithm's (faasrl/algorithms/)."""
-    leaves = [(name, m) for name, m in model.named_modules()
-              if not list(m.children()) and name]
-    return {"class": type(model).__name__,
-            "layers": [{"name": name, **describe_layer(m, name)} for name, m in leaves]}
+def _q_learner(model: QLearner) -> tuple[dict[str, Any], tuple[int, ...]]:
+    """DQN: the online network; the target network's tensors (``target.*``) ride along."""
+    trunk = _net("online.trunk", ["obs"], model.online.trunk)
+    return {
+        "class": "QLearner",
+        "forward": [trunk,
+                    _net("online.value", ["online.trunk"], model.online.value),
+                    _net("online.advantage", ["online.trunk"], model.online.advantage),
+                    _rule("q", "dueling", ["online.value", "online.advantage"]),
+                    _rule("action", "argmax", ["q"])],
+        "value": "q",
+    }, _widths(trunk["layers"])
+
+
+def _soft_actor_critic(model: SoftActorCritic) -> tuple[dict[str, Any], tuple[int, ...]]:
+    """SAC: the actor's squashed Gaussian, and the twin critics at the deterministic action
+    (in the unit box, as they are trained); the target critics' tensors ride along."""
+    dims = model.action_scale.numel()
+    actor = _net("actor", ["flat"], model.actor)
+    return {
+        "class": "SoftActorCritic",
+        "distribution": {"type": "tanh_normal", "mean": "actor[..., :d]",
+                         "log_std": f"clip(actor[..., d:], {LOG_STD_MIN}, {LOG_STD_MAX})",
+                         "squash": "tanh, then to_bounds", "d": dims},
+        "forward": [_net("flat", ["obs"], nn.Flatten()), actor,
+                    _rule("mean", "first", ["actor"], n=dims),
+                    _rule("unit_action", "tanh", ["mean"]),
+                    _rule("action", "to_bounds", ["unit_action"]),
+                    _net("q1.net", ["flat", "unit_action"], model.q1.net),
+                    _net("q2.net", ["flat", "unit_action"], model.q2.net)],
+        "value": "q1.net",
+    }, _widths(actor["layers"])[:-1]
+
+
+def _architecture(model: nn.Module) -> tuple[dict[str, Any], tuple[int, ...]]:
+    """(the model's forward as data, its hidden widths) for each kind of model jobs publish."""
+    for kind, describe in ((ActorCritic, _actor_critic), (QLearner, _q_learner),
+                           (SoftActorCritic, _soft_actor_critic)):
+        if isinstance(model, kind):
+            return describe(model)
+    raise ValueError(f"no model card for a {type(model).__name__}")
 
 
 def _observation(spec: PolicySpec, model: nn.Module) -> dict[str, Any]:
     obs: dict[str, Any] = {"shape": list(spec.obs_shape), "dtype": spec.obs_dtype}
-    if not isinstance(model, ActorCritic):
-        return obs
-    if spec.normalize_obs:
+    if isinstance(model, ActorCritic) and spec.normalize_obs:
         obs["input"] = "clip((float64(obs) - obs_mean) / sqrt(obs_var + eps), -clip, clip), " \
                        "as float32"
         obs["normalization"] = {"mean": "obs_mean", "var": "obs_var", "count": "obs_count",
                                 "eps": OBS_EPS, "clip": OBS_CLIP}
-    else:
-        divide_by = PIXEL_SCALE if spec.arch == "cnn" else 1.0
+    else:  # frames: the actor-critic's CNN and DQN's network on uint8 observations
+        pixels = spec.arch == "cnn" if isinstance(model, ActorCritic) else \
+            isinstance(model, QLearner) and model.online.pixels
+        divide_by = PIXEL_SCALE if pixels else 1.0
         obs["input"] = f"float32(obs) / {divide_by:g}"
         obs["divide_by"] = divide_by
     return obs
@@ -103,11 +167,11 @@ def model_card(model: nn.Module, spec: PolicySpec, *, env_id: str, algorithm: st
                ) -> dict[str, str]:
     """The metadata a published version of ``model`` carries (``version`` is added by the
     parameter store)."""
-    architecture = _actor_critic(model) if isinstance(model, ActorCritic) else _layers_of(model)
+    architecture, hidden = _architecture(model)
     card = {
         "format": FORMAT, "algorithm": algorithm, "env_id": env_id,
         "env": env_preprocessing(env_id, spec.action_kind == "continuous"),
         "observation": _observation(spec, model), "action_space": _action_space(spec),
-        "architecture": architecture, "policy": spec.to_dict(),
+        "architecture": architecture, "policy": replace(spec, hidden=hidden).to_dict(),
     }
     return {k: v if isinstance(v, str) else json.dumps(v) for k, v in card.items()}

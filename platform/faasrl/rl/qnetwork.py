@@ -7,7 +7,7 @@ import math
 import torch
 from torch import nn
 
-from faasrl.rl.policy import PolicySpec
+from faasrl.rl.policy import PIXEL_SCALE, PolicySpec
 
 
 def _trunk(spec: PolicySpec, hidden: int) -> nn.Sequential:
@@ -37,7 +37,7 @@ class DuelingQNetwork(nn.Module):
         self.advantage = nn.Linear(hidden, spec.action_dim)
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        x = obs.float() / 255.0 if self.pixels else obs.float()
+        x = obs.float() / PIXEL_SCALE if self.pixels else obs.float()
         h = self.trunk(x)
         advantage = self.advantage(h)
         return self.value(h) + advantage - advantage.mean(dim=1, keepdim=True)

@@ -72,7 +72,7 @@ def serve(*, listen_fd: int | None = None, secret_fd: int | None = None,
     if stem_cell:
         from faasrl.runtime.preload import preload
 
-        for name, why in preload()[1].items():
+        for name, why in preload().failed.items():
             print(f"faasrl runtime: {name} not preloaded ({why})", flush=True)
     server = RuntimeServer((host, port), listen_fd=listen_fd, secret=secret, stem_cell=stem_cell)
     host, port = server.server_address[:2]

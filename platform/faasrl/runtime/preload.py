@@ -9,7 +9,7 @@ import ctypes
 import gc
 import importlib
 import sys
-from typing import Any
+from typing import Any, NamedTuple
 
 # What the built-in functions (functions/*/handler.py) import; a module that fails to import is
 # left to the function, which then imports it itself as it would without a preload.
@@ -26,21 +26,36 @@ PRELOAD = (
 )
 
 
-def preload() -> tuple[list[str], dict[str, str]]:
-    """Import ``PRELOAD``; returns what was imported and, per module that failed, why."""
-    imported, failed = [], {}
+class Preloaded(NamedTuple):
+    imported: list[str]
+    failed: dict[str, str]  # per module that failed to import, why
+    # The failed modules whose import raised midway (not for a missing module) and left some
+    # of theirs behind in ``sys.modules``: importing them again in this process (or a fork of
+    # it) runs what their failed import had done once more, which fails where a new
+    # interpreter's import would not (torch._dynamo: "Artifact of type=precompile already
+    # registered"). A missing library fails the same in a new interpreter: not counted.
+    half_imported: list[str]
+
+
+def preload() -> Preloaded:
+    """Import ``PRELOAD``: what was imported, what failed and why, and what a failure left
+    half-imported."""
+    imported, failed, half = [], {}, []
     gc.disable()  # as the runtime's handler import: no full collections on the way
     try:
         for name in PRELOAD:
+            before = set(sys.modules)
             try:
                 importlib.import_module(name)
                 imported.append(name)
             except Exception as exc:  # a missing or broken library: the function's business
                 failed[name] = f"{type(exc).__name__}: {exc}"
+                if not isinstance(exc, ModuleNotFoundError) and set(sys.modules) - before:
+                    half.append(name)
     finally:
         gc.enable()
         gc.freeze()  # long-lived: keep the collector (and a zygote's children's) off them
-    return imported, failed
+    return Preloaded(imported, failed, half)
 
 
 def blas_setters() -> list[Any]:

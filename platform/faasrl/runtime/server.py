@@ -105,6 +105,12 @@ def _import_handler(module_name: str) -> Any:
         gc.freeze()
 
 
+def _repr(obj: object, fields: tuple[str, ...]) -> str:
+    """``Name(field=value, ...)``: what a handler's print of a context object shows, as AWS's
+    runtime shows its fields (not ``<... object at 0x...>``)."""
+    return f"{type(obj).__name__}({', '.join(f'{n}={getattr(obj, n)!r}' for n in fields)})"
+
+
 class Client:
     """The calling app, as Lambda's ClientContext ``client`` describes it."""
 
@@ -115,15 +121,23 @@ class Client:
         for name in self.FIELDS:
             setattr(self, name, data.get(name))
 
+    def __repr__(self) -> str:
+        return _repr(self, self.FIELDS)
+
 
 class ClientContext:
     """What the caller of Lambda's Invoke API passed as ClientContext, in Lambda's shape."""
+
+    FIELDS = ("client", "custom", "env")
 
     def __init__(self, data: dict[str, Any]):
         client = data.get("client")
         self.client = Client(client) if isinstance(client, dict) else None
         self.custom: dict[str, Any] | None = data.get("custom")
         self.env: dict[str, Any] | None = data.get("env")
+
+    def __repr__(self) -> str:
+        return _repr(self, self.FIELDS)
 
 
 class Context:
@@ -137,6 +151,10 @@ class Context:
         self.memory_limit_in_mb = memory_mb
         self.deadline = deadline
         self.client_context = client_context
+
+    def __repr__(self) -> str:
+        return _repr(self, ("invocation_id", "function_name", "memory_limit_in_mb",
+                            "client_context"))
 
     def remaining_s(self) -> float:
         return max(0.0, self.deadline - time.monotonic())

@@ -4,7 +4,9 @@ gymnasium, ...) and forks a container's runtime on request, so a cold start skip
 It talks to the process backend over an inherited ``SOCK_SEQPACKET`` socket (one JSON object per
 message; never pickle):
 
-- it sends ``{"ready": true, "data_mb", "imported", "failed"}`` once its imports are done;
+- it sends ``{"ready": true, "data_mb", "imported", "failed"}`` once its imports are done, or
+  ``{"ready": false, "why", "failed"}`` and exits when a fork of it would not work (``failed``:
+  per module it could not import, why);
 - ``{"op": "fork", "id", "env", "cwd", "memory_mb"}`` with three fds (the listening socket, the
   secret's pipe, the log file) answers ``{"id", "pid"}`` or ``{"id", "error"}``;
 - when a child exits it sends ``{"exit": pid, "status": n}`` (``-signal`` if killed) but leaves
@@ -15,8 +17,9 @@ message; never pickle):
 It is the parent of every container it forks: each one's parent-death signal fires when the
 zygote dies, and the zygote's own when the gateway dies, so nothing outlives the gateway.
 Fork safety: nothing here runs a torch op or opens a connection, so no thread pool, CUDA context
-or socket exists to be inherited; it checks that it is single-threaded, with CUDA untouched,
-before it says ready.
+or socket exists to be inherited; it checks that it is single-threaded, with CUDA untouched, and
+that no failed import left modules half-imported (a container would import them again and fail
+where a new interpreter would not), before it says ready.
 """
 
 from __future__ import annotations
@@ -64,13 +67,16 @@ def exited(pid: int) -> int | None:
     return info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
 
 
-def _unsafe_to_fork() -> str | None:
+def _unsafe_to_fork(half_imported: Sequence[str]) -> str | None:
     """Why a fork of this process would not be a working copy: a child gets only the forking
-    thread (any other's locks stay held), and CUDA cannot be used again after a fork."""
+    thread (any other's locks stay held), CUDA cannot be used again after a fork, and a module
+    whose import failed halfway fails again, differently, when a child imports it."""
+    if half_imported:
+        return f"a failed import left {', '.join(half_imported)} half-imported"
     if (threads := len(os.listdir("/proc/self/task"))) > 1:
-        return f"{threads} threads"
+        return f"{threads} threads after the imports"
     if (torch := sys.modules.get("torch")) is not None and torch.cuda.is_initialized():
-        return "CUDA initialized"
+        return "CUDA initialized by the imports"
     return None
 
 
@@ -209,11 +215,12 @@ def main(argv: list[str] | None = None) -> None:
     die_with_parent(args.parent_pid)
     no_peeking()  # the secrets' pipes pass through here
     control = socket.socket(fileno=args.control_fd)
-    imported, failed = preload()
+    imported, failed, half_imported = preload()
     for name, why in failed.items():
         print(f"faasrl zygote: {name} not preloaded ({why})", flush=True)
-    if (unsafe := _unsafe_to_fork()) is not None:
-        print(f"faasrl zygote: {unsafe} after the imports; forking is unsafe", flush=True)
+    if (unsafe := _unsafe_to_fork(half_imported)) is not None:
+        print(f"faasrl zygote: forking is unsafe: {unsafe}", flush=True)
+        send(control, {"ready": False, "why": unsafe, "failed": failed})
         sys.exit(1)
     send(control, {"ready": True, "data_mb": status_mb("VmData") or 0.0, "imported": imported,
                    "failed": failed})

@@ -49,11 +49,12 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 CONFIRM_GAP = 5  # rounds between evaluations that try to confirm a reached target
+TARGET_REACHED = "target reward reached"  # how the stop reason of a job that reached it begins
 REDIS_ATTEMPTS = 5  # invocations of a function that keeps finding Redis unreachable
 # what a resume from a disk checkpoint brings back
-RESTORED_FIELDS = ("round", "version", "env_steps", "wall_s", "cost_usd", "serverful_cost_usd",
-                   "parallel_wall_s", "parallel_cost_usd", "recent_returns", "algorithm_state",
-                   "controller_state", "last_row", "policy",
+RESTORED_FIELDS = ("round", "version", "env_steps", "env_restarts", "wall_s", "cost_usd",
+                   "serverful_cost_usd", "parallel_wall_s", "parallel_cost_usd",
+                   "recent_returns", "algorithm_state", "controller_state", "last_row", "policy",
                    "parameter_state", "replay_inserted", "confirmation")
 T = TypeVar("T")
 
@@ -127,6 +128,8 @@ class RoundOutcome:
     # The episodes that count toward target_reward (None: every rollout's). Ape-X's actors
     # explore with ε from 0.4 down: an off-policy job counts its greediest actor's.
     target_returns: list[float] | None = None
+    # Actor slots whose envs started afresh in the round (the rollouts' ``envs_started``).
+    env_starts: list[int] = field(default_factory=list)
 
 
 class JobRun:
@@ -153,6 +156,7 @@ class JobRun:
         # (round, actors, the controller's explanation, seconds it took) of the round's decision
         self._planned: tuple[int, int, dict[str, Any], float] | None = None
         self._events: EventLog | None = None  # the TensorBoard log, when the spec asks for one
+        self._env_slots: set[int] = set()  # actor slots that have had envs in this job
 
     # ------------------------------------------------------------------- the job
     async def run(self) -> None:
@@ -165,6 +169,8 @@ class JobRun:
             await self.with_redis(self.grant)
             self.controller.load_state_dict(rec.controller_state)
             self.history = await self.with_redis(lambda: self.store.rows(rec.id))
+            # A resumed job's slots below the most actors a round had have had envs already.
+            self._env_slots = set(range(max((r["actors"] for r in self.history), default=0)))
             if spec.tensorboard:
                 self._events = await asyncio.to_thread(self._open_event_log)
             # The actors start while the learner builds the initial policy, not after it.
@@ -185,7 +191,7 @@ class JobRun:
                 except (RedisDown, *UNREACHABLE) as exc:
                     await self.workflow.interrupted(exc)
             await self.workflow.finish()
-            rec.stop_reason = reason
+            rec.stop_reason = self._short_of_target(reason)
             if spec.evaluation_episodes:  # also after a confirmation: it chose when to stop
                 rec.evaluation = await self._evaluate("final")
             rec.status = "succeeded"
@@ -288,6 +294,16 @@ class JobRun:
             return "the controller ended the job: the budget left cannot pay for another round"
         return None
 
+    def _short_of_target(self, reason: str) -> str:
+        """The stop reason of a job that ended for another reason than its target reward says
+        that it did not reach it: "succeeded" is only that the job ran to a stop."""
+        rec, target = self.record, self.record.spec.stop.target_reward
+        if target is None or reason.startswith(TARGET_REACHED):
+            return reason
+        mean_ = rec.recent_mean_return
+        seen = "no episode ended" if mean_ is None else f"training mean {mean_:.1f}"
+        return f"{reason}; target reward {target:g} not reached ({seen})"
+
     async def _target_reached(self) -> str | None:
         """Whether the policy reached ``target_reward``.
 
@@ -302,7 +318,7 @@ class JobRun:
         if (target is None or mean_ is None or len(rec.recent_returns) < spec.stop.target_window
                 or mean_ < target):
             return None
-        reached = f"target reward reached: training mean {mean_:.1f} over " \
+        reached = f"{TARGET_REACHED}: training mean {mean_:.1f} over " \
                   f"{spec.stop.target_window} episodes"
         if not spec.stop.confirm_target or not spec.evaluation_episodes:
             return reached
@@ -351,6 +367,11 @@ class JobRun:
         parallel_cost = parallel_cost_usd(outcome.invocations, spec.actor_function, spec.pricing)
         rec.round, rec.version = outcome.round + 1, outcome.version
         rec.env_steps += steps
+        restarts = 0
+        for slot in outcome.env_starts:  # in order: a slot may start envs twice in a round
+            restarts += slot in self._env_slots
+            self._env_slots.add(slot)
+        rec.env_restarts += restarts
         counted = returns if outcome.target_returns is None else outcome.target_returns
         rec.recent_returns = (rec.recent_returns + counted)[-spec.stop.target_window:]
         rec.cost_usd += cost_round
@@ -367,6 +388,7 @@ class JobRun:
             "round_s": round_s, "parallel_round_s": parallel_s,
             "actor_s_max": max(run_times, default=0.0), "actor_s_mean": mean(run_times),
             "cold_starts": sum(r.cold for r in outcome.invocations),
+            "env_restarts": restarts,
             "queue_s_max": max((r.queue_s for r in outcome.invocations), default=0.0),
             "paused_s": self.paused_s, "controller": decision, "controller_s": decision_s,
             **outcome.columns, **outcome.costs, "cost_round": cost_round,

@@ -365,4 +365,5 @@ class OffPolicyWorkflow:
             costs={"cost_actors": actor_cost(st.actors, spec.pricing),
                    "cost_learner": learner_cost(st.learners, spec.pricing),
                    "cost_buffer": parameter_cost(st.buffer, spec.pricing)},
-            columns=columns, target_returns=target_returns))
+            columns=columns, target_returns=target_returns,
+            env_starts=[slot for slot, out in st.explored if out.envs_started]))

@@ -115,6 +115,7 @@ class _Round:
     peak: int = 0
     actor_failures: int = 0
     learner_failures: int = 0
+    env_starts: list[int] = field(default_factory=list)  # slots whose envs started afresh
     failing_actors: int = 0  # in a row
     failing_learners: int = 0
 
@@ -244,6 +245,8 @@ class StellarisWorkflow:
         if r.status == "success":
             st.failing_actors = 0
             out = result(RolloutResult, r)
+            if out.envs_started:
+                st.env_starts.append(slot)
             self.buffer.put(TRAJECTORIES, Item(entry=out.entry, slot=slot, version=out.version,
                                                size=out.steps))
         elif unreachable(r):
@@ -402,4 +405,4 @@ class StellarisWorkflow:
             costs={"cost_actors": actor_cost(st.actors, spec.pricing),
                    "cost_learner": learner_cost(st.learners, spec.pricing),
                    "cost_parameter": parameter_cost(st.parameter, spec.pricing)},
-            columns=columns))
+            columns=columns, env_starts=st.env_starts))

@@ -207,4 +207,5 @@ class SyncWorkflow:
             invocations=[*actors, *learners],
             costs={"cost_actors": actor_cost(actors, spec.pricing),
                    "cost_learner": learner_cost(learners, spec.pricing)},
-            columns=columns))
+            columns=columns,
+            env_starts=[s for s in sorted(self._rollouts) if self._rollouts[s].envs_started]))

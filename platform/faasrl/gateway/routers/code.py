@@ -12,19 +12,24 @@ from fastapi import APIRouter, Depends, Request, Response, status
 from faasrl import code_archive
 from faasrl.gateway.auth import require_token
 from faasrl.gateway.errors import FieldError
-from faasrl.gateway.schemas import REDIS_ERRORS, CodeOut, ErrorOut
+from faasrl.gateway.schemas import INVALID_INPUT, REDIS_ERRORS, CodeOut, ErrorOut
 from faasrl.gateway.services import ServicesDep
+
+# The body is read as bytes whatever its type: a zip's own, and the generic one that generated
+# clients know how to send.
+ARCHIVE_MEDIA_TYPES = ("application/zip", "application/octet-stream")
 
 router = APIRouter(prefix="/v1/code", tags=["functions"], dependencies=[Depends(require_token)],
                    responses={401: {"model": ErrorOut}, 413: {"model": ErrorOut},
-                              422: {"model": ErrorOut}, **REDIS_ERRORS})
+                              **INVALID_INPUT, **REDIS_ERRORS})
 
 
 @router.post("", response_model=CodeOut, status_code=status.HTTP_201_CREATED,
              responses={200: {"model": CodeOut, "description": "already stored"},
                         201: {"description": "stored"}},
              openapi_extra={"requestBody": {"required": True, "content": {
-                 "application/zip": {"schema": {"type": "string", "format": "binary"}}}}})
+                 media: {"schema": {"type": "string", "format": "binary"}}
+                 for media in ARCHIVE_MEDIA_TYPES}}})
 async def upload_code(request: Request, response: Response, svc: ServicesDep) -> CodeOut:
     """Store a zip archive of a function's folder; 200 when the same archive is already there."""
     data = await request.body()

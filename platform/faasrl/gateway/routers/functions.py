@@ -11,6 +11,7 @@ from faasrl.gateway.auth import require_token
 from faasrl.gateway.errors import FieldError
 from faasrl.gateway.schemas import (
     BODY_ERRORS,
+    INVALID_INPUT,
     REDIS_ERRORS,
     ErrorOut,
     FunctionName,
@@ -28,7 +29,7 @@ from faasrl.manifest import FunctionSpec
 
 router = APIRouter(prefix="/v1/functions", tags=["functions"],
                    dependencies=[Depends(require_token)],
-                   responses={401: {"model": ErrorOut}, 422: {"model": ErrorOut}})
+                   responses={401: {"model": ErrorOut}, **INVALID_INPUT})
 
 
 @router.get("", response_model=list[FunctionSpec])

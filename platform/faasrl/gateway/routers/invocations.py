@@ -7,14 +7,20 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, HTTPException, Query
 
 from faasrl.gateway.auth import require_token
-from faasrl.gateway.schemas import REDIS_ERRORS, ErrorOut, InvocationId, InvocationOut
+from faasrl.gateway.schemas import (
+    INVALID_INPUT,
+    REDIS_ERRORS,
+    ErrorOut,
+    InvocationId,
+    InvocationOut,
+)
 from faasrl.gateway.services import ServicesDep, invocations
 from faasrl.invoker.records import INDEX_LEN, FinalStatus
 from faasrl.manifest import FUNCTION_NAME
 
 router = APIRouter(prefix="/v1/invocations", tags=["invocations"],
                    dependencies=[Depends(require_token)],
-                   responses={401: {"model": ErrorOut}, **REDIS_ERRORS})
+                   responses={401: {"model": ErrorOut}, **INVALID_INPUT, **REDIS_ERRORS})
 
 
 @router.get("/{invocation_id}", response_model=InvocationOut,

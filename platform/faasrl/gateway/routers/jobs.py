@@ -7,10 +7,11 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, Header, HTTPException, Query, Request, Response, status
 from fastapi.responses import StreamingResponse
+from pydantic import BeforeValidator
 
 from faasrl.gateway.auth import require_token
 from faasrl.gateway.errors import FieldError
-from faasrl.gateway.schemas import BODY_ERRORS, REDIS_ERRORS, ErrorOut, JobId
+from faasrl.gateway.schemas import BODY_ERRORS, INVALID_INPUT, REDIS_ERRORS, ErrorOut, JobId
 from faasrl.gateway.services import ServicesDep, jobs
 from faasrl.jobs.manager import InvalidJobField, JobConflict, JobNotFound
 from faasrl.jobs.spec import JobSpec
@@ -18,7 +19,12 @@ from faasrl.jobs.store import JobRecord
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"], dependencies=[Depends(require_token)],
                    responses={401: {"model": ErrorOut}, 404: {"model": ErrorOut},
-                              **REDIS_ERRORS})
+                              **INVALID_INPUT, **REDIS_ERRORS})
+
+
+def _absent_if_null(value: str | None) -> str | None:
+    """A client that keeps no last id may still send the header, as ``null`` or empty."""
+    return None if value in ("null", "") else value
 
 
 async def _get(svc: ServicesDep, job_id: str) -> JobRecord:
@@ -29,7 +35,7 @@ async def _get(svc: ServicesDep, job_id: str) -> JobRecord:
 
 
 @router.post("", response_model=JobRecord, status_code=status.HTTP_201_CREATED,
-             responses={422: {"model": ErrorOut}, **BODY_ERRORS})
+             responses=BODY_ERRORS)
 async def submit(spec: JobSpec, svc: ServicesDep) -> JobRecord:
     """Start a training job; hyper-parameters left out take defaults for the env's family."""
     try:
@@ -51,7 +57,15 @@ async def get_job(job_id: JobId, svc: ServicesDep) -> JobRecord:
     return await _get(svc, job_id)
 
 
-@router.get("/{job_id}/metrics", responses={200: {"content": {"text/csv": {}}}})
+# CSV first: a generated client reads the first media type it knows, and text reads both
+# formats (JSON's as its text), where a JSON decoder would choke on the CSV.
+METRICS_CONTENT = {"text/csv": {"schema": {"type": "string"}},
+                   "application/json": {"schema": {"type": "array",
+                                                   "items": {"type": "object"}}}}
+
+
+@router.get("/{job_id}/metrics", response_class=Response,
+            responses={200: {"description": "the rows", "content": METRICS_CONTENT}})
 async def metrics(job_id: JobId, svc: ServicesDep,
                   format: Annotated[Literal["json", "csv"], Query()] = "json") -> Response:
     """One row per round, as JSON or CSV."""
@@ -66,7 +80,8 @@ async def metrics(job_id: JobId, svc: ServicesDep,
 @router.get("/{job_id}/events", response_class=StreamingResponse,
             responses={200: {"content": {"text/event-stream": {}}}})
 async def events(job_id: JobId, request: Request, svc: ServicesDep,
-                 last_event_id: Annotated[int | None, Header(ge=0)] = None
+                 last_event_id: Annotated[int | None, Header(ge=0),
+                                          BeforeValidator(_absent_if_null)] = None
                  ) -> StreamingResponse:
     """Server-sent events: ``round`` (a metrics row, ``id`` = its index) as each round ends,
     then ``end`` (the job record) when the job is no longer active. Reconnect with
@@ -85,7 +100,7 @@ async def events(job_id: JobId, request: Request, svc: ServicesDep,
 async def model(job_id: JobId, svc: ServicesDep,
                 version: Annotated[int | None, Query(ge=0)] = None) -> Response:
     """The policy's weights as safetensors, described in its metadata (rl/model_card.py:
-    algorithm, env, observation formula, action space, layers; ``version``);
+    algorithm, env, observation formula, action space, forward pass; ``version``);
     the latest version unless ``version`` is given."""
     rec = await _get(svc, job_id)
     try:

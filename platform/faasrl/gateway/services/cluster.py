@@ -39,7 +39,8 @@ def snapshot(invoker: Invoker) -> ClusterOut:
                       functions=functions,
                       stem_cells={image: StemCellsOut(**counts)
                                   for image, counts in invoker.stem_cells().items()},
-                      zygote=invoker.zygote_state())
+                      zygote=invoker.zygote_state(),
+                      zygote_not_preloaded=invoker.zygote_not_preloaded())
 
 
 def _resources(r: Resources) -> ResourcesOut:

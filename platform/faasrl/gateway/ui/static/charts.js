@@ -6,6 +6,13 @@
 
 const col = (name) => (row) => row[name];
 
+// Where the numbers of a row's controller column (the controller's explain()) are drawn: the
+// actors it wanted (Nitro's before a budget cap, MinionsRL's action) beside the actors; Nitro's
+// k, an update counter (the row's round again), not at all, since on the decision axis it
+// flattened what the decision was made on; any other number (Nitro's score and ratio,
+// KungFu's noise scale) on the decision axis under its own name.
+const CONTROLLER_AXIS = new Map([["wanted", "y"], ["action", "y"], ["k", null]]);
+
 const PANELS = [
   {
     id: "chart-return-steps", title: "Return vs env steps", xTitle: "env steps",
@@ -38,12 +45,14 @@ const PANELS = [
       { x: col("round"), y: col("staleness_max"), name: "staleness (max)", axis: "y2" },
       { x: col("round"), y: col("threshold"), name: "threshold", axis: "y2", dash: "dash" },
     ],
-    // each number the controller explains its decision with (Nitro's score, MinionsRL's
-    // action, ...), under its own name
-    dynamic: (rows) => numericKeys(rows, "controller").map((key) => ({
-      x: col("round"), y: (row) => (row.controller || {})[key], name: `controller: ${key}`,
-      axis: "y2", mode: "lines+markers",
-    })),
+    // what the controller decided on, each number under its own name (CONTROLLER_AXIS)
+    dynamic: (rows) => numericKeys(rows, "controller")
+      .filter((key) => CONTROLLER_AXIS.get(key) !== null)
+      .map((key) => ({
+        x: col("round"), y: (row) => (row.controller || {})[key], name: `controller: ${key}`,
+        axis: CONTROLLER_AXIS.get(key) || "y2", mode: "lines+markers",
+        dash: CONTROLLER_AXIS.get(key) === "y" ? "dashdot" : undefined,
+      })),
   },
   {
     id: "chart-phases", title: "Phase times per round", xTitle: "round", xCounts: true,

@@ -9,7 +9,15 @@ export function h(tag, attrs = {}, ...children) {
     else if (k === "dataset") Object.assign(el.dataset, v);
     else el.setAttribute(k, v === true ? "" : v);
   }
-  el.append(...children.flat().filter((c) => c !== undefined && c !== null && c !== false)
+  return append(el, ...children);
+}
+
+// Children into an element as h() takes them: arrays flattened, null, undefined and false (a
+// part the page leaves out) skipped, the rest as nodes or text. The DOM's own append would
+// write "null" and "[object HTMLDivElement]" instead.
+export function append(el, ...children) {
+  el.append(...children.flat(Infinity)
+    .filter((c) => c !== undefined && c !== null && c !== false)
     .map((c) => (c instanceof Node ? c : String(c))));
   return el;
 }

@@ -2,7 +2,7 @@
 // which holds no secret), and one invocation's record.
 
 import { get } from "./api.js";
-import { badge, fields, h, link, num, pre, seconds, table, when } from "./dom.js";
+import { append, badge, fields, h, link, num, pre, seconds, table, when } from "./dom.js";
 
 export const invocationColumns = [
   ["invocation", (r) => link(`#/invocations/${r.id}`, r.id.slice(0, 12))],
@@ -55,7 +55,7 @@ export async function invocationsPage(body, _, { every, query }) {
 export async function invocationPage(body, id) {
   const r = await get(`/v1/invocations/${id}`);
   const err = r.error || null;
-  body.append(
+  append(body,
     h("h1", {}, `Invocation ${r.id} `, badge(r.status)),
     fields([
       ["function", link(`#/functions/${r.function}`, r.function)],

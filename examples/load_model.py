@@ -1,0 +1,101 @@
+"""Play a faasrl model file with plain torch, safetensors and gymnasium (no faasrl needed).
+
+    python examples/load_model.py model.safetensors   # from: faasrl jobs export JOB --model
+
+Works for every algorithm's file (PPO, IMPACT/Stellaris, DQN, SAC): its metadata says all that
+is used here: ``architecture.forward`` (steps of layers and combination rules, in order),
+``observation`` (the input formula), ``action_space`` and ``env``.
+"""
+
+import json
+import sys
+
+import gymnasium as gym
+import numpy as np
+import torch
+from safetensors import safe_open
+
+LAYERS = {"linear": lambda s: torch.nn.Linear(s["in"], s["out"]),
+          "conv2d": lambda s: torch.nn.Conv2d(s["in"], s["out"], s["kernel"], s["stride"],
+                                              s["padding"]),
+          "tanh": lambda s: torch.nn.Tanh(), "relu": lambda s: torch.nn.ReLU(),
+          "flatten": lambda s: torch.nn.Flatten()}
+RULES = {"argmax": lambda x, step, b: x[0].argmax(-1),
+         "clip": lambda x, step, b: x[0].clamp(b["low"], b["high"]),
+         "first": lambda x, step, b: x[0][..., :step["n"]],
+         "tanh": lambda x, step, b: x[0].tanh(),
+         "to_bounds": lambda x, step, b: (b["high"] + b["low"]) / 2
+         + (b["high"] - b["low"]) / 2 * x[0],
+         "dueling": lambda x, step, b: x[0] + x[1] - x[1].mean(-1, keepdim=True)}
+
+
+def load_model(path):
+    """(forward, meta): forward(obs) maps one raw observation to every step's output; its
+    ``action`` is the policy's deterministic action."""
+    with safe_open(path, "pt") as f:
+        meta = {k: json.loads(v) if v[:1] in "[{" else v for k, v in f.metadata().items()}
+        w = {k: f.get_tensor(k) for k in f.keys()}  # noqa: SIM118 (safe_open is no dict)
+    steps, obs_in = meta["architecture"]["forward"], meta["observation"]
+    bounds = {k: torch.tensor(v) for k, v in meta["action_space"].items() if k in ("low", "high")}
+    norm = obs_in.get("normalization")
+
+    def net(layers):
+        modules = [LAYERS[x["op"]](x) for x in layers]
+        for module, x in zip(modules, layers, strict=True):
+            if "weight" in x:
+                module.load_state_dict({"weight": w[x["weight"]], "bias": w[x["bias"]]})
+        return torch.nn.Sequential(*modules)
+
+    nets = {s["name"]: net(s["layers"]) for s in steps if "layers" in s}
+
+    @torch.no_grad()
+    def forward(obs):
+        x = torch.as_tensor(np.asarray(obs, dtype=obs_in["dtype"]))[None]
+        if norm:
+            x = (x.double() - w[norm["mean"]]) / (w[norm["var"]] + norm["eps"]).sqrt()
+            x = x.clamp(-norm["clip"], norm["clip"]).float()
+        else:
+            x = x.float() / obs_in["divide_by"]
+        out = {"obs": x}
+        for s in steps:
+            ins = [out[name] for name in s["of"]]
+            out[s["name"]] = nets[s["name"]](torch.cat(ins, -1)) if "layers" in s \
+                else RULES[s["rule"]](ins, s, bounds)
+        return {k: v[0] for k, v in out.items()}
+
+    return forward, meta
+
+
+def load_policy(path):
+    """(act, meta): act(obs) is the deterministic action for one raw observation."""
+    forward, meta = load_model(path)
+    discrete = meta["action_space"]["type"] == "discrete"
+
+    def act(obs):
+        action = forward(obs)["action"]
+        return int(action) if discrete else action.numpy()
+
+    return act, meta
+
+
+def make_env(env):
+    """The env as the policy saw it in training, from the file's ``env``."""
+    if env["id"].startswith("ALE/"):
+        import ale_py
+
+        gym.register_envs(ale_py)
+    e = gym.make(env["id"], **env["make_kwargs"])
+    for wrapper in env["wrappers"]:
+        e = getattr(gym.wrappers, wrapper["name"])(e, **wrapper["kwargs"])
+    return e
+
+
+if __name__ == "__main__":
+    act, meta = load_policy(sys.argv[1])
+    env = make_env(meta["env"])
+    obs, _ = env.reset(seed=0)
+    total, done = 0.0, False
+    while not done:
+        obs, reward, terminated, truncated, _ = env.step(act(obs))
+        total, done = total + float(reward), terminated or truncated
+    print(f"{meta['algorithm']} on {meta['env_id']}: return {total:g}")
