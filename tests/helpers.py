@@ -5,11 +5,13 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +21,11 @@ from faasrl.client import Client
 
 TEST_FUNCTIONS = Path(__file__).parent / "functions"
 REPO = Path(__file__).resolve().parents[1]
+# Lean Ray on a small machine: no usage report, no idle workers started ahead, quick to see a
+# dead node.
+RAY_ENV = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_num_prestart_python_workers": "0",
+           "RAY_prestart_worker_first_driver": "0", "RAY_health_check_period_ms": "500",
+           "RAY_health_check_failure_threshold": "4"}
 TEST_NETWORK = "faasrl-test"  # the Docker network the tests' platforms join (removed after)
 
 
@@ -82,6 +89,71 @@ def pid_alive(pid: int) -> bool:
             return f.read().rsplit(")", 1)[1].split()[0] != "Z"
     except OSError:
         return False
+
+
+@contextlib.contextmanager
+def ray_tmp_dir() -> Iterator[Path]:
+    """A private folder for a test's Ray files (its clusters' sessions, logs and sockets; give
+    it as RAY_TMPDIR), removed after: nothing lands in the shared /tmp/ray. Short, since Ray's
+    socket paths under it must fit in 107 bytes."""
+    path = Path(tempfile.mkdtemp(prefix="faasrl-t-", dir="/tmp"))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def parent(pid: int) -> int | None:
+    """``pid``'s parent; None once it is gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return None
+    return int(stat[stat.rindex(b")") + 2:].split()[1])
+
+
+def children(pid: int) -> list[int]:
+    return [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()
+            and parent(int(p.name)) == pid]
+
+
+def descendants(pid: int) -> list[int]:
+    """``pid`` and every process below it."""
+    found, todo = [], [pid]
+    while todo:
+        found.append(todo.pop())
+        todo += children(found[-1])
+    return found
+
+
+LOOPBACK_HEX = {"0100007F", "00000000000000000000000001000000",  # 127.0.0.1, ::1
+                "0000000000000000FFFF00000100007F"}  # ::ffff:127.0.0.1
+
+
+def listening_sockets(pids: list[int]) -> list[tuple[int, str, int]]:
+    """The TCP sockets the processes ``pids`` listen on: (pid, address as /proc/net/tcp{,6}
+    writes it, in hex, port)."""
+    listening: dict[str, tuple[str, int]] = {}
+    for table in ("tcp", "tcp6"):
+        for line in Path(f"/proc/net/{table}").read_text().splitlines()[1:]:
+            fields = line.split()
+            if fields[3] == "0A":  # LISTEN
+                address, port = fields[1].split(":")
+                listening[fields[9]] = (address, int(port, 16))
+    found = []
+    for pid in pids:
+        try:
+            fds = list(Path(f"/proc/{pid}/fd").iterdir())
+        except OSError:
+            continue  # gone meanwhile
+        for fd in fds:
+            try:
+                target = os.readlink(fd)
+            except OSError:
+                continue
+            if target.startswith("socket:[") and (inode := target[8:-1]) in listening:
+                found.append((pid, *listening[inode]))
+    return found
 
 
 def error_fields(exc: Any) -> set[str]:

@@ -55,7 +55,8 @@ class RayPlacement(BaseModel):
         default_factory=dict, description="custom Ray resources each container holds "
                                           "(a node offers them: ray start --resources)")
     strategy: Literal["PACK", "SPREAD"] = Field(
-        "PACK", description="PACK: fill nodes in turn (Ray's default); SPREAD: across nodes")
+        "SPREAD", description="SPREAD: across nodes, keeping them evenly busy; PACK: fill "
+                              "nodes in turn (Ray's default)")
     node_label: dict[str, str] = Field(
         default_factory=dict, description="labels a node must carry (ray start --labels)")
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import shutil
 import time
 
 import httpx
@@ -222,6 +223,19 @@ def test_bad_job_specs_are_422_naming_the_field(platform, body, field):
     resp = httpx.post(f"{platform.url}/v1/jobs", json=body)
     assert resp.status_code == 422, resp.text
     assert field in resp.json()["error"]["fields"], resp.json()
+
+
+def test_a_job_whose_function_cannot_run_here_now_is_422_naming_it(client: Client, tmp_path):
+    """A function that cannot run here any more (its folder gone since its deploy; on Ray, the
+    nodes that could hold it gone) would fail the job at round 0: refused at submit instead."""
+    code = tmp_path / "code"
+    shutil.copytree(fn()["code_dir"], code)
+    client.deploy(fn("moved", code_dir=str(code)))
+    shutil.rmtree(code)
+    with pytest.raises(GatewayError) as exc:
+        client.submit({**SHORT, "learner_function": "moved"})
+    assert exc.value.status == 422 and "learner_function" in exc.value.fields, exc.value
+    assert "code_dir" in exc.value.fields["learner_function"]
 
 
 def test_unknown_jobs_are_404(platform):

@@ -2,8 +2,8 @@
 head that runs nothing and one-core worker nodes, started once for the module.
 
 A PPO job's containers spread over the nodes; a node removed mid-job loses nothing; a function
-no node can hold is refused naming the field; a restarted gateway reaps its node's actors whose
-owner is gone and leaves other nodes' alone.
+no node can hold is refused naming the field, at deploy and at a job's submit; a restarted
+gateway reaps its node's actors whose owner is gone and leaves other nodes' alone.
 """
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ from __future__ import annotations
 import contextlib
 import signal
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 from helpers import (
+    RAY_ENV,
     REPO,
     assert_rows_whole,
     at_round,
@@ -23,7 +23,7 @@ from helpers import (
     fn,
     gateway,
     gateway_up,
-    pid_alive,
+    ray_tmp_dir,
     succeeded,
     wait_for,
 )
@@ -40,11 +40,6 @@ pytestmark = pytest.mark.ray
 
 OBJECT_STORE = 80 * 2**20  # Ray's minimum is 75 MB; faasrl moves no data through it
 WORKER = {"num_cpus": 1, "memory": 5 * 2**30, "object_store_memory": OBJECT_STORE}
-# Lean Ray on a small machine: no usage report, no idle workers started ahead, quick to see a
-# dead node.
-RAY_ENV = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_num_prestart_python_workers": "0",
-           "RAY_prestart_worker_first_driver": "0", "RAY_health_check_period_ms": "500",
-           "RAY_health_check_failure_threshold": "4"}
 ROUNDS = 6
 SYNC = {"env_id": "CartPole-v1", "envs_per_actor": 2, "steps_per_actor": 128,
         "controller": {"name": "fixed", "actors": 2}, "evaluation_episodes": 0,
@@ -55,8 +50,8 @@ SYNC_STEPS = 2 * 2 * 128
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Any]:
     """A head with no cores and three one-core worker nodes."""
-    with pytest.MonkeyPatch.context() as env:
-        for key, value in RAY_ENV.items():
+    with pytest.MonkeyPatch.context() as env, ray_tmp_dir() as tmp:
+        for key, value in {**RAY_ENV, "RAY_TMPDIR": str(tmp)}.items():
             env.setenv(key, value)
         made = cluster_utils.Cluster(
             initialize_head=True, connect=False,
@@ -166,6 +161,25 @@ def test_a_function_no_node_can_hold_is_refused_naming_the_field(on_ray: Embedde
         assert out["status"] == "success" and out["result"]["args"] == {"x": 1}, out
 
 
+def test_a_job_whose_function_no_node_can_hold_now_is_refused_at_submit(
+        on_ray: EmbeddedPlatform, cluster: Any):
+    """Its learner fitted a node that has left since the deploy: the submit is a 422 naming
+    the job's field and why, not a job whose first round waits for a node forever."""
+    big = cluster.add_node(**{**WORKER, "num_cpus": 2})
+    with on_ray.client() as client:
+        wait_for(lambda: alive_cores(client) == 5, timeout_s=30, what="the two-core node")
+        learner = load_manifest(REPO / "functions" / "learner").model_dump()
+        code = client.upload_code(REPO / "functions" / "learner")
+        client.deploy({**learner, "name": "big-learner", "cpu": 2, "code_dir": None,
+                       "code_sha256": code})
+        cluster.remove_node(big)
+        wait_for(lambda: alive_cores(client) == 3, timeout_s=30, what="the node to be gone")
+        with pytest.raises(GatewayError) as exc:
+            client.submit({**SYNC, "learner_function": "big-learner"})
+    assert exc.value.status == 422, exc.value
+    assert "cpu" in exc.value.fields["learner_function"], exc.value.fields
+
+
 def test_a_restarted_gateway_reaps_its_orphans_and_spares_others(tmp_path, cluster: Any):
     from faasrl.backends.ray_actor import RuntimeActor
 
@@ -206,61 +220,6 @@ def test_a_restarted_gateway_reaps_its_orphans_and_spares_others(tmp_path, clust
             proc.wait()
         with contextlib.suppress(Exception):
             ray.shutdown()
-
-
-def test_up_with_no_address_runs_its_own_cluster_that_keeps_the_gateway_secrets(tmp_path):
-    """``faasrl up --backend ray``: a local cluster started with the gateway, whose workers and
-    functions see none of the gateway's environment, and which stops with it."""
-    state, port, token = tmp_path / "state", free_port(), "ray-token"
-    proc = gateway(state, port, token, FAASRL_BACKEND="ray", AWS_SECRET_ACCESS_KEY="gw-secret",
-                   FAASRL_NODE_CPU="1", **RAY_ENV)  # FAASRL_BACKEND: the other test uses --backend
-    try:
-        with gateway_up(f"http://127.0.0.1:{port}", token, proc, timeout_s=120) as client:
-            assert client.cluster()["capacity"]["cpu"] == 1  # its own one-core cluster
-            head = [pid for pid in children(proc.pid) if b"ray.scripts" in cmdline(pid)]
-            assert len(head) == 1, head
-            code = client.upload_code(fn()["code_dir"])
-            client.deploy({**fn("env", handler="fns:env"), "code_dir": None,
-                           "code_sha256": code})
-            out = client.invoke("env", ["FAASRL_TOKEN", "AWS_SECRET_ACCESS_KEY", "HOME"])
-            assert out["status"] == "success", out
-            assert out["result"]["FAASRL_TOKEN"] is None
-            assert out["result"]["AWS_SECRET_ACCESS_KEY"] is None
-            assert "faasrl-" in out["result"]["HOME"]
-            [container] = client.cluster()["functions"]["env"]["containers"]
-            actor = parent(container["pid"])  # the Ray worker hosting the container
-            assert b"gw-secret" not in environ(actor) and token.encode() not in environ(actor)
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(90)
-        wait_for(lambda: not pid_alive(head[0]), timeout_s=30, what="the local cluster to stop")
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGKILL)
-            proc.wait()
-
-
-def children(pid: int) -> list[int]:
-    return [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()
-            and parent(int(p.name)) == pid]
-
-
-def parent(pid: int) -> int | None:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_bytes()
-    except OSError:
-        return None
-    return int(stat[stat.rindex(b")") + 2:].split()[1])
-
-
-def cmdline(pid: int) -> bytes:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return b""
-
-
-def environ(pid: int | None) -> bytes:
-    return Path(f"/proc/{pid}/environ").read_bytes()
 
 
 def ours() -> list[str]:

@@ -454,20 +454,8 @@ def test_eviction_spares_the_homes_of_waiting_state():
     assert [s.container for s in stops] == [g]
 
 
-def test_with_cores_held_idle_an_idle_container_keeps_its_cores():
-    p = pool(cpu=1, cores_held_idle=True)
-    p.register(spec("a"), 0)
-    p.register(spec("b"), 0)
-    start = only(p.request("a", "w1", 0), Start)
-    p.ready(start.container, 1)
-    p.release(start.container, 2)
-    assert p.reserved.cpu == 1  # idle, yet its actor holds the core
-    stop = only(p.request("b", "w2", 3), Stop)  # b's core must come from evicting a
-    assert stop.container == start.container
-
-
 def test_resize_lets_a_waiter_start_once_a_node_joins():
-    p = pool(cpu=1, cores_held_idle=True)
+    p = pool(cpu=1)
     p.register(spec("a"), 0)
     first = only(p.request("a", "w1", 0), Start)
     assert p.request("a", "w2", 0) == []  # the one core is taken: w2 waits
@@ -567,13 +555,12 @@ def test_no_stem_cells_unless_asked():
     assert only(p.request("a", "w", 1), Start).stem is None
 
 
-@pytest.mark.parametrize("cores_held_idle", [False, True])
-def test_the_running_sums_of_what_containers_hold_match_a_recount(cores_held_idle):
+def test_the_running_sums_of_what_containers_hold_match_a_recount():
     """The pool keeps what its containers hold as running sums; after any sequence of events
-    they must equal the sum over its containers (cores only while starting or busy, unless
-    idle ones hold theirs; memory and GPUs always)."""
+    they must equal the sum over its containers (cores only while starting or busy; memory
+    and GPUs always)."""
     rng = random.Random(7)
-    p = pool(cpu=3, memory_mb=2048, gpus=2, cores_held_idle=cores_held_idle)
+    p = pool(cpu=3, memory_mb=2048, gpus=2)
     names = ("a", "b", "c")
     p.register(spec("a", cpu=0.5), 0)
     p.register(spec("b", cpu=1.5, max_concurrency=2), 0)
@@ -619,7 +606,7 @@ def test_the_running_sums_of_what_containers_hold_match_a_recount(cores_held_idl
         elif event == "redeploy":
             apply(p.register(spec(rng.choice(names), cpu=0.5), now))
         cpu = sum(c.need.cpu for c in p.containers()
-                  if cores_held_idle or c.state in (State.STARTING, State.BUSY))
+                  if c.state in (State.STARTING, State.BUSY))
         memory = sum(c.need.memory_mb for c in p.containers())
         gpus = sum(c.need.gpus for c in p.containers())
         assert p.reserved == Resources(cpu, memory, gpus), step

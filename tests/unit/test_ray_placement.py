@@ -26,13 +26,17 @@ def test_actor_options_carry_the_manifest_resources_and_placement():
     options = ray_backend.actor_options(
         spec(gpu=1, ray={"resources": {"fast_disk": 1}, "strategy": "SPREAD",
                          "node_label": {"pool": "gpu"}}), "n/o/c1", "faasrl")
-    assert options["num_cpus"] == 1.0 and options["num_gpus"] == 1
+    assert options["num_gpus"] == 1
+    # Not the function's cores: an idle actor holding them would evict its job's learner.
+    assert options["num_cpus"] == ray_backend.PLACEMENT_CPU < 0.01
     assert options["memory"] == 512 * MB
     assert options["resources"] == {"fast_disk": 1}
     assert options["scheduling_strategy"] == "SPREAD"
     assert options["label_selector"] == {"pool": "gpu"}
     assert options["name"] == "n/o/c1" and options["namespace"] == "faasrl"
-    assert ray_backend.actor_options(spec(), "x", "ns")["scheduling_strategy"] == "DEFAULT"
+    assert ray_backend.actor_options(spec(), "x", "ns")["scheduling_strategy"] == "SPREAD"
+    packed = ray_backend.actor_options(spec(ray={"strategy": "PACK"}), "x", "ns")
+    assert packed["scheduling_strategy"] == "DEFAULT"
 
 
 def test_a_function_fits_when_one_alive_node_holds_all_of_it():

@@ -64,9 +64,6 @@ class Backend(ABC):
     """Starts and stops containers that run ``faasrl.runtime``; knows nothing of pools."""
 
     name: str
-    # Whether a container holds its cores while idle too (a Ray actor keeps its num_cpus until
-    # it is killed); else only while it starts or runs, as a process uses no CPU while idle.
-    holds_cores_idle: bool = False
     has_stem_cells = False  # whether start_stem works and start takes a stem cell
 
     def zygote_state(self) -> ZygoteState | None:

@@ -1,18 +1,22 @@
 """The Ray backend: every container is a Ray actor that runs ``faasrl.runtime`` on its node.
 
-Ray places the actor (``ray_actor.RuntimeActor``) with the function's resources — ``cpu`` as
-``num_cpus``, ``memory_mb`` as ``memory``, ``gpu`` as ``num_gpus`` (the actor's GPUs are the
-ones Ray assigns it) and the manifest's ``ray`` section (custom resources, SPREAD or PACK,
-node labels). The actor starts the runtime as its child and says where it listens; from then on
-the invoker speaks ``/init`` and ``/run`` to it over HTTP as to any container, and uploaded code
-arrives through ``/init`` (``code_sha256``), as in Docker: nodes share no filesystem with the
-gateway. Built-in functions are on every node (the runtime image, or this checkout on a local
-cluster).
+Ray places the actor (``ray_actor.RuntimeActor``) with the function's ``memory_mb`` as
+``memory``, ``gpu`` as ``num_gpus`` (the actor's GPUs are the ones Ray assigns it) and the
+manifest's ``ray`` section (custom resources, SPREAD or PACK, node labels), all held for the
+actor's life as the pool holds them. Cores are not: an actor reserves only ``PLACEMENT_CPU`` of
+Ray's CPU (enough to keep it off nodes with no cores), and the pool counts a container's
+``cpu`` while it starts or runs, as on one machine. Ray would hold ``num_cpus`` until the actor
+is killed, so a job whose functions together ask more cores than the cluster has (2 actors and
+a learner on 2 cores) would lose its idle learner to eviction every round.
 
-An actor holds its ``num_cpus`` until it is killed, so the pool counts an idle container's
-cores as held (``holds_cores_idle``). The node's capacity is the cluster's: the sum of its alive
-nodes, polled once a second, so it follows nodes joining and leaving. A function that fits no
-single node is refused at deploy (422) and at start, never left pending.
+The actor starts the runtime as its child and says where it listens; from then on the invoker
+speaks ``/init`` and ``/run`` to it over HTTP as to any container, and uploaded code arrives
+through ``/init`` (``code_sha256``), as in Docker: nodes share no filesystem with the gateway.
+Built-in functions are on every node (the runtime image, or this checkout on a local cluster).
+
+The node's capacity is the cluster's: the sum of its alive nodes, polled once a second, so it
+follows nodes joining and leaving. A function that fits no single node is refused at deploy
+(422), at a job's submit (422) and at start, never left pending.
 
 Actors are named ``<node>/<owner>/<container id>`` in one namespace (``faasrl``): ``node`` is
 this gateway's ``node_name`` and ``owner`` its process (pid and start time). They are not
@@ -35,18 +39,20 @@ from pathlib import Path
 from typing import Any
 
 import ray
+from ray._private import ray_constants
 from ray.exceptions import RayError
 
 from faasrl.backends.base import Backend, ContainerHandle, ContainerStats, builtin_dir
 from faasrl.backends.process import owner_alive, owner_label
 from faasrl.backends.ray_actor import RuntimeActor
-from faasrl.backends.ray_local import LocalRayCluster
+from faasrl.backends.ray_local import LocalRayCluster, loopback_driver
 from faasrl.invoker.resources import Resources
 from faasrl.manifest import FunctionSpec
 
 log = logging.getLogger(__name__)
 NODES_POLL_S = 1.0  # how often the cluster's nodes (capacity) are read
 ACTOR_THREADS = 4  # wait_exit blocks one for the container's life; stop/stats/logs use others
+PLACEMENT_CPU = 0.001  # of Ray's CPU an actor reserves: a node with cores, never its cores
 _STATS_MAX_AGE_S = 2.0
 _MB = 2**20
 
@@ -71,13 +77,15 @@ def actor_name(node: str, owner: str, container_id: str) -> str:
 
 
 def actor_options(spec: FunctionSpec, name: str, namespace: str) -> dict[str, Any]:
-    """The options of the container's actor: its name and what Ray reserves for it where."""
+    """The options of the container's actor: its name and what Ray reserves for it where.
+    SPREAD unless the manifest says PACK: Ray no longer sees the cores a container runs on, so
+    spreading is what keeps the nodes evenly busy."""
+    strategy = spec.ray.strategy if spec.ray is not None else "SPREAD"
     options: dict[str, Any] = {
-        "name": name, "namespace": namespace, "num_cpus": spec.cpu, "num_gpus": spec.gpu,
+        "name": name, "namespace": namespace, "num_cpus": PLACEMENT_CPU, "num_gpus": spec.gpu,
         "memory": spec.memory_mb * _MB, "max_concurrency": ACTOR_THREADS, "max_restarts": 0,
-        "scheduling_strategy": "DEFAULT"}
+        "scheduling_strategy": "SPREAD" if strategy == "SPREAD" else "DEFAULT"}
     if spec.ray is not None:
-        options["scheduling_strategy"] = "SPREAD" if spec.ray.strategy == "SPREAD" else "DEFAULT"
         if spec.ray.resources:
             options["resources"] = dict(spec.ray.resources)
         if spec.ray.node_label:
@@ -129,7 +137,6 @@ def cluster_capacity(nodes: list[dict[str, Any]]) -> Resources:
 
 class RayBackend(Backend):
     name = "ray"
-    holds_cores_idle = True
 
     def __init__(self, config: RayConfig):
         self.config = config
@@ -141,9 +148,13 @@ class RayBackend(Backend):
                                           memory_mb=config.local_memory_mb,
                                           gpus=config.local_gpus)
             address = self._local.start()
+        # Ray's driver would install absl's failure-signal handler over the process's own,
+        # SIGTERM included: a stopping gateway then aborts (exit 134) instead of stopping.
+        ray_constants.RAY_DISABLE_FAILURE_SIGNAL_HANDLER = True
         try:
-            ray.init(address=address, namespace=config.namespace, log_to_driver=False,
-                     logging_level=logging.WARNING)
+            with loopback_driver() if self._local is not None else contextlib.nullcontext():
+                ray.init(address=address, namespace=config.namespace, log_to_driver=False,
+                         logging_level=logging.WARNING)
         except Exception:
             if self._local is not None:
                 self._local.stop()

@@ -70,7 +70,6 @@ def create_app(settings: Settings, redis_url: str, function_redis_url: str | Non
                                               settings.node_gpus)
         pool = Pool(capacity, gpu_ids, max_queue=settings.max_queue,
                     queue_timeout_s=settings.queue_timeout_s,
-                    cores_held_idle=backend.holds_cores_idle,
                     stem_cells=settings.stem_cells if backend.has_stem_cells else 0,
                     stem_memory_mb=settings.stem_cell_memory_mb)
         registry = CollectorRegistry()

@@ -25,8 +25,6 @@ Policy in brief:
 - A container holds its function's memory and GPUs from start until it has exited, but its cores
   only while it starts or runs an invocation: an idle container uses memory, not CPU. So an idle
   learner does not block a round's actors, and an idle actor needs free cores to run again.
-  A backend whose reservations last a container's life (Ray: an actor holds its ``num_cpus``
-  until it is killed) builds the pool with ``cores_held_idle``: then cores are held like memory.
 
 Stem cells (``stem_cells`` per image, on backends that have them: Docker): generic runtime
 containers started ahead, before any function asks, for each image a registered CPU function
@@ -178,14 +176,12 @@ class Pool:
         max_queue: int = 1000,
         queue_timeout_s: float = 300.0,
         new_id: Callable[[], str] | None = None,
-        cores_held_idle: bool = False,
         stem_cells: int = 0,
         stem_memory_mb: int = 1024,
     ):
         """``stem_cells``: how many to keep ready per image (0: none; only for backends that
         can specialise one)."""
         self.capacity = capacity
-        self.cores_held_idle = cores_held_idle
         self.stem_cells = stem_cells
         self.stem_memory_mb = stem_memory_mb
         self.max_queue = max_queue
@@ -505,8 +501,8 @@ class Pool:
 
     def _holds_cores(self, c: Container) -> bool:
         """Memory and GPUs are held for a container's whole life; cores only while it starts
-        or runs (or for its whole life too, with ``cores_held_idle``)."""
-        return self.cores_held_idle or c.state in (State.STARTING, State.BUSY)
+        or runs."""
+        return c.state in (State.STARTING, State.BUSY)
 
     def _held(self, c: Container) -> Resources:
         if self._holds_cores(c):
@@ -697,10 +693,8 @@ class Pool:
 
     def _evict(self, function: str, short: Resources) -> tuple[Resources, list[Action]]:
         """Stop least recently used idle containers of other functions if that covers the memory
-        and GPUs in ``short`` (idle containers hold no cores, so evicting frees none; unless
-        ``cores_held_idle``)."""
-        if not self.cores_held_idle:
-            short = Resources(0.0, short.memory_mb, short.gpus)
+        and GPUs in ``short`` (idle containers hold no cores, so evicting frees none)."""
+        short = Resources(0.0, short.memory_mb, short.gpus)
         if short.cpu <= 0 and short.memory_mb <= 0 and short.gpus <= 0:
             return Resources(), []
         freed = Resources()
@@ -752,7 +746,7 @@ class Pool:
                 continue  # its busy home goes to it when released; it holds nothing back
             cpu = Resources(need_of(self._specs[w.function]).cpu)
             if c is not None:
-                if c.state is State.IDLE and not self.cores_held_idle:  # it needs its cores back
+                if c.state is State.IDLE:  # it needs its cores back
                     if not (budget.covers(cpu) and self._free().covers(cpu)):
                         budget = (budget - cpu).floor_zero()
                         blocked.add(w.function)

@@ -85,9 +85,11 @@ class JobManager:
                 raise InvalidJobField(field, f"no function named {name!r} is registered") \
                     from None
         actor = self._invoker.spec(spec.actor_function)
-        if (spec.placement.actors or actor.placement) == "lambda" and actor.aws_lambda is None:
+        on_lambda = (spec.placement.actors or actor.placement) == "lambda"
+        if on_lambda and actor.aws_lambda is None:
             raise InvalidJobField("placement.actors", f"{actor.name!r} has no aws_lambda "
                                   "section naming its Lambda function")
+        self._check_fits(needed[1:] if on_lambda else needed)
         self._check_controller(spec)
         if spec.execution == "offpolicy":
             await asyncio.to_thread(self._check_replay, spec)
@@ -95,6 +97,14 @@ class JobManager:
         await self.store.save(rec)
         self._launch(rec)
         return rec
+
+    def _check_fits(self, needed: list[tuple[str, str]]) -> None:
+        """Each function the job runs here fits the node (a cluster's nodes may have left since
+        it was deployed): else the job could never run a round."""
+        for field, name in needed:
+            if short := self._invoker.shortfall(self._invoker.spec(name)):
+                raise InvalidJobField(field, f"{name!r} cannot run here now: " + "; ".join(
+                    f"{key}: {why}" for key, why in short.items()))
 
     def _check_controller(self, spec: JobSpec) -> None:
         ctl = spec.controller
