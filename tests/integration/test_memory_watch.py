@@ -52,3 +52,14 @@ def test_node_memory_reads_meminfo_and_shares_take_the_limits_there_are(tmp_path
     assert node_memory(tmp_path / "none") == (0, 0)
     assert MemoryReading(90, 100, 1000, 250).shares == {"redis": 0.9, "node": 0.75}
     assert MemoryReading(90, 0, 0, 0).shares == {}  # no maxmemory, no meminfo: nothing to shed
+
+
+def test_a_lambda_event_is_throttled_as_lambda_throttles_while_memory_is_short(make_platform):
+    platform = make_platform(memory_shed_at=0.001)
+    with platform.client() as client:
+        client.deploy(fn("t"))
+    answer = httpx.post(f"{platform.url}/2015-03-31/functions/t/invocations",
+                        headers={"X-Amz-Invocation-Type": "Event"}, content=b"{}")
+    assert answer.status_code == 429  # what an AWS SDK retries, after Retry-After
+    assert answer.headers["Retry-After"] == str(RETRY_AFTER_S)
+    assert answer.headers["x-amzn-ErrorType"] == "TooManyRequestsException"
