@@ -133,7 +133,8 @@ def test_records_past_the_byte_bound_leave_oldest_first_into_the_archive(redis_u
                "order": await redis.llen(ORDER_KEY),
                "index_f": [i.decode() for i in await redis.lrange(_index("f"), 0, -1)],
                "oldest": await store.get("r0000000"), "usage": store.usage,
-               "listed": [r["id"] for r in await store.recent("g", 20)]}
+               "listed": [r["id"] for r in await store.recent("g", 20, from_archive=True)],
+               "in_redis": [r["id"] for r in await store.recent("g", 20)]}
         await redis.aclose()
         return out
 
@@ -145,6 +146,7 @@ def test_records_past_the_byte_bound_leave_oldest_first_into_the_archive(redis_u
     assert out["usage"].archived == 15 and out["usage"].discarded == 0
     # The listing reads Redis, then the archive: every one of g's, newest first.
     assert out["listed"] == [f"r{i:07d}" for i in range(24, -1, -2)]
+    assert out["in_redis"] == [f"r{i:07d}" for i in range(24, 15, -2)]
 
 
 def test_records_past_their_age_or_count_leave_without_an_archive(redis_url):

@@ -320,10 +320,11 @@ class RecordStore:
             raw = await self.archive.get(invocation_id)
         return from_stored(invocation_id, raw) if raw else None
 
-    async def recent(self, function: str, limit: int = 50, start: int = 0
-                     ) -> list[dict[str, Any]]:
+    async def recent(self, function: str, limit: int = 50, start: int = 0, *,
+                     from_archive: bool = False) -> list[dict[str, Any]]:
         """Up to ``limit`` finished records of ``function``, newest first, skipping the
-        ``start`` newest: those queued for writing, then Redis's index, then the archive."""
+        ``start`` newest: those queued for writing, then Redis's index, then (``from_archive``:
+        a listing, not a dashboard's poll) the archive."""
         queued = [(row[0], row[2]) for row in reversed(self._pending.values())
                   if row[3] and row[1] == function]
         found: list[tuple[str, bytes]] = queued[start:start + limit]
@@ -336,7 +337,7 @@ class RecordStore:
             if ids:
                 raws = await self._redis.mget([_key(i) for i in ids])
                 found += [(i, r) for i, r in zip(ids, raws, strict=True) if r]
-            if len(ids) < want and self.archive is not None:
+            if len(ids) < want and from_archive and self.archive is not None:
                 skip = max(0, skip - await self._redis.llen(index))
                 found += await self.archive.recent(function, limit - len(found), skip)
         records = {i: from_stored(i, raw) for i, raw in found}  # one each, newest first

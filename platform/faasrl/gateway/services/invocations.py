@@ -57,11 +57,11 @@ async def _run(svc: Services, name: str, args: Any, invocation_id: str, **option
 async def recent(svc: Services, function: str | None, limit: int,
                  status: str | None = None) -> list[dict[str, Any]]:
     """The ``limit`` most recent finished invocations, of one function or of all, newest
-    first; with ``status``, only those that ended so, among every record the functions'
-    indexes keep (``INDEX_LEN`` each)."""
+    first, read on into the archive; with ``status``, only those that ended so, among every
+    record the functions' indexes keep (``INDEX_LEN`` each)."""
     names = [function] if function else [f.name for f in svc.invoker.functions()]
     records = [r for name in names for r in (
-        await svc.records.recent(name, limit) if status is None
+        await svc.records.recent(name, limit, from_archive=True) if status is None
         else await _ended(svc, name, status, limit))]
     return sorted(records, key=lambda r: r["requested_at"], reverse=True)[:limit]
 
