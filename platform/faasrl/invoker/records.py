@@ -71,18 +71,22 @@ class InvocationRecord:
         return json.dumps(vars(self), separators=(",", ":")).encode()
 
     def to_stored(self) -> bytes:
-        """What Redis and the archive keep: only the fields that differ from their defaults
-        (a warm success leaves five at theirs), and no id (the key holds it); ``from_stored``
-        reads it back whole."""
-        kept = {k: v for k, v in vars(self).items()
-                if (d := _DEFAULTS[k]) != v or type(v) is not type(d)}
+        """What Redis and the archive keep: no id (the key holds it), and none of the fields
+        a warm success leaves at their defaults (``OFTEN_DEFAULT``) that are; ``from_stored``
+        reads it back whole. (Checking these few costs less than the bytes they save to
+        encode; checking every field would cost more.)"""
+        kept = dict(vars(self))
         del kept["id"]
+        for name in OFTEN_DEFAULT:
+            if kept[name] == _DEFAULTS[name]:
+                del kept[name]
         return json.dumps(kept, separators=(",", ":")).encode()
 
 
 # Each field's default, in field order (those without one, None: ``from_stored`` fills them).
 _DEFAULTS: dict[str, Any] = {f.name: None if f.default is MISSING else f.default
                              for f in fields(InvocationRecord)}
+OFTEN_DEFAULT = ("cold", "stem_cell", "init_s", "node", "result", "error")
 
 
 def from_stored(invocation_id: str, raw: bytes | str) -> dict[str, Any]:
@@ -96,7 +100,7 @@ ORDER_KEY = "faasrl:records:order"  # every record in Redis, oldest first: "<epo
 BYTES_KEY = "faasrl:records:bytes"  # what they cost in Redis (see RECORD_OVERHEAD)
 # What Redis spends on a record beyond its JSON: its key (an id's 50 characters), the key's
 # entry in the keyspace and its string's header, its entry in ORDER_KEY and in its function's
-# index. Measured with MEMORY USAGE on Redis 7 (tests/integration/test_record_retention.py
+# index. Measured with MEMORY USAGE on Redis 6.2 (tests/integration/test_record_retention.py
 # holds the sum of it all to the cap).
 RECORD_OVERHEAD = 200
 
@@ -128,16 +132,20 @@ local oldest, over, archive, most = tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7
 local key_prefix, index_prefix = ARGV[9], ARGV[10]
 local base = 10
 local delta = 0
+local new = {}
 for i = 1, n do
   local key, value = KEYS[2 + i], ARGV[base + i]
   local old = redis.call('STRLEN', key)
   redis.call('SET', key, value)
   if old == 0 then
-    redis.call('RPUSH', KEYS[1], ARGV[base + n + i])
+    new[#new + 1] = ARGV[base + n + i]
     delta = delta + #value + over
   else
     delta = delta + #value - old
   end
+end
+for first = 1, #new, 1000 do
+  redis.call('RPUSH', KEYS[1], unpack(new, first, math.min(first + 999, #new)))
 end
 local bytes = tonumber(redis.call('INCRBY', KEYS[2], delta))
 local at = base + 2 * n + 1
@@ -284,8 +292,10 @@ class RecordStore:
         self._tick_s = tick_s  # a write this often even with none to make: records age out
         self._index_len = index_len
         self._write_batch = redis.register_script(_WRITE_BATCH)
-        self._backlog: list[Row] = []
-        self._pending: dict[str, Row] = {}  # each record queued or being written, by id
+        # Records queued for the next batch and those of the batch being written, by id
+        # (a record put again before its batch leaves is written once, as it is last).
+        self._backlog: dict[str, Row] = {}
+        self._writing: dict[str, Row] = {}
         self._spooled = False  # rows wait in the spool file
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -302,9 +312,7 @@ class RecordStore:
 
     def put(self, rec: InvocationRecord) -> None:
         """Queue a snapshot of the record for writing."""
-        row = (rec.id, rec.function, rec.to_stored(), rec.status in FINAL)
-        self._backlog.append(row)
-        self._pending[rec.id] = row
+        self._backlog[rec.id] = (rec.id, rec.function, rec.to_stored(), rec.status in FINAL)
         self._wake.set()
 
     async def put_now(self, rec: InvocationRecord) -> None:
@@ -312,7 +320,7 @@ class RecordStore:
 
     async def get(self, invocation_id: str) -> dict[str, Any] | None:
         """A record by id: queued for writing, in Redis, else in the archive."""
-        row = self._pending.get(invocation_id)
+        row = self._backlog.get(invocation_id) or self._writing.get(invocation_id)
         if row is not None:
             return from_stored(invocation_id, row[2])
         raw = await self._redis.get(_key(invocation_id))
@@ -325,8 +333,8 @@ class RecordStore:
         """Up to ``limit`` finished records of ``function``, newest first, skipping the
         ``start`` newest: those queued for writing, then Redis's index, then (``from_archive``:
         a listing, not a dashboard's poll) the archive."""
-        queued = [(row[0], row[2]) for row in reversed(self._pending.values())
-                  if row[3] and row[1] == function]
+        queued = [(row[0], row[2]) for rows in (self._backlog, self._writing)
+                  for row in reversed(rows.values()) if row[3] and row[1] == function]
         found: list[tuple[str, bytes]] = queued[start:start + limit]
         skip = max(0, start - len(queued))
         want = limit - len(found)
@@ -340,7 +348,10 @@ class RecordStore:
             if len(ids) < want and from_archive and self.archive is not None:
                 skip = max(0, skip - await self._redis.llen(index))
                 found += await self.archive.recent(function, limit - len(found), skip)
-        records = {i: from_stored(i, raw) for i, raw in found}  # one each, newest first
+        records: dict[str, dict[str, Any]] = {}
+        for i, raw in found:  # each id once, as it was found first (newest first)
+            if i not in records:
+                records[i] = from_stored(i, raw)
         return list(records.values())[:limit]
 
     async def close(self) -> None:
@@ -352,8 +363,8 @@ class RecordStore:
             self._wake.set()
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
-        batch, self._backlog = self._backlog, []
-        await self._flush(batch)
+        batch, self._backlog = self._backlog, {}
+        await self._flush(list(batch.values()))
 
     async def _writer(self) -> None:
         while not self._closing:
@@ -363,8 +374,10 @@ class RecordStore:
             # keeps Redis off the per-invocation cost.
             await asyncio.sleep(self._flush_interval)
             self._wake.clear()
-            batch, self._backlog = self._backlog, []
-            if not await self._flush(batch):
+            self._writing, self._backlog = self._backlog, {}
+            written = await self._flush(list(self._writing.values()))
+            self._writing = {}
+            if not written:
                 await asyncio.sleep(self._retry_s)
                 self._wake.set()
 
@@ -385,12 +398,10 @@ class RecordStore:
         if not batch:
             return
         if self._spool is None:
-            self._backlog = batch + self._backlog
+            self._backlog = {**{row[0]: row for row in batch}, **self._backlog}
             log.warning("writing %d invocation records failed, will retry: %s", len(batch), exc)
             return
-        self._spool.append(batch)
-        for invocation_id, *_ in batch:  # Redis is down: no read would reach them anyway
-            self._pending.pop(invocation_id, None)
+        self._spool.append(batch)  # Redis is down: no read would find them anyway
         if not self._spooled:
             log.warning("Redis refused invocation records (%s): keeping them in %s until it "
                         "answers", exc, self._spool.path)
@@ -427,12 +438,7 @@ class RecordStore:
         for function, ids in finished.items():
             keys.append(_index(function))
             args += [len(ids), *ids]
-        out = await self._write_batch(keys=keys, args=args)
-        for invocation_id, _, payload, _ in batch:
-            row = self._pending.get(invocation_id)
-            if row is not None and row[2] == payload:  # not queued again since
-                del self._pending[invocation_id]
-        self._count(out)
+        self._count(await self._write_batch(keys=keys, args=args))
 
     def _count(self, out: list[Any]) -> None:
         """Take in what the write script answered: the usage, and what it dropped."""
