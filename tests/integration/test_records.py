@@ -14,6 +14,7 @@ from faasrl.data.connection import gateway_redis
 from faasrl.invoker.record_archive import RecordArchive
 from faasrl.invoker.records import (
     BYTES_KEY,
+    DROP_MOST,
     ORDER_KEY,
     RECORD_OVERHEAD,
     InvocationRecord,
@@ -195,3 +196,21 @@ def test_the_archive_rotates_its_files_and_deletes_the_oldest_past_its_bytes(tmp
     assert sum(f.stat().st_size for f in tmp_path.iterdir()) <= 400_000 * 1.15
     newest, oldest = asyncio.run(archive.get("a39099")), asyncio.run(archive.get("a00000"))
     assert newest == body and oldest is None
+
+
+def test_a_lowered_bound_is_met_in_a_few_writes_without_traffic(redis_url):
+    """A gateway restarted with a smaller bound drops ``DROP_MOST`` records a write and writes
+    again at once until the bound holds, not only as invocations come."""
+    async def scenario() -> int:
+        redis, _ = await written(redis_url, 10, [
+            InvocationRecord(f"l{i}", "f", status="success") for i in range(DROP_MOST + 500)])
+        store = RecordStore(redis, ttl_s=3600, flush_interval_s=0.01, max_count=10,
+                            tick_s=60)
+        await store.start()
+        await asyncio.sleep(0.5)
+        kept = await redis.llen(ORDER_KEY)  # before close, which writes once more
+        await store.close()
+        await redis.aclose()
+        return kept
+
+    assert asyncio.run(scenario()) == 10

@@ -445,6 +445,8 @@ class RecordStore:
         usage = self.usage
         usage.bytes, usage.count = int(out[0]), int(out[1])
         dropped = int(out[2])
+        if dropped >= DROP_MOST:  # more to drop (a bound was lowered): again, traffic or not
+            self._wake.set()
         if len(out) > 3:
             rows = [(*entry.decode().split(" ", 2)[1:], payload)
                     for entry, payload in zip(out[3::2], out[4::2], strict=True)]
