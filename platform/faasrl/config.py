@@ -88,7 +88,20 @@ class Settings(BaseSettings):
     stop_grace_s: float = Field(2.0, ge=0, description="SIGTERM to SIGKILL")
     timeout_grace_s: float = Field(1.0, ge=0, description="past a run's deadline before the kill")
     maintain_interval_s: float = Field(0.25, gt=0, description="keep-alive/min-warm tick")
-    record_ttl_s: int = Field(86400, gt=0, description="how long invocation records are kept")
+    record_ttl_s: int = Field(86400, gt=0, description="how long Redis keeps invocation records")
+    record_max_mb: float = Field(512, gt=0, description="what invocation records may take of "
+                                 "Redis's memory; the oldest leave first (to the archive)")
+    record_max_count: int | None = Field(None, gt=0, description="invocation records Redis "
+                                         "keeps at most; None: bounded by bytes and age only")
+    record_archive: bool = Field(True, description="keep records that leave Redis in rotated "
+                                 "SQLite files in the state dir (records/), readable by id")
+    record_archive_mb: float = Field(2048, gt=0, description="the archive's files at most; "
+                                     "the oldest file goes first")
+    record_archive_days: float = Field(7.0, gt=0, description="how long the archive keeps a "
+                                       "record")
+    memory_shed_at: float = Field(0.9, gt=0, le=1, description="share of the node's memory (or "
+                                  "of Redis's maxmemory) in use past which the gateway sheds "
+                                  "what can wait: new async invocations, pre-warming, archiving")
     max_payload_bytes: int = Field(6 * 1024 * 1024, gt=0, description="largest request body")
 
     # AWS Lambda: the backend that invokes functions placed on Lambda, and the gateway's own

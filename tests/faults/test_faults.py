@@ -163,6 +163,11 @@ def test_an_answered_invocation_keeps_its_record_across_a_redis_outage_and_sigte
             server.stop()
             answered = client.invoke("echo", {"n": 1})
             assert answered["status"] == "success"
+            try:  # still queued for its batch: read there (read-your-writes), never a 404
+                assert client.invocation(answered["id"])["id"] == answered["id"]
+            except GatewayError as exc:
+                assert exc.status == 503  # already spooled: where Redis is, it is down
+            wait_for(lambda: (state / "records.spool").exists(), what="the spool")
             with pytest.raises(GatewayError) as err:
                 client.invocation(answered["id"])
             assert err.value.status == 503

@@ -82,6 +82,7 @@ def test_up_prints_url_and_token_and_serves_the_cli(up: Up):
     assert json.loads(out)["result"]["echo"] == {"hello": "cli"}
     status = up.cli("status").stdout
     assert "echo" in status and "redis ok" in status and "zygote " in status
+    assert "memory ok" in status and "records " in status
     assert "echo" in up.cli("invocations").stdout
     assert "echo" in up.cli("invocations", "--status", "success").stdout
     assert "echo" not in up.cli("invocations", "--status", "error").stdout

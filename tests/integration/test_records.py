@@ -3,12 +3,25 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
+from helpers import fn
 from redis.asyncio import Redis
 
+from faasrl.client import Client
 from faasrl.data.connection import gateway_redis
-from faasrl.invoker.records import InvocationRecord, RecordStore, _key
+from faasrl.invoker.record_archive import RecordArchive
+from faasrl.invoker.records import (
+    BYTES_KEY,
+    DROP_MOST,
+    ORDER_KEY,
+    RECORD_OVERHEAD,
+    InvocationRecord,
+    RecordStore,
+    _index,
+    _key,
+)
 
 
 async def written(redis_url: str, index_len: int, records: list[InvocationRecord]
@@ -45,20 +58,24 @@ def test_a_batch_lands_whole_with_each_functions_index_newest_first_and_trimmed(
     assert running is not None and running["status"] == "running"  # stored, not indexed
 
 
-def test_a_batch_over_luas_unpack_limit_lands_whole_with_its_ttl(redis_url):
+def test_a_batch_over_luas_unpack_limit_lands_whole_and_counted(redis_url):
     """The batch script pushes an index's ids 1000 at a time; a spool replayed after an outage
     can hold thousands."""
-    async def scenario() -> tuple[list[str], int, int]:
+    async def scenario() -> tuple[list[str], int, int, int]:
         redis, store = await written(redis_url, 1200, [
             InvocationRecord(f"h{i}", "h", status="success") for i in range(2500)])
         out = [r["id"] for r in await store.recent("h", 3)], \
-            len(await store.recent("h", 2000)), await redis.ttl(_key("h0"))
+            len(await store.recent("h", 2000)), await redis.llen(ORDER_KEY), \
+            int(await redis.get(BYTES_KEY))
         await redis.aclose()
         return out
 
-    newest, kept, ttl = asyncio.run(scenario())
+    newest, kept, ordered, counted = asyncio.run(scenario())
     assert newest == ["h2499", "h2498", "h2497"] and kept == 1200
-    assert 0 < ttl <= 60
+    assert ordered == 2500  # every record, in the order retention drops them
+    counted_each = sum(len(InvocationRecord(f"h{i}", "h", status="success").to_stored())
+                       for i in range(2500))
+    assert counted == counted_each + 2500 * RECORD_OVERHEAD  # their lengths, counted in Redis
 
 
 def test_recent_reads_a_page_of_the_index_from_any_place(redis_url):
@@ -70,3 +87,130 @@ def test_recent_reads_a_page_of_the_index_from_any_place(redis_url):
         return pages
 
     assert asyncio.run(scenario()) == [["r6", "r5", "r4"], ["r3", "r2", "r1"], ["r0"], []]
+
+
+def test_a_record_is_readable_and_listed_while_it_waits_for_its_batch(redis_url):
+    """Read-your-writes: a client that follows the id it was answered finds the record before
+    the writer has taken it to Redis."""
+    async def scenario() -> tuple[Any, list[str], Any, Any]:
+        redis = gateway_redis(redis_url)
+        store = RecordStore(redis, ttl_s=60, flush_interval_s=60)  # its batch waits a minute
+        await store.start()
+        await asyncio.sleep(0.05)  # the start's own write is done
+        old = InvocationRecord("old", "f", status="success")
+        await store.put_now(old)
+        store.put(InvocationRecord("new", "f", status="success", result=7))
+        store.put(InvocationRecord("busy", "f", status="running"))
+        out = await store.get("new"), [r["id"] for r in await store.recent("f", 10)], \
+            await store.get("busy"), await redis.get(_key("new"))
+        await store.close()
+        await redis.aclose()
+        return out
+
+    new, listed, busy, in_redis = asyncio.run(scenario())
+    assert in_redis is None  # still queued: read from the queue
+    assert new is not None and new["result"] == 7 and new["status"] == "success"
+    assert new["cold"] is False and new["error"] is None  # every field, as the API answers
+    assert listed == ["new", "old"]
+    assert busy is not None and busy["status"] == "running"
+
+
+def test_records_past_the_byte_bound_leave_oldest_first_into_the_archive(redis_url, tmp_path):
+    async def scenario() -> dict[str, Any]:
+        redis = gateway_redis(redis_url)
+        archive = RecordArchive(tmp_path / "records", max_bytes=1 << 30, max_age_s=3600)
+        archive.start()
+        one = len(InvocationRecord("x" * 8, "f", status="success").to_stored()) \
+            + RECORD_OVERHEAD
+        store = RecordStore(redis, ttl_s=3600, flush_interval_s=0.01, max_bytes=10 * one,
+                            archive=archive)
+        await store.start()
+        for i in range(25):
+            store.put(InvocationRecord(f"r{i:07d}", "f" if i % 2 else "g", status="success"))
+        await store.close()
+        archive.close()
+        out = {"kept": [i for i in range(25) if await redis.exists(_key(f"r{i:07d}"))],
+               "bytes": int(await redis.get(BYTES_KEY)), "one": one,
+               "order": await redis.llen(ORDER_KEY),
+               "index_f": [i.decode() for i in await redis.lrange(_index("f"), 0, -1)],
+               "oldest": await store.get("r0000000"), "usage": store.usage,
+               "listed": [r["id"] for r in await store.recent("g", 20, from_archive=True)],
+               "in_redis": [r["id"] for r in await store.recent("g", 20)]}
+        await redis.aclose()
+        return out
+
+    out = asyncio.run(scenario())
+    assert out["kept"] == list(range(15, 25))  # the newest ten
+    assert out["bytes"] == 10 * out["one"] and out["order"] == 10
+    assert out["index_f"] == [f"r{i:07d}" for i in (23, 21, 19, 17, 15)]  # trimmed with them
+    assert out["oldest"] is not None and out["oldest"]["id"] == "r0000000"  # from the archive
+    assert out["usage"].archived == 15 and out["usage"].discarded == 0
+    # The listing reads Redis, then the archive: every one of g's, newest first.
+    assert out["listed"] == [f"r{i:07d}" for i in range(24, -1, -2)]
+    assert out["in_redis"] == [f"r{i:07d}" for i in range(24, 15, -2)]
+
+
+def test_records_past_their_age_or_count_leave_without_an_archive(redis_url):
+    async def scenario() -> tuple[list[int], int]:
+        redis = gateway_redis(redis_url)
+        store = RecordStore(redis, ttl_s=3600, flush_interval_s=0.01, max_count=4)
+        await store.start()
+        for i in range(6):
+            store.put(InvocationRecord(f"c{i}", "f", status="success"))
+        await store.close()
+        kept = [i for i in range(6) if await redis.exists(_key(f"c{i}"))]
+        # Age: an entry stamped two hours ago goes on the next write.
+        await redis.lpush(ORDER_KEY, f"{int(time.time()) - 7200} f c2")
+        await redis.set(_key("c2"), b"{}")
+        await store._write([])
+        aged = await redis.exists(_key("c2"))
+        await redis.aclose()
+        return kept, aged
+
+    kept, aged = asyncio.run(scenario())
+    assert kept == [2, 3, 4, 5] and aged == 0
+
+
+def test_an_invocations_record_is_readable_right_after_its_answer(client: Client):
+    """Through the gateway: the id a client was answered is found at once, the same record.
+    Invocations a pause apart, as a person makes them: the writer is idle when each ends, so
+    its batch is still gathering when the read comes (back to back, an earlier batch's window
+    may have closed in time)."""
+    client.deploy(fn("t"))
+    for i in range(10):
+        answer = client.invoke("t", {"i": i})
+        assert client.invocation(answer["id"]) == answer
+        time.sleep(0.1)
+
+
+def test_the_archive_rotates_its_files_and_deletes_the_oldest_past_its_bytes(tmp_path):
+    archive = RecordArchive(tmp_path, max_bytes=400_000, max_age_s=3600)
+    archive.start()
+    body = b'{"function":"f","result":"' + b"x" * 200 + b'"}'
+    for batch in range(40):
+        archive.append([("f", f"a{batch:02d}{i:03d}", body) for i in range(100)])
+    archive.close()
+    files = sorted(tmp_path.glob("records-*.sqlite"))
+    names = [f.name for f in files]
+    assert len(set(names)) == len(names) >= 4  # rotated, each name once
+    assert sum(f.stat().st_size for f in tmp_path.iterdir()) <= 400_000 * 1.15
+    newest, oldest = asyncio.run(archive.get("a39099")), asyncio.run(archive.get("a00000"))
+    assert newest == body and oldest is None
+
+
+def test_a_lowered_bound_is_met_in_a_few_writes_without_traffic(redis_url):
+    """A gateway restarted with a smaller bound drops ``DROP_MOST`` records a write and writes
+    again at once until the bound holds, not only as invocations come."""
+    async def scenario() -> int:
+        redis, _ = await written(redis_url, 10, [
+            InvocationRecord(f"l{i}", "f", status="success") for i in range(DROP_MOST + 500)])
+        store = RecordStore(redis, ttl_s=3600, flush_interval_s=0.01, max_count=10,
+                            tick_s=60)
+        await store.start()
+        await asyncio.sleep(0.5)
+        kept = await redis.llen(ORDER_KEY)  # before close, which writes once more
+        await store.close()
+        await redis.aclose()
+        return kept
+
+    assert asyncio.run(scenario()) == 10

@@ -129,6 +129,8 @@ def test_dashboard_follows_a_job_and_shows_functions_and_invocations(
     click_link(browser, "Functions")
     until(browser, "the functions", lambda: "actor" in css(browser, "#functions-table").text)
     until(browser, "node capacity", lambda: "used" in css(browser, "#capacity").text)
+    until(browser, "memory and records", lambda: "ok (sheds past 90%)" in (
+        text := css(browser, "#memory").text) and "in Redis" in text and "archived" in text)
     browser.save_screenshot(str(screenshots / "dashboard-functions.png"))
     click_link(browser, "actor")
     until(browser, "the actor's manifest", lambda: '"handler"' in css(browser, "#manifest").text)

@@ -166,3 +166,10 @@ def status() -> None:
         table.add_row(name, *(str(states.count(s)) for s in
                               ("starting", "idle", "busy", "stopping")), str(pool["queued"]))
     console.print(table)
+    memory, records = health["memory"], health["records"]
+    shares = ", ".join(f"{k} {v:.0%}" for k, v in memory["shares"].items()) or "not measured"
+    state = ("[bold red]shedding[/bold red]: new async invocations and pre-warming refused"
+             if memory["state"] == "shedding" else "ok")
+    console.print(f"memory {state} ({shares} used; sheds at {memory['shed_at']:.0%})  records "
+                  f"{records['in_redis']:,} in Redis, {records['redis_mb']:g}/"
+                  f"{records['redis_max_mb']:g} MB, {records['archived']:,} archived")

@@ -21,6 +21,7 @@ from faasrl.config import Settings
 from faasrl.data.connection import gateway_redis, without_credentials
 from faasrl.data.health import RedisHealth
 from faasrl.gateway.errors import BodyLimit, install_error_handlers
+from faasrl.gateway.memory import MB, MemoryCollector, MemoryWatch
 from faasrl.gateway.routers import (
     cluster,
     code,
@@ -34,7 +35,8 @@ from faasrl.gateway.routers import (
 from faasrl.gateway.services import Services
 from faasrl.gateway.services import functions as function_service
 from faasrl.invoker import Invoker, InvokerConfig, Pool, RecordStore, node_capacity
-from faasrl.invoker.metrics import InvokerMetrics, PoolCollector
+from faasrl.invoker.metrics import InvokerMetrics, PoolCollector, RecordCollector
+from faasrl.invoker.record_archive import RecordArchive
 from faasrl.invoker.registry import CodeStore, FunctionRegistry
 from faasrl.jobs import JobManager, JobStore
 from faasrl.jobs.prometheus import JobCollector
@@ -74,10 +76,26 @@ def create_app(settings: Settings, redis_url: str, function_redis_url: str | Non
                     stem_memory_mb=settings.stem_cell_memory_mb)
         registry = CollectorRegistry()
         registry.register(PoolCollector(lambda: pool))
+        archive = None
+        if settings.record_archive:
+            archive = RecordArchive(settings.state_dir / "records",
+                                    int(settings.record_archive_mb * MB),
+                                    settings.record_archive_days * 86400)
+            archive.start()
         records = RecordStore(redis, settings.record_ttl_s,
-                              spool=settings.state_dir / "records.spool")
+                              spool=settings.state_dir / "records.spool",
+                              max_bytes=int(settings.record_max_mb * MB),
+                              max_count=settings.record_max_count, archive=archive)
+        registry.register(RecordCollector(lambda: records))
         code_store = CodeStore(redis)
         await records.start()
+
+        def shed_archiving(shedding: bool) -> None:
+            records.archiving = not shedding
+
+        memory = MemoryWatch(redis, settings.memory_shed_at, on_change=shed_archiving)
+        await memory.start()
+        registry.register(MemoryCollector(lambda: memory))
         invoker = Invoker(
             backend, pool, records=records,
             metrics=InvokerMetrics(registry),
@@ -98,7 +116,7 @@ def create_app(settings: Settings, redis_url: str, function_redis_url: str | Non
                              outage_max_s=settings.redis_outage_max_s)
         registry.register(JobCollector(manager.running))
         svc = Services(settings, redis, invoker, registrations, records, registry, manager,
-                       code_store)
+                       code_store, memory)
         app.state.services = svc
         if settings.resume_jobs:
             await manager.start()
@@ -114,6 +132,9 @@ def create_app(settings: Settings, redis_url: str, function_redis_url: str | Non
             await _step("job drivers", manager.close())
             await _step("containers", invoker.close())
             await _step("invocation records", records.close())
+            if archive is not None:
+                await _step("record archive", asyncio.to_thread(archive.close))
+            await _step("memory watch", memory.close())
             await _step("Redis health", health.close())
             await redis.aclose()
 

@@ -78,7 +78,7 @@ async def _on_field_error(_: Request, exc: FieldError) -> JSONResponse:
 
 def invoker_error_response(exc: InvokerError) -> JSONResponse:
     """A refused invocation (unknown function, queue full, no container in time)."""
-    headers = {"Retry-After": "1"} if exc.status in (429, 503) else None
+    headers = {"Retry-After": str(exc.retry_after_s)} if exc.status in (429, 503) else None
     return JSONResponse(error_body(exc.kind, exc.message), status_code=exc.status,
                         headers=headers)
 

@@ -148,6 +148,11 @@ class HealthOut(BaseModel):
     status: str
     version: str
     redis: str
+    memory: dict[str, Any] = Field(description="memory in use against its limits; state "
+                                   "'shedding' while new async invocations and pre-warming are "
+                                   "refused")
+    records: dict[str, Any] = Field(description="what invocation records take of Redis, and "
+                                    "their retention")
 
 
 class ErrorDetail(BaseModel):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 class InvokerError(Exception):
     status = 500
+    retry_after_s = 1  # what a 429 or 503 tells the client to wait
 
     def __init__(self, message: str):
         super().__init__(message)

@@ -39,7 +39,7 @@ from faasrl.invoker.pool import (
     StopStem,
     need_of,
 )
-from faasrl.invoker.records import InvocationRecord, RecordStore
+from faasrl.invoker.records import InvocationRecord, RecordStore, micro
 from faasrl.invoker.resources import Resources
 from faasrl.invoker.runtime_client import RuntimeClient, RuntimeGone
 from faasrl.manifest import FunctionSpec
@@ -66,7 +66,7 @@ def _seconds(value: Any) -> float | None:
     """A runtime's measured seconds, or None where it sent none (or nonsense)."""
     if isinstance(value, int | float) and not isinstance(value, bool) \
             and math.isfinite(value) and value >= 0:
-        return float(value)
+        return micro(float(value))
     return None
 
 
@@ -251,7 +251,7 @@ class Invoker:
                     rec.error = {"type": "ContainerDied",
                                  "message": f"container died; the retry failed: {exc.message}"}
                     break
-                rec.queue_s += waited
+                rec.queue_s = micro(rec.queue_s + waited)
                 rec.container = assign.container
                 handle = self._handles.get(assign.container)
                 rec.node = handle.node if handle is not None else None
@@ -350,7 +350,7 @@ class Invoker:
             status, out = await self._clients[cid].request(
                 "POST", "/run", body, timeout=timeout + self.config.timeout_grace_s)
         except TimeoutError:
-            rec.run_s = time.monotonic() - t0
+            rec.run_s = micro(time.monotonic() - t0)
             rec.bill(rec.run_s, init_billed)
             self._lose(cid, "run outlived its deadline")
             rec.status = "timeout"
@@ -369,7 +369,7 @@ class Invoker:
         except BaseException:
             self._lose(cid, "invocation cancelled mid-run")
             raise
-        rec.run_s = float(out.get("duration_s", time.monotonic() - t0))
+        rec.run_s = micro(float(out.get("duration_s", time.monotonic() - t0)))
         rec.cpu_s, rec.wait_s = _seconds(out.get("cpu_s")), _seconds(out.get("wait_s"))
         rec.bill(rec.run_s, init_billed)
         error = out.get("error")
@@ -464,7 +464,7 @@ class Invoker:
             await self._discard(cid, handle)
             self._apply(self._pool.start_failed(cid, exc, time.monotonic()))
             return
-        self._start_s[cid] = time.monotonic() - t0
+        self._start_s[cid] = micro(time.monotonic() - t0)
         if self._metrics is not None:
             self._metrics.observe_start(spec.name, self._start_s[cid])
         self._apply(self._pool.ready(cid, time.monotonic()))

@@ -6,11 +6,11 @@ from collections import Counter as Tally
 from collections.abc import Callable, Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from faasrl.invoker.pool import Pool, State
-from faasrl.invoker.records import InvocationRecord
+from faasrl.invoker.records import InvocationRecord, RecordStore
 
 _BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30,
             60, 120, 300)
@@ -90,3 +90,25 @@ class PoolCollector(Collector):
             capacity.add_metric(["memory_mb", kind], res.memory_mb)
             capacity.add_metric(["gpus", kind], res.gpus)
         yield capacity
+
+
+class RecordCollector(Collector):
+    """What the invocation records cost in Redis and where those past its retention went."""
+
+    def __init__(self, records: Callable[[], RecordStore]):
+        self._records = records
+
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        store = self._records()
+        usage = store.usage
+        yield GaugeMetricFamily("faasrl_invocation_records_bytes",
+                                "What the invocation records in Redis cost it (estimated)",
+                                value=usage.bytes)
+        yield GaugeMetricFamily("faasrl_invocation_records", "Invocation records in Redis",
+                                value=usage.count)
+        left = CounterMetricFamily("faasrl_invocation_records_retired",
+                                   "Records dropped from Redis by its retention",
+                                   labels=["to"])
+        left.add_metric(["archive"], usage.archived)
+        left.add_metric(["nowhere"], usage.discarded)
+        yield left

@@ -8,18 +8,27 @@ import json
 import logging
 import math
 import os
-from dataclasses import dataclass
+import time
+from dataclasses import MISSING, dataclass, fields
 from pathlib import Path
 from typing import Any, Literal, get_args
 
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
+from faasrl.invoker.record_archive import RecordArchive
+
 log = logging.getLogger(__name__)
 
 FinalStatus = Literal["success", "error", "timeout"]  # how an invocation can end
 FINAL: tuple[str, ...] = get_args(FinalStatus)
 INDEX_LEN = 1000  # finished invocations each function's index keeps (what recent() can read)
+
+
+def micro(seconds: float) -> float:
+    """To the microsecond, as records keep durations: the digits a float's repr adds past it
+    say nothing of a run and cost Redis a tenth of a record."""
+    return round(seconds, 6)
 
 
 @dataclass
@@ -61,27 +70,86 @@ class InvocationRecord:
         # copy (an invocation's record is encoded twice on the warm path: its answer and Redis).
         return json.dumps(vars(self), separators=(",", ":")).encode()
 
+    def to_stored(self) -> bytes:
+        """What Redis and the archive keep: no id (the key holds it), and none of the fields
+        a warm success leaves at their defaults (``OFTEN_DEFAULT``) that are; ``from_stored``
+        reads it back whole. (Checking these few costs less than the bytes they save to
+        encode; checking every field would cost more.)"""
+        kept = dict(vars(self))
+        del kept["id"]
+        for name in OFTEN_DEFAULT:
+            if kept[name] == _DEFAULTS[name]:
+                del kept[name]
+        return json.dumps(kept, separators=(",", ":")).encode()
+
+
+# Each field's default, in field order (those without one, None: ``from_stored`` fills them).
+_DEFAULTS: dict[str, Any] = {f.name: None if f.default is MISSING else f.default
+                             for f in fields(InvocationRecord)}
+OFTEN_DEFAULT = ("cold", "stem_cell", "init_s", "node", "result", "error")
+
+
+def from_stored(invocation_id: str, raw: bytes | str) -> dict[str, Any]:
+    """A stored record (``to_stored``, or a whole one) as the API answers it: every field."""
+    return {**_DEFAULTS, **json.loads(raw), "id": invocation_id}
+
+
+KEY_PREFIX = "faasrl:invocation:"  # + an invocation id: its record
+INDEX_PREFIX = "faasrl:invocations:"  # + a function's name: its finished ids, newest first
+ORDER_KEY = "faasrl:records:order"  # every record in Redis, oldest first: "<epoch s> <fn> <id>"
+BYTES_KEY = "faasrl:records:bytes"  # what they cost in Redis (see RECORD_OVERHEAD)
+# What Redis spends on a record beyond its JSON: its key (an id's 50 characters), the key's
+# entry in the keyspace and its string's header, its entry in ORDER_KEY and in its function's
+# index. Measured with MEMORY USAGE on Redis 6.2 (tests/integration/test_record_retention.py
+# holds the sum of it all to the cap).
+RECORD_OVERHEAD = 200
+
 
 def _key(invocation_id: str) -> str:
-    return f"faasrl:invocation:{invocation_id}"
+    return KEY_PREFIX + invocation_id
 
 
 def _index(function: str) -> str:
-    return f"faasrl:invocations:{function}"
+    return INDEX_PREFIX + function
 
 
-Row = tuple[str, str, bytes, bool]  # (invocation id, function, record JSON, final?)
+Row = tuple[str, str, bytes, bool]  # (invocation id, function, stored record, final?)
 
-# Writes a batch of records. KEYS: the n records' keys, then one index per function. ARGV: n,
-# the TTL, the index length, the n records, then per index its count of finished ids and the
-# ids in order (LPUSH puts the newest first; at most 1000 a call, Lua's limit on unpack).
+# Writes a batch of records, then drops the oldest records while those kept are over a bound.
+# KEYS: ORDER_KEY, BYTES_KEY, the n records' keys, then one index per function. ARGV: n, the
+# index length, the byte and count bounds, the oldest first-write time kept, RECORD_OVERHEAD,
+# whether to return what it drops (for the archive), the most it drops a call, KEY_PREFIX,
+# INDEX_PREFIX; then the n records, the n ORDER_KEY entries, then per index its count of
+# finished ids and the ids in order (LPUSH puts the newest first; at most 1000 a call, Lua's
+# limit on unpack). Bytes are counted from the lengths Redis has at hand (STRLEN), never by
+# reading a record back. Returns the bytes and count kept, the count dropped, then (when asked
+# for) the dropped entries and records in pairs.
 _WRITE_BATCH = """
-local n, ttl, keep = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3])
+local n, keep, max_bytes, max_count = tonumber(ARGV[1]), tonumber(ARGV[2]),
+  tonumber(ARGV[3]), tonumber(ARGV[4])
+local oldest, over, archive, most = tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7] == '1',
+  tonumber(ARGV[8])
+local key_prefix, index_prefix = ARGV[9], ARGV[10]
+local base = 10
+local delta = 0
+local new = {}
 for i = 1, n do
-  redis.call('SET', KEYS[i], ARGV[3 + i], 'EX', ttl)
+  local key, value = KEYS[2 + i], ARGV[base + i]
+  local old = redis.call('STRLEN', key)
+  redis.call('SET', key, value)
+  if old == 0 then
+    new[#new + 1] = ARGV[base + n + i]
+    delta = delta + #value + over
+  else
+    delta = delta + #value - old
+  end
 end
-local at = 4 + n
-for k = n + 1, #KEYS do
+for first = 1, #new, 1000 do
+  redis.call('RPUSH', KEYS[1], unpack(new, first, math.min(first + 999, #new)))
+end
+local bytes = tonumber(redis.call('INCRBY', KEYS[2], delta))
+local at = base + 2 * n + 1
+for k = n + 3, #KEYS do
   local count = tonumber(ARGV[at])
   for first = at + 1, at + count, 1000 do
     redis.call('LPUSH', KEYS[k], unpack(ARGV, first, math.min(first + 999, at + count)))
@@ -89,7 +157,69 @@ for k = n + 1, #KEYS do
   redis.call('LTRIM', KEYS[k], 0, keep - 1)
   at = at + 1 + count
 end
+local count = redis.call('LLEN', KEYS[1])
+local out = {0, 0, 0}
+local touched = {}
+local dropped = 0
+while dropped < most and count > 0 do
+  local heads = redis.call('LRANGE', KEYS[1], 0, math.min(99, most - dropped - 1))
+  local taken = 0
+  for _, entry in ipairs(heads) do
+    local t, fn, id = string.match(entry, '^(%d+) (%S+) (%S+)$')
+    if bytes <= max_bytes and count <= max_count and tonumber(t) >= oldest then break end
+    local key = key_prefix .. id
+    local size = redis.call('STRLEN', key)
+    if archive and size > 0 then
+      out[#out + 1] = entry
+      out[#out + 1] = redis.call('GET', key)
+    end
+    redis.call('DEL', key)
+    bytes = bytes - size - over
+    count = count - 1
+    taken = taken + 1
+    touched[fn] = true
+  end
+  if taken == 0 then break end
+  redis.call('LTRIM', KEYS[1], taken, -1)
+  dropped = dropped + taken
+end
+if dropped > 0 then
+  if count == 0 then bytes = 0 end
+  redis.call('SET', KEYS[2], bytes)
+  -- A function's index lists its newest ids: those dropped are at its tail.
+  for fn in pairs(touched) do
+    local index = index_prefix .. fn
+    while true do
+      local tail = redis.call('LINDEX', index, -1)
+      if not tail or redis.call('EXISTS', key_prefix .. tail) == 1 then break end
+      redis.call('RPOP', index)
+    end
+  end
+end
+out[1], out[2], out[3] = bytes, count, dropped
+return out
 """
+UNBOUNDED = 2**53  # a bound that is none (exact as a Lua number)
+DROP_MOST = 2000  # records one write drops at most: a lowered bound is met over a few writes
+
+
+@dataclass
+class Retention:
+    """How much of the records Redis keeps: the oldest go first past any bound."""
+
+    ttl_s: int
+    max_bytes: int | None = None
+    max_count: int | None = None
+
+
+@dataclass
+class RecordUsage:
+    """What the records cost in Redis after the last write, and where those dropped went."""
+
+    bytes: int = 0
+    count: int = 0
+    archived: int = 0  # records dropped from Redis and kept in the archive
+    discarded: int = 0  # records dropped with no archive to take them (or while it sheds)
 
 
 class RecordSpool:
@@ -136,24 +266,36 @@ class RecordSpool:
 
 
 class RecordStore:
-    """Writes records behind the hot path, in pipelined batches; never drops one.
+    """Writes records behind the hot path, in pipelined batches, and keeps them bounded.
 
-    A record is readable at most ``flush_interval_s`` after ``put``; ``put_now`` writes at once
-    (and raises while Redis is down: what it records must not be acknowledged then). Records
-    that cannot be written go to the spool (``RecordSpool``) and reach Redis when it is back.
+    A record is readable as soon as ``put`` returns: until its batch is in Redis, reads find it
+    in the batch (read-your-writes). ``put_now`` writes at once (and raises while Redis is
+    down: what it records must not be acknowledged then). Records that cannot be written go to
+    the spool (``RecordSpool``) and reach Redis when it is back. Each write drops the oldest
+    records past the retention's bounds (``Retention``), into the archive when there is one
+    (and ``archiving`` is on) and unread otherwise.
     """
 
     def __init__(self, redis: Redis, ttl_s: int, *, spool: Path | None = None,
                  flush_interval_s: float = 0.05, retry_s: float = 1.0,
-                 index_len: int = INDEX_LEN):
+                 index_len: int = INDEX_LEN, max_bytes: int | None = None,
+                 max_count: int | None = None, archive: RecordArchive | None = None,
+                 tick_s: float = 10.0):
         self._redis = redis
-        self._ttl = ttl_s
+        self.retention = Retention(ttl_s, max_bytes, max_count)
+        self.archive = archive
+        self.archiving = True  # off: records leaving Redis are not archived (memory pressure)
+        self.usage = RecordUsage()
         self._spool = RecordSpool(spool) if spool is not None else None
         self._flush_interval = flush_interval_s
         self._retry_s = retry_s
+        self._tick_s = tick_s  # a write this often even with none to make: records age out
         self._index_len = index_len
         self._write_batch = redis.register_script(_WRITE_BATCH)
-        self._backlog: list[Row] = []
+        # Records queued for the next batch and those of the batch being written, by id
+        # (a record put again before its batch leaves is written once, as it is last).
+        self._backlog: dict[str, Row] = {}
+        self._writing: dict[str, Row] = {}
         self._spooled = False  # rows wait in the spool file
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -166,31 +308,51 @@ class RecordStore:
             with contextlib.suppress(RedisError):
                 await self._drain_spool()
         self._task = asyncio.create_task(self._writer(), name="record-writer")
-        if self._spooled:
-            self._wake.set()
+        self._wake.set()  # the first write applies the retention at once
 
     def put(self, rec: InvocationRecord) -> None:
         """Queue a snapshot of the record for writing."""
-        self._backlog.append((rec.id, rec.function, rec.to_json(), rec.status in FINAL))
+        self._backlog[rec.id] = (rec.id, rec.function, rec.to_stored(), rec.status in FINAL)
         self._wake.set()
 
     async def put_now(self, rec: InvocationRecord) -> None:
-        await self._write([(rec.id, rec.function, rec.to_json(), rec.status in FINAL)])
+        await self._write([(rec.id, rec.function, rec.to_stored(), rec.status in FINAL)])
 
     async def get(self, invocation_id: str) -> dict[str, Any] | None:
+        """A record by id: queued for writing, in Redis, else in the archive."""
+        row = self._backlog.get(invocation_id) or self._writing.get(invocation_id)
+        if row is not None:
+            return from_stored(invocation_id, row[2])
         raw = await self._redis.get(_key(invocation_id))
-        return json.loads(raw) if raw else None
+        if raw is None and self.archive is not None:
+            raw = await self.archive.get(invocation_id)
+        return from_stored(invocation_id, raw) if raw else None
 
-    async def recent(self, function: str, limit: int = 50, start: int = 0
-                     ) -> list[dict[str, Any]]:
+    async def recent(self, function: str, limit: int = 50, start: int = 0, *,
+                     from_archive: bool = False) -> list[dict[str, Any]]:
         """Up to ``limit`` finished records of ``function``, newest first, skipping the
-        ``start`` newest."""
-        ids = list(dict.fromkeys(await self._redis.lrange(_index(function), start,
-                                                          start + limit - 1)))
-        if not ids:
-            return []
-        raws = await self._redis.mget([_key(i.decode()) for i in ids])
-        return [json.loads(r) for r in raws if r]
+        ``start`` newest: those queued for writing, then Redis's index, then (``from_archive``:
+        a listing, not a dashboard's poll) the archive."""
+        queued = [(row[0], row[2]) for rows in (self._backlog, self._writing)
+                  for row in reversed(rows.values()) if row[3] and row[1] == function]
+        found: list[tuple[str, bytes]] = queued[start:start + limit]
+        skip = max(0, start - len(queued))
+        want = limit - len(found)
+        if want > 0:
+            index = _index(function)
+            ids = [i.decode() for i in dict.fromkeys(
+                await self._redis.lrange(index, skip, skip + want - 1))]
+            if ids:
+                raws = await self._redis.mget([_key(i) for i in ids])
+                found += [(i, r) for i, r in zip(ids, raws, strict=True) if r]
+            if len(ids) < want and from_archive and self.archive is not None:
+                skip = max(0, skip - await self._redis.llen(index))
+                found += await self.archive.recent(function, limit - len(found), skip)
+        records: dict[str, dict[str, Any]] = {}
+        for i, raw in found:  # each id once, as it was found first (newest first)
+            if i not in records:
+                records[i] = from_stored(i, raw)
+        return list(records.values())[:limit]
 
     async def close(self) -> None:
         """Write what is left; what cannot be written now waits in the spool."""
@@ -201,18 +363,21 @@ class RecordStore:
             self._wake.set()
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
-        batch, self._backlog = self._backlog, []
-        await self._flush(batch)
+        batch, self._backlog = self._backlog, {}
+        await self._flush(list(batch.values()))
 
     async def _writer(self) -> None:
         while not self._closing:
-            await self._wake.wait()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), self._tick_s)
             # Gather what else finishes in a short window: one round trip for many records
             # keeps Redis off the per-invocation cost.
             await asyncio.sleep(self._flush_interval)
             self._wake.clear()
-            batch, self._backlog = self._backlog, []
-            if not await self._flush(batch):
+            self._writing, self._backlog = self._backlog, {}
+            written = await self._flush(list(self._writing.values()))
+            self._writing = {}
+            if not written:
                 await asyncio.sleep(self._retry_s)
                 self._wake.set()
 
@@ -233,10 +398,10 @@ class RecordStore:
         if not batch:
             return
         if self._spool is None:
-            self._backlog = batch + self._backlog
+            self._backlog = {**{row[0]: row for row in batch}, **self._backlog}
             log.warning("writing %d invocation records failed, will retry: %s", len(batch), exc)
             return
-        self._spool.append(batch)
+        self._spool.append(batch)  # Redis is down: no read would find them anyway
         if not self._spooled:
             log.warning("Redis refused invocation records (%s): keeping them in %s until it "
                         "answers", exc, self._spool.path)
@@ -252,21 +417,40 @@ class RecordStore:
             log.warning("wrote %d spooled invocation records to Redis", len(rows))
 
     async def _write(self, batch: list[Row]) -> None:
-        if not batch:
-            return
-        # One script call per batch: Redis runs it with nothing in between, and a call that
-        # did not reach Redis did not run, so replaying it adds no second copy of an id to an
-        # index (as with the MULTI it replaces).
+        # One script call per batch (an empty one applies the retention): Redis runs it with
+        # nothing in between, and a call that did not reach Redis did not run, so replaying it
+        # adds no second copy of an id to an index (as with the MULTI it replaces).
         # A command per record through a MULTI cost the gateway 29 us of CPU a record (redis-py
         # packs each and parses two answers to each); this call costs 5.
         finished: dict[str, list[str]] = {}
         for invocation_id, function, _, final in batch:
             if final:
                 finished.setdefault(function, []).append(invocation_id)
-        keys = [_key(invocation_id) for invocation_id, *_ in batch]
-        args: list[str | int | bytes] = [len(batch), self._ttl, self._index_len]
+        r = self.retention
+        archive = self.archive is not None and self.archiving
+        stamp = int(time.time())
+        keys = [ORDER_KEY, BYTES_KEY, *[_key(invocation_id) for invocation_id, *_ in batch]]
+        args: list[str | int | bytes] = [
+            len(batch), self._index_len, r.max_bytes or UNBOUNDED, r.max_count or UNBOUNDED,
+            stamp - r.ttl_s, RECORD_OVERHEAD, int(archive), DROP_MOST, KEY_PREFIX, INDEX_PREFIX]
         args += [payload for _, _, payload, _ in batch]
+        args += [f"{stamp} {function} {invocation_id}" for invocation_id, function, *_ in batch]
         for function, ids in finished.items():
             keys.append(_index(function))
             args += [len(ids), *ids]
-        await self._write_batch(keys=keys, args=args)
+        self._count(await self._write_batch(keys=keys, args=args))
+
+    def _count(self, out: list[Any]) -> None:
+        """Take in what the write script answered: the usage, and what it dropped."""
+        usage = self.usage
+        usage.bytes, usage.count = int(out[0]), int(out[1])
+        dropped = int(out[2])
+        if dropped >= DROP_MOST:  # more to drop (a bound was lowered): again, traffic or not
+            self._wake.set()
+        if len(out) > 3:
+            rows = [(*entry.decode().split(" ", 2)[1:], payload)
+                    for entry, payload in zip(out[3::2], out[4::2], strict=True)]
+            assert self.archive is not None
+            usage.archived += self.archive.append(rows)
+            dropped -= len(rows)
+        usage.discarded += dropped

@@ -29,8 +29,7 @@ async def get_invocation(invocation_id: InvocationId, svc: ServicesDep
                          ) -> dict[str, Any]:
     rec = await svc.records.get(invocation_id)
     if rec is None:
-        raise HTTPException(404, f"no invocation {invocation_id!r} (records expire after "
-                                 f"{svc.settings.record_ttl_s} s)")
+        raise HTTPException(404, invocations.not_found(svc, invocation_id))
     return rec
 
 

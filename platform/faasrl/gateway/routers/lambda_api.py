@@ -35,6 +35,7 @@ from faasrl.gateway.lambda_schemas import (
     FunctionErrorOut,
     LambdaErrorOut,
 )
+from faasrl.gateway.memory import MemoryPressure
 from faasrl.gateway.services import Services, ServicesDep, invocations
 from faasrl.invoker.errors import (
     FunctionGone,
@@ -150,8 +151,11 @@ async def invoke(function_name: str, request: Request, svc: ServicesDep,
     if invocation_type == "DryRun":
         return Response(status_code=204, headers=headers)
     if invocation_type == "Event":
-        await invocations.accept(svc, spec, args, invocation_id=request_id, placement="local",
-                                 client_context=client_context)
+        try:
+            await invocations.accept(svc, spec, args, invocation_id=request_id,
+                                     placement="local", client_context=client_context)
+        except InvokerError as exc:  # memory is short: an event can wait (a throttle)
+            raise _refusal(exc, arn) from None
         return Response(status_code=202, headers=headers)
 
     try:
@@ -189,9 +193,9 @@ def _client_context(header: str | None) -> dict[str, Any] | None:
 
 
 def _refusal(exc: InvokerError, arn: str) -> LambdaApiError:
-    if isinstance(exc, QueueFull | QueueTimeout):
+    if isinstance(exc, QueueFull | QueueTimeout | MemoryPressure):
         return LambdaApiError(429, "TooManyRequestsException", f"Rate Exceeded. {exc.message}",
-                              headers={"Retry-After": "1"})
+                              headers={"Retry-After": str(exc.retry_after_s)})
     if isinstance(exc, FunctionNotFound | FunctionGone):
         return LambdaApiError(404, "ResourceNotFoundException", f"Function not found: {arn}")
     return LambdaApiError(500, "ServiceException", f"{exc.kind}: {exc.message}")

@@ -9,7 +9,7 @@ from redis.exceptions import RedisError
 
 import faasrl
 from faasrl.gateway.schemas import HealthOut
-from faasrl.gateway.services import ServicesDep
+from faasrl.gateway.services import ServicesDep, invocations
 
 router = APIRouter(tags=["system"])
 
@@ -22,7 +22,8 @@ async def healthz(svc: ServicesDep) -> JSONResponse:
     except RedisError as exc:
         redis_state, code = f"unreachable: {exc}", 503
     body = HealthOut(status="ok" if code == 200 else "degraded", version=faasrl.__version__,
-                     redis=redis_state)
+                     redis=redis_state, memory=svc.memory.summary(),
+                     records=invocations.retention(svc))
     return JSONResponse(body.model_dump(), status_code=code)
 
 

@@ -16,6 +16,7 @@ from prometheus_client import CollectorRegistry
 from redis.asyncio import Redis
 
 from faasrl.config import Settings
+from faasrl.gateway.memory import MemoryWatch
 from faasrl.invoker import Invoker, RecordStore
 from faasrl.invoker.registry import CodeStore, FunctionRegistry
 from faasrl.jobs.manager import JobManager
@@ -31,6 +32,7 @@ class Services:
     metrics: CollectorRegistry
     jobs: JobManager
     code: CodeStore
+    memory: MemoryWatch
     background: set[asyncio.Task[Any]] = field(default_factory=set)
 
     def spawn(self, coro: Any) -> None:

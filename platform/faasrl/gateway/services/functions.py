@@ -46,6 +46,7 @@ async def delete(svc: Services, name: str) -> None:
 
 
 def prewarm(svc: Services, name: str, count: int) -> PrewarmResult:
+    svc.memory.admit("pre-warming")
     started = svc.invoker.prewarm(name, count)
     live = sum(1 for c in svc.invoker.containers()
                if c.function == name and c.state != State.STOPPING)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from faasrl.gateway.memory import MB
 from faasrl.gateway.schemas import InvokeRequest
 from faasrl.gateway.services import Services
 from faasrl.invoker.errors import FunctionNotFound, InvokerError
@@ -28,7 +29,9 @@ async def accept(svc: Services, spec: FunctionSpec, args: Any, *,
                  client_context: dict[str, Any] | None = None) -> str:
     """Queue an invocation and return its id: its record says ``queued`` before this returns
     (so a poll right after finds it), and it runs as a gateway task (cancelled, its record
-    written, on shutdown). The keywords are ``Invoker.invoke``'s."""
+    written, on shutdown). The keywords are ``Invoker.invoke``'s. Refused while memory is
+    short (``MemoryWatch``): an async invocation can wait."""
+    svc.memory.admit("a new async invocation")
     rec = InvocationRecord(invocation_id or new_invocation_id(), spec.name,
                            memory_mb=spec.memory_mb, backend=svc.invoker.backend_name,
                            requested_at=time.time())
@@ -54,11 +57,11 @@ async def _run(svc: Services, name: str, args: Any, invocation_id: str, **option
 async def recent(svc: Services, function: str | None, limit: int,
                  status: str | None = None) -> list[dict[str, Any]]:
     """The ``limit`` most recent finished invocations, of one function or of all, newest
-    first; with ``status``, only those that ended so, among every record the functions'
-    indexes keep (``INDEX_LEN`` each)."""
+    first, read on into the archive; with ``status``, only those that ended so, among every
+    record the functions' indexes keep (``INDEX_LEN`` each)."""
     names = [function] if function else [f.name for f in svc.invoker.functions()]
     records = [r for name in names for r in (
-        await svc.records.recent(name, limit) if status is None
+        await svc.records.recent(name, limit, from_archive=True) if status is None
         else await _ended(svc, name, status, limit))]
     return sorted(records, key=lambda r: r["requested_at"], reverse=True)[:limit]
 
@@ -74,3 +77,31 @@ async def _ended(svc: Services, function: str, status: str, limit: int) -> list[
         if len(found) >= limit or len(page) < STATUS_PAGE:
             break
     return found[:limit]
+
+
+def retention(svc: Services) -> dict[str, Any]:
+    """What the records take of Redis, what bounds them, and what the archive keeps."""
+    store, usage, settings = svc.records, svc.records.usage, svc.settings
+    return {"in_redis": usage.count, "redis_mb": round(usage.bytes / MB, 2),
+            "redis_max_mb": settings.record_max_mb, "ttl_s": settings.record_ttl_s,
+            "archived": usage.archived, "discarded": usage.discarded,
+            "archive": None if store.archive is None else {
+                "max_mb": settings.record_archive_mb, "days": settings.record_archive_days,
+                "oldest_hour_utc": store.archive.oldest(), "writing": store.archiving}}
+
+
+def not_found(svc: Services, invocation_id: str) -> str:
+    """Why there is no record of ``invocation_id``: it never was, or it has passed its
+    retention (which the answer spells out)."""
+    s = svc.settings
+    kept = (f"Redis keeps records for {s.record_ttl_s} s within {s.record_max_mb:g} MB, the "
+            "oldest leaving first")
+    archive = svc.records.archive
+    if archive is None:
+        kept += " (no archive)"
+    else:
+        oldest = archive.oldest()
+        kept += (f", then the archive keeps them for {s.record_archive_days:g} days within "
+                 f"{s.record_archive_mb:g} MB (its oldest records left Redis in the hour "
+                 f"{oldest or 'none yet'} UTC)")
+    return f"no invocation {invocation_id!r}: never made, or past its retention ({kept})"

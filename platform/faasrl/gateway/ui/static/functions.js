@@ -16,6 +16,27 @@ function capacity(cluster) {
             ["GPUs", used("gpus")]]));
 }
 
+// Memory against its limits and what the invocation records take, from /healthz: while memory
+// is short the gateway sheds what can wait (new async invocations, pre-warming, archiving).
+function memory(health) {
+  const { memory: m, records: r } = health;
+  const shares = Object.entries(m.shares).map(([k, v]) => `${k} ${(v * 100).toFixed(1)}%`);
+  const state = m.state === "shedding"
+    ? `shedding (past ${(m.shed_at * 100).toFixed(0)}%: new async invocations and pre-warming ` +
+      "refused, records not archived)"
+    : `ok (sheds past ${(m.shed_at * 100).toFixed(0)}%)`;
+  const archive = r.archive
+    ? `${num(r.archived)} archived (${r.archive.days} days, ${num(r.archive.max_mb)} MB at most)`
+    : "no archive";
+  return h("div", { id: "memory" }, h("h2", {}, "Memory"),
+    fields([["state", state], ["in use", shares.join(", ") || "not measured"],
+            ["Redis (MB)", `${num(m.redis_used_mb)} used` +
+              (m.redis_max_mb ? ` of ${num(m.redis_max_mb)}` : "")],
+            ["node (MB)", `${num(m.node_available_mb)} available of ${num(m.node_total_mb)}`],
+            ["invocation records", `${num(r.in_redis)} in Redis, ${num(r.redis_mb)} of ` +
+              `${num(r.redis_max_mb)} MB; ${archive}`]]));
+}
+
 // a function's figures from its stats: [title, (stats) => cell]
 const STAT_COLUMNS = [
   ...STATES.map((state) => [state, (st) => num(st.containers[state])]),
@@ -35,10 +56,11 @@ export async function functionsPage(body, _, { every }) {
               h("p", { class: "muted" }, "Invocation figures: the most recent 200 of each."),
               list);
   every(2000, async () => {
-    const [specs, cluster] = await Promise.all([get("/v1/functions"), get("/v1/cluster")]);
+    const [specs, cluster, health] = await Promise.all([
+      get("/v1/functions"), get("/v1/cluster"), get("/healthz")]);
     const stats = Object.fromEntries(await Promise.all(
       specs.map(async (s) => [s.name, await get(`/v1/functions/${s.name}/stats`)])));
-    node.replaceChildren(capacity(cluster));
+    node.replaceChildren(capacity(cluster), memory(health));
     const columns = [
       ["function", (s) => link(`#/functions/${s.name}`, s.name)],
       ["handler", (s) => s.handler],
