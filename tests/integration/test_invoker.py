@@ -140,6 +140,14 @@ def test_queued_counts_invocations_waiting_for_a_container(tmp_path):
     run(tmp_path, scenario)
 
 
+async def stopped(pid: int, timeout_s: float = 5.0) -> None:
+    """Once every thread of ``pid`` is stopped: SIGSTOP lands asynchronously."""
+    async with asyncio.timeout(timeout_s):
+        while any(Path(f"/proc/{pid}/task/{tid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+                  != "T" for tid in os.listdir(f"/proc/{pid}/task")):
+            await asyncio.sleep(0.005)
+
+
 def test_a_runtime_that_stops_answering_times_out_without_a_retry(tmp_path):
     """A runtime stuck past deadline + grace (here: stopped) cannot say Timeout itself: the
     invoker's own deadline ends the invocation once. A retry would run it a second time."""
@@ -149,11 +157,13 @@ def test_a_runtime_that_stops_answering_times_out_without_a_retry(tmp_path):
         pid = warm.result["pid"]
         os.kill(pid, signal.SIGSTOP)
         try:
+            await stopped(pid)
             stuck = await invoker.invoke("t", {"x": 2})
         finally:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGCONT)
-        assert (stuck.status, stuck.attempts, stuck.error["type"]) == ("timeout", 1, "Timeout")
+        assert (stuck.status, stuck.attempts, (stuck.error or {}).get("type")) == \
+            ("timeout", 1, "Timeout"), (warm, stuck)
         assert stuck.container == warm.container
         await settled(invoker, lambda cs: all(c.id != warm.container for c in cs),
                       "the stuck container to be stopped")
