@@ -171,6 +171,26 @@ def test_records_past_their_age_or_count_leave_without_an_archive(redis_url):
     assert kept == [2, 3, 4, 5] and aged == 0
 
 
+def test_records_the_archive_refuses_are_counted_as_discarded(redis_url, tmp_path):
+    """An archive that takes no batch (its disk lags ``MAX_BACKLOG`` batches behind; here it is
+    closed) leaves the dropped records counted as gone, not as archived nor as nothing."""
+    async def scenario() -> tuple[int, int]:
+        redis = gateway_redis(redis_url)
+        archive = RecordArchive(tmp_path / "records", max_bytes=1 << 30, max_age_s=3600)
+        archive.start()
+        archive.close()
+        store = RecordStore(redis, ttl_s=3600, flush_interval_s=0.01, max_count=4,
+                            archive=archive)
+        await store.start()
+        for i in range(6):
+            store.put(InvocationRecord(f"d{i}", "f", status="success"))
+        await store.close()
+        await redis.aclose()
+        return store.usage.archived, store.usage.discarded
+
+    assert asyncio.run(scenario()) == (0, 2)
+
+
 def test_an_invocations_record_is_readable_right_after_its_answer(client: Client):
     """Through the gateway: the id a client was answered is found at once, the same record.
     Invocations a pause apart, as a person makes them: the writer is idle when each ends, so

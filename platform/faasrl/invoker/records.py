@@ -451,6 +451,7 @@ class RecordStore:
             rows = [(*entry.decode().split(" ", 2)[1:], payload)
                     for entry, payload in zip(out[3::2], out[4::2], strict=True)]
             assert self.archive is not None
-            usage.archived += self.archive.append(rows)
-            dropped -= len(rows)
+            taken = self.archive.append(rows)  # none while its disk lags behind
+            usage.archived += taken
+            dropped -= taken
         usage.discarded += dropped
