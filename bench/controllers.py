@@ -36,6 +36,7 @@ from rich.table import Table
 from faasrl.config import Settings
 from faasrl.controllers.schedulers import save_scheduler
 from faasrl.embedded import EmbeddedPlatform
+from faasrl.jobs.store import reached_target
 from faasrl.scheduler_training.train import (
     SchedulerTrainer,
     TrainingConfig,
@@ -132,7 +133,7 @@ def summarize(job: dict[str, Any], rows: list[dict[str, Any]]) -> dict[str, Any]
         "parallel_wall_s": job["parallel_wall_s"], "parallel_cost_usd": job["parallel_cost_usd"],
         "actor_s": actor_seconds(rows),
         "nitro_overhead_pct": 100 * hessian_s / round_s if hessian_s else None,
-        "reached": (job.get("stop_reason") or "").startswith("target"),
+        "reached": reached_target(job.get("stop_reason")),
         "stop_reason": job.get("stop_reason"), "actors": [r["actors"] for r in rows],
         **curves(rows),
     }

@@ -65,6 +65,7 @@ from stable_baselines3.common.vec_env import VecEnv
 
 from faasrl.algorithms.offpolicy import stored_transition_bytes, transition_bytes
 from faasrl.jobs.spec import env_transition_layout
+from faasrl.jobs.store import reached_target
 from faasrl.workflow.job import CONFIRM_GAP
 
 WINDOW, EVAL_EPISODES = 20, 20
@@ -119,7 +120,7 @@ def faasrl_run(task: Task, seed: int, steps: int, wall: float) -> dict[str, Any]
             "gradient_steps": job["algorithm_state"].get("learner_steps", 0),
             "window_mean": rows[-1]["recent_mean_return"] if rows else None,
             "eval_mean": job["evaluation"]["mean"],
-            "reached": job["stop_reason"].startswith("target"),
+            "reached": reached_target(job.get("stop_reason")),
             "stop_reason": job["stop_reason"], "rows": len(rows)}
 
 

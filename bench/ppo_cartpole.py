@@ -29,6 +29,7 @@ from rich.table import Table
 from sb3_ppo import sb3_run
 
 from faasrl.inputs import load_yaml
+from faasrl.jobs.store import reached_target
 
 SPEC = Path(__file__).resolve().parents[1] / "examples" / "cartpole.yaml"
 
@@ -39,7 +40,7 @@ def faasrl_run(seed: int) -> dict[str, Any]:
     return {"wall_s": job["wall_s"], "env_steps": job["env_steps"], "updates": job["round"],
             "update_ms": 1e3 * statistics.median(r["round_s"] for r in rows[1:]),
             "eval_mean": job["evaluation"]["mean"],
-            "reached": job["stop_reason"].startswith("target")}
+            "reached": reached_target(job.get("stop_reason"))}
 
 
 def main() -> None:

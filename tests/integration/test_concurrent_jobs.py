@@ -11,7 +11,7 @@ from helpers import REPO, at_round, finished
 
 from faasrl.client import Client
 from faasrl.inputs import load_yaml
-from faasrl.workflow.job import TARGET_REACHED
+from faasrl.jobs.store import reached_target
 
 SHORT = {"env_id": "CartPole-v1", "envs_per_actor": 2, "steps_per_actor": 32,
          "controller": {"name": "fixed", "actors": 2}, "evaluation_episodes": 0,
@@ -81,5 +81,5 @@ def test_four_cartpole_jobs_at_once_reach_the_target_as_soon_as_alone(make_platf
                  for seed in seeds}
         together = _run(client, [{**spec, "seed": seed} for seed in seeds], timeout_s=600)
     for seed, job in zip(seeds, together, strict=True):
-        assert job["stop_reason"].startswith(TARGET_REACHED), (seed, job)
+        assert reached_target(job["stop_reason"]), (seed, job)
         assert job["round"] <= 1.5 * alone[seed], (seed, job["round"], alone[seed])

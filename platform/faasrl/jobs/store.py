@@ -15,6 +15,13 @@ from faasrl.jobs.spec import JobSpec
 INDEX = "faasrl:jobs"
 JobStatus = Literal["pending", "running", "succeeded", "failed", "cancelled", "interrupted"]
 ACTIVE: tuple[str, ...] = ("pending", "running")
+TARGET_REACHED = "target reward reached"  # how the stop reason of a job that reached it begins
+
+
+def reached_target(stop_reason: str | None) -> bool:
+    """Whether a job with this stop reason reached its target reward (a job that stopped on
+    another bound ends ``succeeded`` too)."""
+    return (stop_reason or "").startswith(TARGET_REACHED)
 
 
 class Evaluation(BaseModel):

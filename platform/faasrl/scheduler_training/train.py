@@ -24,6 +24,7 @@ from faasrl.algorithms.ppo import compute_gae
 from faasrl.algorithms.ppo import update as ppo_update
 from faasrl.controllers.minions import FEATURES, Minions, round_reward, terminal_penalty
 from faasrl.controllers.schedulers import save_scheduler
+from faasrl.jobs.store import reached_target
 from faasrl.rl.policy import ActorCritic, PolicySpec
 from faasrl.scheduler_training.workload import SimulatedWorkload
 
@@ -198,7 +199,7 @@ def job_episodes(client: Any, spec: dict[str, Any], name: str, folder: Path,
         rows = client.job_metrics(job["id"])
         client.delete_job(job["id"])
         budget = stop.get("budget_usd")
-        return Episode(rows, (job.get("stop_reason") or "").startswith("target"),
+        return Episode(rows, reached_target(job.get("stop_reason")),
                        stop.get("target_reward"),
                        None if budget is None else budget - job["cost_usd"])
     return run

@@ -41,7 +41,7 @@ from faasrl.jobs.checkpoint import read_checkpoint, write_checkpoint
 from faasrl.jobs.cost import serverful_cost
 from faasrl.jobs.function_calls import evaluate_args, init_args, result
 from faasrl.jobs.parallel import parallel_cost_usd, parallel_round_s
-from faasrl.jobs.store import Evaluation, JobRecord, JobStore
+from faasrl.jobs.store import TARGET_REACHED, Evaluation, JobRecord, JobStore, reached_target
 from faasrl.rl.seeds import Purpose
 
 if TYPE_CHECKING:
@@ -49,7 +49,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 CONFIRM_GAP = 5  # rounds between evaluations that try to confirm a reached target
-TARGET_REACHED = "target reward reached"  # how the stop reason of a job that reached it begins
 REDIS_ATTEMPTS = 5  # invocations of a function that keeps finding Redis unreachable
 # what a resume from a disk checkpoint brings back
 RESTORED_FIELDS = ("round", "version", "env_steps", "env_restarts", "wall_s", "cost_usd",
@@ -298,7 +297,7 @@ class JobRun:
         """The stop reason of a job that ended for another reason than its target reward says
         that it did not reach it: "succeeded" is only that the job ran to a stop."""
         rec, target = self.record, self.record.spec.stop.target_reward
-        if target is None or reason.startswith(TARGET_REACHED):
+        if target is None or reached_target(reason):
             return reason
         mean_ = rec.recent_mean_return
         seen = "no episode ended" if mean_ is None else f"training mean {mean_:.1f}"
