@@ -28,7 +28,8 @@ class Settings(BaseSettings):
     redis_outage_max_s: float = Field(
         600.0, gt=0, description="how long a running job waits, paused, for an unreachable "
                                  "Redis before it fails")
-    state_dir: Path = Field(Path.home() / ".faasrl", description="pids, logs, embedded Redis data")
+    state_dir: Path = Field(Path.home() / ".faasrl", description="pids, logs, embedded Redis data, "
+                           "the records' spool and archive, job checkpoints")
     functions_dir: Path = Field(_CHECKOUT_FUNCTIONS, description="where built-in functions live")
     register_builtins: bool = Field(True, description="register functions_dir's at start")
     resume_jobs: bool = Field(True, description="resume interrupted jobs at start")
