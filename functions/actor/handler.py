@@ -103,10 +103,10 @@ def _job(job: JobContext, memory_limit_mb: float) -> _Job:
     if job.id not in _jobs:
         _jobs[job.id] = _Job(job)
     _jobs.move_to_end(job.id)
-    used = status_mb("VmData")
-    if (len(_jobs) > 1 and memory_limit_mb and used is not None
-            and used > MEMORY_SHARE * memory_limit_mb):
-        _jobs.popitem(last=False)
+    if len(_jobs) > 1 and memory_limit_mb:  # only then is there a heap to read
+        used = status_mb("VmData")
+        if used is not None and used > MEMORY_SHARE * memory_limit_mb:
+            _jobs.popitem(last=False)
     return _jobs[job.id]
 
 
