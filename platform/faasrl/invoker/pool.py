@@ -695,7 +695,7 @@ class Pool:
         """Stop least recently used idle containers of other functions if that covers the memory
         and GPUs in ``short`` (idle containers hold no cores, so evicting frees none)."""
         short = Resources(0.0, short.memory_mb, short.gpus)
-        if short.cpu <= 0 and short.memory_mb <= 0 and short.gpus <= 0:
+        if short.memory_mb <= 0 and short.gpus <= 0:
             return Resources(), []
         freed = Resources()
         stems: list[StemCell] = []  # ready stem cells go first: nothing of a function is lost
