@@ -47,7 +47,7 @@ from faasrl.backends.process import owner_alive, owner_label
 from faasrl.backends.ray_actor import RuntimeActor
 from faasrl.backends.ray_local import LocalRayCluster, loopback_driver
 from faasrl.invoker.resources import Resources
-from faasrl.manifest import FunctionSpec
+from faasrl.manifest import FunctionSpec, RayPlacement
 
 log = logging.getLogger(__name__)
 NODES_POLL_S = 1.0  # how often the cluster's nodes (capacity) are read
@@ -78,18 +78,17 @@ def actor_name(node: str, owner: str, container_id: str) -> str:
 
 def actor_options(spec: FunctionSpec, name: str, namespace: str) -> dict[str, Any]:
     """The options of the container's actor: its name and what Ray reserves for it where.
-    SPREAD unless the manifest says PACK: Ray no longer sees the cores a container runs on, so
-    spreading is what keeps the nodes evenly busy."""
-    strategy = spec.ray.strategy if spec.ray is not None else "SPREAD"
+    The manifest's strategy (SPREAD by default: Ray no longer sees the cores a container runs
+    on, so spreading is what keeps the nodes evenly busy; PACK is Ray's DEFAULT)."""
+    placement = spec.ray or RayPlacement()
     options: dict[str, Any] = {
         "name": name, "namespace": namespace, "num_cpus": PLACEMENT_CPU, "num_gpus": spec.gpu,
         "memory": spec.memory_mb * _MB, "max_concurrency": ACTOR_THREADS, "max_restarts": 0,
-        "scheduling_strategy": "SPREAD" if strategy == "SPREAD" else "DEFAULT"}
-    if spec.ray is not None:
-        if spec.ray.resources:
-            options["resources"] = dict(spec.ray.resources)
-        if spec.ray.node_label:
-            options["label_selector"] = dict(spec.ray.node_label)
+        "scheduling_strategy": "SPREAD" if placement.strategy == "SPREAD" else "DEFAULT"}
+    if placement.resources:
+        options["resources"] = dict(placement.resources)
+    if placement.node_label:
+        options["label_selector"] = dict(placement.node_label)
     return options
 
 
