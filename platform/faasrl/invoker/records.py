@@ -66,8 +66,8 @@ class InvocationRecord:
         return dict(vars(self))
 
     def to_json(self) -> bytes:
-        # The instance's own dict holds exactly its fields, in order: encoded as it is, with no
-        # copy (an invocation's record is encoded twice on the warm path: its answer and Redis).
+        # The whole record, as an invocation's answer: the instance's own dict holds exactly its
+        # fields, in order, so it is encoded as it is, with no copy (Redis gets ``to_stored``).
         return json.dumps(vars(self), separators=(",", ":")).encode()
 
     def to_stored(self) -> bytes:
