@@ -15,9 +15,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from faasrl.code_archive import SHA256_PATTERN
 from faasrl.inputs import STRICT
 
-SHA256 = r"^[0-9a-f]{64}$"
 ENTRY_POINT = r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$"
 MODULE = r"^[A-Za-z_][\w.]*$"
 
@@ -26,7 +26,7 @@ class EnvCode(BaseModel):
     """Where a job's environment comes from when gymnasium's registry does not know it."""
 
     model_config = STRICT
-    code_sha256: str | None = Field(None, pattern=SHA256,
+    code_sha256: str | None = Field(None, pattern=SHA256_PATTERN,
                                     description="the env's archive, uploaded with POST /v1/code")
     code_dir: str | None = Field(None, description="a folder on the client: `faasrl submit` "
                                                    "packs and uploads it (code_sha256); the "

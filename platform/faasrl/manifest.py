@@ -15,6 +15,7 @@ from pydantic import (
     field_validator,
 )
 
+from faasrl.code_archive import SHA256_PATTERN
 from faasrl.inputs import STRICT, load_yaml
 
 MANIFEST_NAMES = ("manifest.yaml", "manifest.yml", "manifest.json")
@@ -86,7 +87,7 @@ class FunctionSpec(BaseModel):
     image: str | None = Field(None, description="container image (Docker backend)")
     code_dir: str | None = Field(None, description="folder holding the handler (process backend)")
     code_sha256: str | None = Field(
-        None, pattern=r"^[0-9a-f]{64}$",
+        None, pattern=SHA256_PATTERN,
         description="an uploaded code archive (POST /v1/code), unpacked in the container at init")
     cpu: float = Field(1.0, gt=0, le=1024, description="cores reserved per container")
     memory_mb: int = Field(512, ge=32, le=1 << 20, description="memory limit per container")
