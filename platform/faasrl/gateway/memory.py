@@ -14,13 +14,13 @@ import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
+from faasrl.gateway.schemas import MemoryOut
 from faasrl.invoker.errors import InvokerError
 
 log = logging.getLogger(__name__)
@@ -115,16 +115,15 @@ class MemoryWatch:
         return ", ".join(f"{name} {share:.0%} used (sheds at {self.shed_at:.0%})"
                          for name, share in shares.items()) or "not measured"
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> MemoryOut:
         """What ``/healthz`` says of memory."""
         r = self.reading
-        return {"state": "shedding" if self.shedding else "ok",
-                "shed_at": self.shed_at,
-                "shares": {k: round(v, 4) for k, v in r.shares.items()},
-                "redis_used_mb": round(r.redis_used / MB, 1),
-                "redis_max_mb": round(r.redis_max / MB, 1) if r.redis_max else None,
-                "node_available_mb": round(r.node_available / MB, 1),
-                "node_total_mb": round(r.node_total / MB, 1)}
+        return MemoryOut(state="shedding" if self.shedding else "ok", shed_at=self.shed_at,
+                         shares={k: round(v, 4) for k, v in r.shares.items()},
+                         redis_used_mb=round(r.redis_used / MB, 1),
+                         redis_max_mb=round(r.redis_max / MB, 1) if r.redis_max else None,
+                         node_available_mb=round(r.node_available / MB, 1),
+                         node_total_mb=round(r.node_total / MB, 1))
 
     async def _loop(self) -> None:
         while True:

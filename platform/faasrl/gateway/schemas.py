@@ -144,15 +144,47 @@ class ClusterOut(BaseModel):
                                           "(a function importing them does so itself)")
 
 
+class MemoryOut(BaseModel):
+    """Memory in use against its limits (``gateway/memory.py: MemoryWatch``)."""
+
+    state: Literal["ok", "shedding"] = Field(
+        description="shedding: new async invocations and pre-warming are refused (503) and "
+                    "records leaving Redis are not archived")
+    shed_at: float = Field(description="the share of a limit in use past which it sheds")
+    shares: dict[str, float] = Field(
+        description="the share in use of each limit there is: redis (of its maxmemory), node")
+    redis_used_mb: float
+    redis_max_mb: float | None = Field(description="Redis's maxmemory; null: none set")
+    node_available_mb: float
+    node_total_mb: float
+
+
+class ArchiveOut(BaseModel):
+    max_mb: float = Field(description="the archive's files at most")
+    days: float = Field(description="how long it keeps a record")
+    oldest_hour_utc: str | None = Field(
+        description="the hour (YYYYmmddTHH) its oldest records left Redis in; null: none yet")
+    writing: bool = Field(description="false while memory is short: records are not archived")
+
+
+class RecordsOut(BaseModel):
+    """What invocation records take of Redis, what bounds them, and what the archive keeps."""
+
+    in_redis: int
+    redis_mb: float = Field(description="what they cost Redis (estimated)")
+    redis_max_mb: float
+    ttl_s: int
+    archived: int = Field(description="records that left Redis for the archive since start")
+    discarded: int = Field(description="records that left Redis for no archive since start")
+    archive: ArchiveOut | None = Field(description="null: records are not archived")
+
+
 class HealthOut(BaseModel):
     status: str
     version: str
     redis: str
-    memory: dict[str, Any] = Field(description="memory in use against its limits; state "
-                                   "'shedding' while new async invocations and pre-warming are "
-                                   "refused")
-    records: dict[str, Any] = Field(description="what invocation records take of Redis, and "
-                                    "their retention")
+    memory: MemoryOut
+    records: RecordsOut
 
 
 class ErrorDetail(BaseModel):

@@ -6,7 +6,7 @@ import time
 from typing import Any
 
 from faasrl.gateway.memory import MB
-from faasrl.gateway.schemas import InvokeRequest
+from faasrl.gateway.schemas import ArchiveOut, InvokeRequest, RecordsOut
 from faasrl.gateway.services import Services
 from faasrl.invoker.errors import FunctionNotFound, InvokerError
 from faasrl.invoker.invoker import new_invocation_id
@@ -79,15 +79,16 @@ async def _ended(svc: Services, function: str, status: str, limit: int) -> list[
     return found[:limit]
 
 
-def retention(svc: Services) -> dict[str, Any]:
+def retention(svc: Services) -> RecordsOut:
     """What the records take of Redis, what bounds them, and what the archive keeps."""
     store, usage, settings = svc.records, svc.records.usage, svc.settings
-    return {"in_redis": usage.count, "redis_mb": round(usage.bytes / MB, 2),
-            "redis_max_mb": settings.record_max_mb, "ttl_s": settings.record_ttl_s,
-            "archived": usage.archived, "discarded": usage.discarded,
-            "archive": None if store.archive is None else {
-                "max_mb": settings.record_archive_mb, "days": settings.record_archive_days,
-                "oldest_hour_utc": store.archive.oldest(), "writing": store.archiving}}
+    return RecordsOut(
+        in_redis=usage.count, redis_mb=round(usage.bytes / MB, 2),
+        redis_max_mb=settings.record_max_mb, ttl_s=settings.record_ttl_s,
+        archived=usage.archived, discarded=usage.discarded,
+        archive=None if store.archive is None else ArchiveOut(
+            max_mb=settings.record_archive_mb, days=settings.record_archive_days,
+            oldest_hour_utc=store.archive.oldest(), writing=store.archiving))
 
 
 def not_found(svc: Services, invocation_id: str) -> str:
