@@ -7,7 +7,7 @@ import time
 from typing import Any
 
 from helpers import fn
-from redis.asyncio import Redis
+from redis.asyncio import BlockingConnectionPool, Redis
 
 from faasrl.client import Client
 from faasrl.data.connection import gateway_redis
@@ -189,6 +189,30 @@ def test_records_the_archive_refuses_are_counted_as_discarded(redis_url, tmp_pat
         return store.usage.archived, store.usage.discarded
 
     assert asyncio.run(scenario()) == (0, 2)
+
+
+def test_a_batch_whose_write_is_cancelled_at_close_is_written_by_close(redis_url):
+    """A gateway stopping while the writer waits to send a batch (every connection busy)
+    cancels that write: close() writes the batch with what is still queued, nothing lost."""
+    async def scenario() -> list[bool]:
+        redis = Redis(connection_pool=BlockingConnectionPool.from_url(
+            redis_url, max_connections=1, timeout=None))
+        store = RecordStore(redis, ttl_s=60, flush_interval_s=0.01)
+        await store.start()
+        await asyncio.sleep(0.05)  # the first write (the retention's) is done
+        busy = asyncio.create_task(redis.blpop(["faasrl:test:nothing"], 1))  # the connection
+        await asyncio.sleep(0.05)
+        store.put(InvocationRecord("w0", "f", status="success"))
+        while not store._writing:  # the writer took the batch and waits for the connection
+            await asyncio.sleep(0.005)
+        store.put(InvocationRecord("w1", "f", status="success"))
+        await store.close()
+        await busy
+        found = [bool(await redis.exists(_key(i))) for i in ("w0", "w1")]
+        await redis.aclose()
+        return found
+
+    assert asyncio.run(scenario()) == [True, True]
 
 
 def test_an_invocations_record_is_readable_right_after_its_answer(client: Client):

@@ -363,7 +363,10 @@ class RecordStore:
             self._wake.set()
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
-        batch, self._backlog = self._backlog, {}
+        # The batch whose write the cancellation cut short too (writing it again changes
+        # nothing but an index entry, which reads drop).
+        batch = {**self._writing, **self._backlog}
+        self._writing, self._backlog = {}, {}
         await self._flush(list(batch.values()))
 
     async def _writer(self) -> None:
