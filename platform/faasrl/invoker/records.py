@@ -62,9 +62,6 @@ class InvocationRecord:
     def bill(self, run_s: float, init_s: float = 0.0) -> None:
         self.billed_ms += math.ceil((run_s + init_s) * 1000)
 
-    def to_dict(self) -> dict[str, Any]:
-        return dict(vars(self))
-
     def to_json(self) -> bytes:
         # The whole record, as an invocation's answer: the instance's own dict holds exactly its
         # fields, in order, so it is encoded as it is, with no copy (Redis gets ``to_stored``).
