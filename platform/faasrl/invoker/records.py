@@ -1,4 +1,5 @@
-"""One record per invocation, kept in Redis; cost is derived from these fields."""
+"""One record per invocation, kept in Redis within a retention (archived beyond it); cost is
+derived from these fields."""
 
 from __future__ import annotations
 
