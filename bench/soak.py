@@ -109,7 +109,7 @@ def main() -> None:
                 "redis_used_mb": r.info("memory")["used_memory"] / MB,
                 "records_mb": records["redis_mb"], "records_in_redis": records["in_redis"],
                 "archived": records["archived"], "discarded": records["discarded"],
-                "archive_mb": folder_mb(settings.state_dir / "records"),
+                "archive_mb": folder_mb(settings.record_archive_dir),
                 "gateway_open_files": me.num_fds(), "gateway_threads": me.num_threads()}
             samples.append(sample)
             console.print(" ".join(f"{k} {v:,.1f}" if isinstance(v, float) else f"{k} {v:,}"

@@ -124,3 +124,8 @@ class Settings(BaseSettings):
     @property
     def scheduler_folder(self) -> Path:
         return self.schedulers_dir or self.state_dir / "schedulers"
+
+    @property
+    def record_archive_dir(self) -> Path:
+        """Where the records archive's files are (``record_archive``)."""
+        return self.state_dir / "records"

@@ -72,5 +72,5 @@ def test_sixty_thousand_invocations_keep_records_within_their_bound_beside_a_job
         assert from_archive > 0
         assert all(httpx.get(f"{platform.url}/v1/invocations/{i}").status_code == 404
                    for i in chunks[0][:100])
-    archive = sum(f.stat().st_size for f in (platform.settings.state_dir / "records").iterdir())
+    archive = sum(f.stat().st_size for f in platform.settings.record_archive_dir.iterdir())
     assert archive <= ARCHIVE_MB * 1024 * 1024 * 1.15, archive

@@ -78,7 +78,7 @@ def create_app(settings: Settings, redis_url: str, function_redis_url: str | Non
         registry.register(PoolCollector(lambda: pool))
         archive = None
         if settings.record_archive:
-            archive = RecordArchive(settings.state_dir / "records",
+            archive = RecordArchive(settings.record_archive_dir,
                                     int(settings.record_archive_mb * MB),
                                     settings.record_archive_days * 86400)
             archive.start()
