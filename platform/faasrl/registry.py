@@ -66,6 +66,9 @@ class Registry(Mapping[str, T], Generic[T]):
     def __contains__(self, name: object) -> bool:
         return name in self._entries
 
+    def get(self, name: str, default: Any = None) -> Any:  # Mapping's, without its try/except
+        return self[name] if name in self._entries else default
+
     def require(self, name: str) -> T:
         """The entry ``name``; unknown, a ValueError naming the choices (a 4xx at the edge)."""
         if name not in self._entries:

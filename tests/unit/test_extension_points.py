@@ -26,7 +26,7 @@ from faasrl.backends import BACKENDS, SERVICES, Backend, BackendFactory, Service
 from faasrl.backends.service import ServiceBackend
 from faasrl.config import Settings
 from faasrl.controllers import CONTROLLERS, Controller, ControllerEntry
-from faasrl.jobs.spec import JobSpec
+from faasrl.jobs.spec import JobSpec, Placement
 from faasrl.manifest import FunctionSpec
 from faasrl.registry import Registry
 from faasrl.rl.envs import env_family
@@ -181,6 +181,8 @@ def test_the_job_spec_and_the_settings_take_exactly_the_registered_names():
     assert get_args(Settings.model_fields["backend"].annotation) == tuple(BACKENDS)
     placements = get_args(FunctionSpec.model_fields["placement"].annotation)
     assert set(SERVICES) <= set(placements), "a service nobody can place a function on"
+    actors = get_args(Placement.model_fields["actors"].annotation)
+    assert set(SERVICES) <= set(get_args(actors[0])), "a service no job can place actors on"
 
 
 def test_config_titles_are_unique():
