@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 BENCH_STAMP := $(VENV)/.installed-bench
 
 .PHONY: install run test lint bench clean docker-engine images image-runtime image-platform \
-	image-runtime-gpu up down bench-docker
+	image-runtime-gpu up down bench-docker docs-schemas
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -28,6 +28,10 @@ test: lint
 
 lint: $(STAMP)
 	$(BIN)/ruff check platform functions tests bench examples images
+
+# The function contracts' JSON Schemas in docs/contracts (a unit test fails when they are stale).
+docs-schemas: $(STAMP)
+	$(BIN)/python -m faasrl.contracts_schema docs/contracts
 
 bench: $(BENCH_STAMP)
 	$(BIN)/python bench/invoke_latency.py

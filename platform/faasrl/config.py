@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import socket
 from pathlib import Path
-from typing import Literal
 
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from faasrl.backends import BackendName
 
 # The repository's built-in functions, when faasrl runs from a checkout (editable install).
 _CHECKOUT_FUNCTIONS = Path(__file__).resolve().parents[2] / "functions"
@@ -36,7 +37,7 @@ class Settings(BaseSettings):
     schedulers_dir: Path | None = Field(None, description="saved MinionsRL schedulers; None = "
                                                           "<state_dir>/schedulers")
 
-    backend: Literal["process", "docker", "ray"] = Field(
+    backend: BackendName = Field(
         "process", description="where this node's function containers come from")
     node_name: str = Field(default_factory=socket.gethostname,
                            description="labels this node's Docker containers and Ray actors; "

@@ -2,7 +2,8 @@
 everything that makes it that algorithm; the platform (job spec, functions, drivers) only looks
 them up here by the job's ``algorithm``.
 
-What every algorithm module exposes (the next one copies this list):
+What every algorithm module exposes (the next one copies this list;
+:mod:`~faasrl.algorithms.surface` states it as Protocols every registered module is tested on):
 
 ``NAME``
     the job spec's ``algorithm``.
@@ -40,7 +41,7 @@ What every algorithm module exposes (the next one copies this list):
 
 Modules import torch guarded (``torch = None`` without it): the gateway, which has no torch,
 validates job specs with their Configs. Adding an algorithm is one module and one line in
-``ALGORITHMS``.
+``ALGORITHMS`` below (the job spec's ``algorithm`` and ``hyperparameters`` follow from it).
 """
 
 from __future__ import annotations
@@ -48,25 +49,25 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
-from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
+from typing import TYPE_CHECKING, Annotated, Any, Union
 
 from pydantic import Field
 
 from faasrl.algorithms import dqn, impact, ppo, sac
+from faasrl.registry import Registry
 
 if TYPE_CHECKING:
     import torch
 
     from faasrl.rl.policy import ActorCritic
 
-ALGORITHMS: dict[str, ModuleType] = {
-    ppo.NAME: ppo,
-    impact.NAME: impact,
-    dqn.NAME: dqn,
-    sac.NAME: sac,
-}
+ALGORITHMS: Registry[ModuleType] = Registry("algorithm")  # modules: surface.Algorithm
+ALGORITHMS.register(ppo.NAME, ppo)
+ALGORITHMS.register(impact.NAME, impact)
+ALGORITHMS.register(dqn.NAME, dqn)
+ALGORITHMS.register(sac.NAME, sac)
 
-AlgorithmName = Literal[tuple(ALGORITHMS)]  # type: ignore[valid-type]
+AlgorithmName = ALGORITHMS.literal()
 # A job's hyper-parameters: the Config of its algorithm, told apart by their ``algorithm`` tag.
 AlgorithmConfig = Annotated[Union[tuple(m.Config for m in ALGORITHMS.values())],  # type: ignore[valid-type] # noqa: UP007
                             Field(discriminator="algorithm")]
@@ -74,10 +75,7 @@ AlgorithmConfig = Annotated[Union[tuple(m.Config for m in ALGORITHMS.values())],
 
 def algorithm(name: str) -> ModuleType:
     """The module of algorithm ``name``."""
-    try:
-        return ALGORITHMS[name]
-    except KeyError:
-        raise ValueError(f"algorithm must be one of {sorted(ALGORITHMS)}, not {name!r}") from None
+    return ALGORITHMS.require(name)
 
 
 def annealed_lr(cfg: Any, round: int, total_rounds: int | None) -> float:

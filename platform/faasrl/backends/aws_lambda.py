@@ -35,7 +35,7 @@ import threading
 import time
 from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import boto3
 from botocore.config import Config
@@ -48,7 +48,11 @@ from botocore.exceptions import (
 )
 
 from faasrl.backends.service import Outcome, ServiceBackend
+from faasrl.data.connection import without_credentials
 from faasrl.manifest import FunctionSpec, LambdaTarget
+
+if TYPE_CHECKING:
+    from faasrl.config import Settings
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +86,17 @@ def client_context(env: Mapping[str, str]) -> str | None:
 
 class LambdaBackend(ServiceBackend):
     name = "lambda"
+
+    @classmethod
+    def from_settings(cls, settings: Settings, redis_url: str) -> LambdaBackend:
+        """Its functions reach Redis at ``lambda_redis_url`` (default ``redis_url``), without
+        credentials like every function: they authenticate as their job's user."""
+        lambda_redis = settings.lambda_redis_url.get_secret_value() if settings.lambda_redis_url \
+            else redis_url
+        return cls(runtime_env={"FAASRL_REDIS_URL": without_credentials(lambda_redis)},
+                   max_concurrency=settings.lambda_max_concurrency,
+                   throttle_retries=settings.lambda_throttle_retries,
+                   timeout_grace_s=settings.timeout_grace_s)
 
     def __init__(self, *, runtime_env: Mapping[str, str] | None = None,
                  max_concurrency: int = 256, throttle_retries: int = 4,

@@ -40,7 +40,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import docker
 from docker.errors import APIError, DockerException, ImageNotFound, NotFound
@@ -56,6 +56,9 @@ from faasrl.backends.base import (
 from faasrl.backends.process import owner_alive, owner_label
 from faasrl.manifest import FunctionSpec
 from faasrl.runtime.server import SECRET_ENV
+
+if TYPE_CHECKING:
+    from faasrl.config import Settings
 
 log = logging.getLogger(__name__)
 RUNTIME_PORT = 8080
@@ -185,6 +188,14 @@ def host_gateway_address(client: docker.DockerClient | None = None) -> str:
 class DockerBackend(Backend):
     name = "docker"
     has_stem_cells = True
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> DockerBackend:
+        return cls(DockerConfig(
+            node=settings.node_name, image=settings.docker_image,
+            gpu_image=settings.docker_gpu_image, network=settings.docker_network,
+            functions_dir=settings.functions_dir, builtins_dir=settings.docker_builtins_dir,
+            pids_limit=settings.docker_pids_limit, tmpfs_mb=settings.docker_tmpfs_mb))
 
     def __init__(self, config: DockerConfig, client: docker.DockerClient | None = None):
         self.config = config

@@ -54,7 +54,7 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import faasrl
 from faasrl.backends.base import (
@@ -67,6 +67,9 @@ from faasrl.backends.base import (
 from faasrl.backends.zygote import Zygote, ZygoteGone
 from faasrl.manifest import FunctionSpec
 from faasrl.runtime.zygote import exited
+
+if TYPE_CHECKING:
+    from faasrl.config import Settings
 
 log = logging.getLogger(__name__)
 _CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -215,6 +218,11 @@ class _Forked:
 
 class ProcessBackend(Backend):
     name = "process"
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> ProcessBackend:
+        return cls(settings.state_dir, user=settings.function_user,
+                   python=settings.function_python, zygote=settings.zygote)
 
     def __init__(self, state_dir: Path, *, user: str = "", python: Path | None = None,
                  zygote: bool = False):

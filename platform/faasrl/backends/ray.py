@@ -36,7 +36,7 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import ray
 from ray._private import ray_constants
@@ -48,6 +48,9 @@ from faasrl.backends.ray_actor import RuntimeActor
 from faasrl.backends.ray_local import LocalRayCluster, loopback_driver
 from faasrl.invoker.resources import Resources
 from faasrl.manifest import FunctionSpec, RayPlacement
+
+if TYPE_CHECKING:
+    from faasrl.config import Settings
 
 log = logging.getLogger(__name__)
 NODES_POLL_S = 1.0  # how often the cluster's nodes (capacity) are read
@@ -136,6 +139,15 @@ def cluster_capacity(nodes: list[dict[str, Any]]) -> Resources:
 
 class RayBackend(Backend):
     name = "ray"
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> RayBackend:
+        return cls(RayConfig(
+            node=settings.node_name, address=settings.ray_address,
+            namespace=settings.ray_namespace, functions_dir=settings.functions_dir,
+            builtins_dir=settings.ray_builtins_dir, log_dir=settings.state_dir / "logs",
+            local_cpu=settings.node_cpu, local_memory_mb=settings.node_memory_mb,
+            local_gpus=settings.node_gpus))
 
     def __init__(self, config: RayConfig):
         self.config = config

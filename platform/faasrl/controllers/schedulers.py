@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import safetensors.numpy
 
-from faasrl.controllers.spec import SCHEDULER_NAME
+SCHEDULER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 
 class SchedulerNotFound(LookupError):

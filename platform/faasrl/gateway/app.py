@@ -15,8 +15,7 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 import faasrl
-from faasrl.backends import create_backend
-from faasrl.backends.aws_lambda import LambdaBackend
+from faasrl.backends import create_backend, create_services
 from faasrl.config import Settings
 from faasrl.data.connection import gateway_redis, without_credentials
 from faasrl.data.health import RedisHealth
@@ -106,7 +105,7 @@ def create_app(settings: Settings, redis_url: str, function_redis_url: str | Non
             runtime_env={"FAASRL_REDIS_URL": without_credentials(
                 settings.function_redis_url or function_redis_url or redis_url)},
             code=code_store.get,
-            services={"lambda": _lambda_backend(settings, redis_url)})
+            services=create_services(settings, redis_url))
         await invoker.start()
         registrations = FunctionRegistry(redis)
         await function_service.restore(
@@ -182,15 +181,3 @@ async def _warn_if_open(redis: Redis) -> None:
     if "nopass" in flags and "off" not in flags:
         log.warning("the gateway's Redis lets anyone in without a password: functions could "
                     "use it to reach every job's and the platform's keys (give it one)")
-
-
-def _lambda_backend(settings: Settings, redis_url: str) -> LambdaBackend:
-    """Invokes functions placed on Lambda; they reach Redis at ``lambda_redis_url`` (without
-    credentials, like every function: they authenticate as their job's user)."""
-    lambda_redis = settings.lambda_redis_url.get_secret_value() if settings.lambda_redis_url \
-        else redis_url
-    return LambdaBackend(runtime_env={"FAASRL_REDIS_URL": without_credentials(lambda_redis)},
-                         max_concurrency=settings.lambda_max_concurrency,
-                         throttle_retries=settings.lambda_throttle_retries,
-                         timeout_grace_s=settings.timeout_grace_s)
-

@@ -19,7 +19,8 @@ from faasrl.invoker import Invoker
 from faasrl.invoker.errors import FunctionNotFound
 from faasrl.jobs.spec import JobSpec, env_transition_layout
 from faasrl.jobs.store import ACTIVE, JobRecord, JobStore
-from faasrl.workflow import WORKFLOWS, JobRun
+from faasrl.workflow import WORKFLOWS
+from faasrl.workflow.job import JobRun
 
 
 class JobNotFound(LookupError):

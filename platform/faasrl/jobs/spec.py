@@ -29,6 +29,7 @@ from faasrl.controllers.spec import ControllerSpec, FixedController
 from faasrl.inputs import STRICT
 from faasrl.jobs.cost import Pricing
 from faasrl.rl.envs import check_env_id, env_family, make_env, obs_dtype
+from faasrl.workflow import ExecutionName
 
 Loc = tuple[int | str, ...]  # where a value is in the spec, as pydantic's errors say
 # What a job's algorithm fills in: not missing when the algorithm is unknown (its error says it).
@@ -163,7 +164,7 @@ class JobSpec(BaseModel):
     algorithm: AlgorithmName = Field(
         "ppo", description="impact (V-trace + target network) runs asynchronously; dqn and "
                            "sac off-policy")
-    execution: Literal["sync", "async", "offpolicy"] = Field(
+    execution: ExecutionName = Field(
         "sync", description="sync: rounds of actors then one learner; async: Stellaris-style "
                           "asynchronous learners; offpolicy: continuous actors, a replay-buffer "
                           "function, a learner sampling it (default: the algorithm's first)")

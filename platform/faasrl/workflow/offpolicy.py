@@ -33,6 +33,7 @@ from typing import Any
 
 from faasrl.algorithms import algorithm
 from faasrl.algorithms.offpolicy import annealed_beta
+from faasrl.algorithms.surface import OffPolicyAlgorithm
 from faasrl.contracts import ExploreResult, IngestResult, SampleResult, TrainResult
 from faasrl.data.ops import drop_stream
 from faasrl.invoker import InvocationRecord
@@ -81,6 +82,10 @@ class _Round:
 
 
 class OffPolicyWorkflow:
+    """Continuous actors, a replay-buffer function, a learner sampling it (DQN, SAC)."""
+
+    ALGORITHM_SURFACE = OffPolicyAlgorithm  # what it calls on the job's algorithm module
+
     def __init__(self, run: JobRun):
         self.run = run
         self.cfg = run.record.spec.hyperparameters

@@ -51,6 +51,7 @@ from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import Any, Literal, TypeVar
 
+from faasrl.algorithms.surface import AsyncAlgorithm
 from faasrl.contracts import FlushResult, GradientResult, RolloutResult, StepResult
 from faasrl.data.keys import learners_key
 from faasrl.data.ops import drop_batches, reset_round, unregister_learner
@@ -121,6 +122,10 @@ class _Round:
 
 
 class StellarisWorkflow:
+    """Continuous actors, FIFO learners, staleness-aware aggregation (Stellaris)."""
+
+    ALGORITHM_SURFACE = AsyncAlgorithm  # what it calls on the job's algorithm module
+
     def __init__(self, run: JobRun):
         self.run = run
         self.settings = run.record.spec.asynchronous

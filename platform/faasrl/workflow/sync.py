@@ -22,6 +22,7 @@ import statistics
 import time
 from typing import Any
 
+from faasrl.algorithms.surface import SyncAlgorithm
 from faasrl.contracts import RolloutResult, UpdateResult
 from faasrl.controllers.nitro import convexity_ratio
 from faasrl.data.keys import optimizer_keys
@@ -52,6 +53,10 @@ def measurements(out: UpdateResult) -> dict[str, Any]:
 
 
 class SyncWorkflow:
+    """Rounds of I_k actors, then one learner update (PPO)."""
+
+    ALGORITHM_SURFACE = SyncAlgorithm  # what it calls on the job's algorithm module
+
     def __init__(self, run: JobRun):
         self.run = run
         self.buffer = Buffer()
