@@ -12,7 +12,8 @@ def create_backend(settings: Settings) -> Backend:
         from faasrl.backends.process import ProcessBackend
 
         return ProcessBackend(settings.state_dir, user=settings.function_user,
-                              python=settings.function_python, zygote=settings.zygote)
+                              python=settings.function_python, zygote=settings.zygote,
+                              env_layers_dir=settings.env_layers_folder)
     if settings.backend == "docker":
         from faasrl.backends.docker import DockerBackend, DockerConfig
 
@@ -20,7 +21,9 @@ def create_backend(settings: Settings) -> Backend:
             node=settings.node_name, image=settings.docker_image,
             gpu_image=settings.docker_gpu_image, network=settings.docker_network,
             functions_dir=settings.functions_dir, builtins_dir=settings.docker_builtins_dir,
-            pids_limit=settings.docker_pids_limit, tmpfs_mb=settings.docker_tmpfs_mb))
+            pids_limit=settings.docker_pids_limit, tmpfs_mb=settings.docker_tmpfs_mb,
+            env_layers_dir=settings.env_layers_folder,
+            env_layers_source=settings.docker_env_layers_source))
     if settings.backend == "ray":
         from faasrl.backends.ray import RayBackend, RayConfig
 
@@ -29,7 +32,7 @@ def create_backend(settings: Settings) -> Backend:
             namespace=settings.ray_namespace, functions_dir=settings.functions_dir,
             builtins_dir=settings.ray_builtins_dir, log_dir=settings.state_dir / "logs",
             local_cpu=settings.node_cpu, local_memory_mb=settings.node_memory_mb,
-            local_gpus=settings.node_gpus))
+            local_gpus=settings.node_gpus, env_layers_dir=settings.env_layers_folder))
     raise ValueError(f"unknown backend {settings.backend!r}")
 
 

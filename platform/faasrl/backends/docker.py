@@ -44,7 +44,7 @@ from typing import Any
 
 import docker
 from docker.errors import APIError, DockerException, ImageNotFound, NotFound
-from docker.types import DeviceRequest
+from docker.types import DeviceRequest, Mount
 
 from faasrl.backends.base import (
     Backend,
@@ -54,6 +54,9 @@ from faasrl.backends.base import (
     thread_env,
 )
 from faasrl.backends.process import owner_alive, owner_label
+from faasrl.env_layers import LAYERS_ENV, LAYERS_MOUNT
+from faasrl.env_layers.install import LayerError, LayerStore
+from faasrl.env_layers.target import PROBE, PythonTarget, TargetError
 from faasrl.manifest import FunctionSpec
 from faasrl.runtime.server import SECRET_ENV
 
@@ -80,6 +83,18 @@ class DockerConfig:
     builtins_dir: str = "/opt/faasrl/functions"  # the same functions inside the images
     pids_limit: int = 1024
     tmpfs_mb: int = 512
+    env_layers_dir: Path | None = None  # the gateway's env layers; None: containers get none
+    env_layers_source: str | None = None  # the same as the engine finds it (path or volume)
+
+
+def layers_options(config: DockerConfig, key: str) -> dict[str, Any]:
+    """What gives a container the env layers of its image's Python (``key``: its target's):
+    the layers folder, mounted read-only at ``LAYERS_MOUNT`` (a mount of the folder, so layers
+    installed after the container started show too), and the path of its target's layers."""
+    source = config.env_layers_source or str(config.env_layers_dir)
+    kind = "bind" if source.startswith("/") else "volume"
+    return {"mounts": [Mount(LAYERS_MOUNT, source, type=kind, read_only=True)],
+            "environment": {LAYERS_ENV: f"{LAYERS_MOUNT}/{key}"}}
 
 
 def image_of(spec: FunctionSpec, gpus: tuple[int, ...], config: DockerConfig) -> str:
@@ -105,12 +120,13 @@ def function_env(spec: FunctionSpec, container_id: str) -> dict[str, str]:
 
 
 def _runtime_options(image: str, config: DockerConfig, owner: str, secret: str,
-                     memory_mb: int, gpus: tuple[int, ...] = ()) -> dict[str, Any]:
+                     memory_mb: int, gpus: tuple[int, ...] = (),
+                     layers_key: str | None = None) -> dict[str, Any]:
     """What every container running ``faasrl.runtime`` has, function container or stem cell.
     ``secret``: the runtime's bearer token (it takes it out of its environment before the
     handler loads; only this container's own processes could read it, and they are the
-    function)."""
-    return {
+    function). ``layers_key``: the target of the env layers it reads (None: no layers)."""
+    options = {
         "image": image,
         "command": ["python", "-m", "faasrl.runtime", "--host", "0.0.0.0",
                     "--port", str(RUNTIME_PORT)],
@@ -135,13 +151,19 @@ def _runtime_options(image: str, config: DockerConfig, owner: str, secret: str,
         "extra_hosts": {HOST_ALIAS: "host-gateway"},
         "detach": True,
     }
+    if layers_key is not None:
+        layers = layers_options(config, layers_key)
+        options["mounts"] = layers["mounts"]
+        options["environment"] |= layers["environment"]
+    return options
 
 
 def container_options(spec: FunctionSpec, container_id: str, gpus: tuple[int, ...],
-                      config: DockerConfig, owner: str, secret: str) -> dict[str, Any]:
+                      config: DockerConfig, owner: str, secret: str,
+                      layers_key: str | None = None) -> dict[str, Any]:
     """The keyword arguments of ``containers.run`` for one function container."""
     options = _runtime_options(image_of(spec, gpus, config), config, owner, secret,
-                               spec.memory_mb, gpus)
+                               spec.memory_mb, gpus, layers_key)
     options["name"] = container_name(spec.name, container_id)
     options["labels"] |= {f"{LABEL}.function": spec.name, f"{LABEL}.container": container_id}
     options["environment"] |= function_env(spec, container_id)
@@ -155,11 +177,11 @@ def container_options(spec: FunctionSpec, container_id: str, gpus: tuple[int, ..
 
 
 def stem_options(image: str, stem_id: str, config: DockerConfig, owner: str, secret: str,
-                 memory_mb: int) -> dict[str, Any]:
+                 memory_mb: int, layers_key: str | None = None) -> dict[str, Any]:
     """The keyword arguments of ``containers.run`` for a stem cell of ``image``: one core
     at a low weight and ``memory_mb`` while it imports and waits; one thread each for the
     numeric libraries until its function gives it its count."""
-    options = _runtime_options(image, config, owner, secret, memory_mb)
+    options = _runtime_options(image, config, owner, secret, memory_mb, (), layers_key)
     options["command"].append("--stem-cell")
     options["name"] = container_name("stem", stem_id)
     options["labels"] |= {f"{LABEL}.stem_cell": "true", f"{LABEL}.container": stem_id}
@@ -203,6 +225,10 @@ class DockerBackend(Backend):
         self._pool = ThreadPoolExecutor(16, thread_name_prefix="docker")
         self._network_ready = False
         self._closing = False
+        self._layers: LayerStore | None = None  # asked of the image at the first need
+        self._layers_lock = threading.Lock()
+        if config.env_layers_dir is not None:
+            config.env_layers_dir.mkdir(mode=0o755, parents=True, exist_ok=True)
         self._events = self._client.events(decode=True, filters={
             "type": "container", "event": "die", "label": f"{LABEL}.owner={self._owner}"})
         self._watcher = threading.Thread(target=self._watch, name="docker-events", daemon=True)
@@ -223,6 +249,38 @@ class DockerBackend(Backend):
             fields["image"] = f"no image {image!r} on this Docker engine (make images)"
         return fields
 
+    # -------------------------------------------------------------- env layers
+    async def layer_store(self) -> LayerStore:
+        """Layers for the Python of the default image (the GPU image is built on the same
+        base; an image of a function's own with another Python cannot use them)."""
+        if self.config.env_layers_dir is None:
+            return await super().layer_store()
+        try:
+            return await self._call(self._layer_store)
+        except (DockerException, TargetError) as exc:
+            raise LayerError(f"cannot ask the image {self.config.image!r} which Python it "
+                             f"runs: {exc}") from None
+
+    def _layer_store(self) -> LayerStore:
+        folder = self.config.env_layers_dir
+        assert folder is not None
+        with self._layers_lock:
+            if self._layers is None:
+                out = self._client.containers.run(
+                    self.config.image, ["python", "-c", PROBE], remove=True, user=USER,
+                    network_mode="none", read_only=True, stdout=True, stderr=False)
+                self._layers = LayerStore(folder, PythonTarget.from_probe(out.decode()))
+            return self._layers
+
+    async def _layers_key(self) -> str | None:
+        """The target key containers' env layers are installed for (None: no layers)."""
+        try:
+            return (await self.layer_store()).target.key
+        except LayerError as exc:
+            if self.config.env_layers_dir is not None:
+                log.warning("containers start without env layers: %s", exc)
+            return None
+
     # --------------------------------------------------------------- lifecycle
     async def start(self, spec: FunctionSpec, container_id: str, gpus: tuple[int, ...] = (),
                     stem: ContainerHandle | None = None) -> ContainerHandle:
@@ -235,7 +293,8 @@ class DockerBackend(Backend):
         if stem is not None:
             await self.stop(stem, 0.0)
         secret = secrets.token_urlsafe(32)
-        options = container_options(spec, container_id, gpus, self.config, self._owner, secret)
+        options = container_options(spec, container_id, gpus, self.config, self._owner, secret,
+                                    await self._layers_key())
         container = await self._call(self._run, options)
         handle = ContainerHandle(container_id, spec.name, self.name, self._address(container),
                                  RUNTIME_PORT, native_id=container.id, secret=secret)
@@ -245,7 +304,7 @@ class DockerBackend(Backend):
     async def start_stem(self, image: str, stem_id: str, memory_mb: int) -> ContainerHandle:
         secret = secrets.token_urlsafe(32)
         options = stem_options(image or self.config.image, stem_id, self.config, self._owner,
-                               secret, memory_mb)
+                               secret, memory_mb, await self._layers_key())
         container = await self._call(self._run, options)
         handle = ContainerHandle(stem_id, "", self.name, self._address(container),
                                  RUNTIME_PORT, native_id=container.id, secret=secret,

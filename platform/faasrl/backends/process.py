@@ -65,6 +65,9 @@ from faasrl.backends.base import (
     thread_env,
 )
 from faasrl.backends.zygote import Zygote, ZygoteGone
+from faasrl.env_layers import LAYERS_ENV
+from faasrl.env_layers.install import LayerError, LayerStore
+from faasrl.env_layers.target import TargetError, interpreter_target
 from faasrl.manifest import FunctionSpec
 from faasrl.runtime.zygote import exited
 
@@ -148,6 +151,43 @@ def user_env(uid: int) -> dict[str, str]:
     return {"USER": name, "LOGNAME": name}
 
 
+def reachable_by(path: Path, uid: int, gid: int) -> bool:
+    """Whether ``uid`` (group ``gid``, no others) may list ``path`` and pass every folder above
+    it, by their modes."""
+    if uid == 0:
+        return True
+    for folder in (path, *path.parents):
+        try:
+            st = folder.stat()
+        except OSError:
+            return False
+        mode = st.st_mode >> 6 if st.st_uid == uid else \
+            st.st_mode >> 3 if st.st_gid == gid else st.st_mode
+        need = 0o5 if folder == path else 0o1  # read and pass the layers, pass the rest
+        if mode & need != need:
+            return False
+    return True
+
+
+def env_layers_folder(preferred: Path, credentials: tuple[int, int] | None) -> Path:
+    """Where env layers go so that function processes can read them: ``preferred``, or where
+    the functions' user cannot pass a folder above it (a root gateway's state dir under
+    /root), a folder of the gateway's own in the temporary folder."""
+    preferred.mkdir(mode=0o755, parents=True, exist_ok=True)
+    if credentials is None or reachable_by(preferred, *credentials):
+        return preferred
+    fallback = Path(tempfile.gettempdir()) / f"faasrl-env-layers-{os.geteuid()}"
+    fallback.mkdir(mode=0o755, exist_ok=True)
+    st = fallback.lstat()
+    if not fallback.is_dir() or fallback.is_symlink() or st.st_uid != os.geteuid() \
+            or st.st_mode & 0o022:
+        raise LayerError(f"{fallback} is not the gateway's own folder: env layers cannot go "
+                         "there; set FAASRL_ENV_LAYERS_DIR to a folder uid "
+                         f"{credentials[0]} can read")
+    log.info("env layers go to %s: uid %d cannot reach %s", fallback, credentials[0], preferred)
+    return fallback
+
+
 def function_credentials(user: str, python: str) -> tuple[int, int] | None:
     """(uid, gid) function processes run as; None: the gateway's own. Only a root gateway
     changes user, and only to one that can start the runtime with ``python``."""
@@ -217,13 +257,20 @@ class ProcessBackend(Backend):
     name = "process"
 
     def __init__(self, state_dir: Path, *, user: str = "", python: Path | None = None,
-                 zygote: bool = False):
+                 zygote: bool = False, env_layers_dir: Path | None = None):
         self._records = Path(state_dir) / "containers"
         self._logs = Path(state_dir) / "logs"
         for folder in (self._records, self._logs):  # the gateway's alone
             folder.mkdir(mode=0o700, parents=True, exist_ok=True)
         self._python = str(python or sys.executable)
         self.credentials = function_credentials(user, self._python)
+        self._layers: Path | LayerError | None = None  # the folder, or why there is none
+        if env_layers_dir is not None:
+            try:
+                self._layers = env_layers_folder(env_layers_dir, self.credentials)
+            except LayerError as exc:
+                log.warning("%s", exc)
+                self._layers = exc
         self._owner = {"owner_pid": os.getpid(), "owner_start": process_start_time(os.getpid())}
         self._children: dict[str, _Exec | _Forked] = {}
         self._handles: dict[str, ContainerHandle] = {}
@@ -244,6 +291,24 @@ class ProcessBackend(Backend):
     def zygote_not_preloaded(self) -> dict[str, str]:
         return self._last_zygote.not_preloaded if self._last_zygote is not None else {}
 
+    async def layer_store(self) -> LayerStore:
+        if isinstance(self._layers, LayerError):
+            raise LayerError(str(self._layers))
+        if self._layers is None:
+            return await super().layer_store()
+        try:
+            target = await asyncio.to_thread(interpreter_target, self._python)
+        except TargetError as exc:
+            raise LayerError(str(exc)) from None
+        return LayerStore(self._layers, target)
+
+    async def _layers_env(self) -> dict[str, str]:
+        """``LAYERS_ENV`` of a container: its folder of env layers (none without one)."""
+        try:
+            return {LAYERS_ENV: str((await self.layer_store()).root)}
+        except LayerError:
+            return {}
+
     def check(self, spec: FunctionSpec) -> dict[str, str]:
         fields = {}
         if spec.image:
@@ -261,7 +326,8 @@ class ProcessBackend(Backend):
         tmp = self._private_dir(f"faasrl-{container_id}-")
         self._tmp[container_id] = tmp
         cwd = Path(spec.code_dir).absolute() if spec.code_dir else tmp  # the zygote is elsewhere
-        env = container_env(spec.cpu, container_id, gpus, tmp, self._uid)
+        env = container_env(spec.cpu, container_id, gpus, tmp, self._uid) \
+            | await self._layers_env()
         log_path = self._logs / f"{container_id}.log"
         started = None
         if (starting := self.zygote) is not None and not starting.was_ready \
