@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
 import json
 import os
 import re
@@ -11,6 +12,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -19,6 +21,7 @@ from typing import Any
 
 import httpx
 
+from faasrl import code_archive
 from faasrl.client import Client
 
 TEST_FUNCTIONS = Path(__file__).parent / "functions"
@@ -29,6 +32,9 @@ RAY_ENV = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_num_prestart_python_workers": "0
            "RAY_prestart_worker_first_driver": "0", "RAY_health_check_period_ms": "500",
            "RAY_health_check_failure_threshold": "4"}
 TEST_NETWORK = "faasrl-test"  # the Docker network the tests' platforms join (removed after)
+LAYER_MODULE = "faasrl_layer_probe"  # the one module of the wheelhouse's package
+LAYER_REQUIREMENT = "faasrl-layer-probe==1.0"
+SDIST_ONLY = "faasrl-sdist-only"  # a package the wheelhouse holds only as source
 
 
 def fn(name: str = "t", handler: str = "fns:echo", **kw: Any) -> dict[str, Any]:
@@ -60,6 +66,51 @@ def start_runtime(*extra: str, preexec_fn: Callable[[], None] | None = None,
     port = re.search(r":(\d+) ", line)
     assert port, line
     return proc, f"http://127.0.0.1:{port.group(1)}"
+
+
+def build_wheelhouse(folder: Path) -> Path:
+    """A local package index in ``folder``/house, made offline: a wheel of a one-module package
+    (``LAYER_MODULE``, ``ANSWER = 42``) built here from source, and ``SDIST_ONLY`` as an sdist
+    alone, whose setup.py would leave ``folder``/setup-ran if it ever ran."""
+    src, house = folder / "src", folder / "house"
+    src.mkdir(parents=True)
+    house.mkdir()
+    (src / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["setuptools"]\nbuild-backend = "setuptools.build_meta"\n'
+        '[project]\nname = "faasrl-layer-probe"\nversion = "1.0"\n'
+        f'[tool.setuptools]\npy-modules = ["{LAYER_MODULE}"]\n')
+    (src / f"{LAYER_MODULE}.py").write_text("ANSWER = 42\n")
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-index",
+                    "--no-build-isolation", "--no-deps", "--wheel-dir", str(house), str(src)],
+                   check=True, capture_output=True, cwd=folder)
+    name = SDIST_ONLY.replace("-", "_")
+    setup = f"open({str(folder / 'setup-ran')!r}, 'w')\nfrom setuptools import setup\nsetup()\n"
+    with tarfile.open(house / f"{name}-1.0.tar.gz", "w:gz") as tar:
+        for member, text in ((f"{name}-1.0/setup.py", setup),
+                             (f"{name}-1.0/PKG-INFO", f"Metadata-Version: 2.1\nName: "
+                                                      f"{SDIST_ONLY}\nVersion: 1.0\n")):
+            data = text.encode()
+            info = tarfile.TarInfo(member)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return house
+
+
+def env_archive(folder: Path, requirements: str | None) -> tuple[bytes, str]:
+    """An env's code as it is uploaded (``code_archive.pack``), with this ``requirements.txt``
+    (None: none), and its sha256."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "corridor.py").write_text("import faasrl_layer_probe  # noqa: F401\n")
+    if requirements is not None:
+        (folder / "requirements.txt").write_text(requirements)
+    archive = code_archive.pack(folder)
+    return archive, code_archive.digest(archive)
+
+
+def runs_as(uid: int, python: str, *args: str) -> bool:
+    """Whether ``python *args`` succeeds as ``uid`` (group ``uid``, no others)."""
+    return subprocess.run([python, *args], user=uid, group=uid, extra_groups=[],
+                          capture_output=True, cwd="/").returncode == 0
 
 
 def with_python_path(folder: Path) -> str:
