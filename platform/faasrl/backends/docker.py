@@ -55,7 +55,7 @@ from faasrl.backends.base import (
 )
 from faasrl.backends.process import owner_alive, owner_label
 from faasrl.env_layers import LAYERS_ENV, LAYERS_MOUNT
-from faasrl.env_layers.install import LayerError, LayerStore
+from faasrl.env_layers.install import LayerError, LayerStore, open_folder
 from faasrl.env_layers.target import PROBE, PythonTarget, TargetError
 from faasrl.manifest import FunctionSpec
 from faasrl.runtime.server import SECRET_ENV
@@ -228,7 +228,7 @@ class DockerBackend(Backend):
         self._layers: LayerStore | None = None  # asked of the image at the first need
         self._layers_lock = threading.Lock()
         if config.env_layers_dir is not None:
-            config.env_layers_dir.mkdir(mode=0o755, parents=True, exist_ok=True)
+            open_folder(config.env_layers_dir)  # the mount's root: passed by the functions
         self._events = self._client.events(decode=True, filters={
             "type": "container", "event": "die", "label": f"{LABEL}.owner={self._owner}"})
         self._watcher = threading.Thread(target=self._watch, name="docker-events", daemon=True)

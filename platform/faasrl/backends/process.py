@@ -66,7 +66,7 @@ from faasrl.backends.base import (
 )
 from faasrl.backends.zygote import Zygote, ZygoteGone
 from faasrl.env_layers import LAYERS_ENV
-from faasrl.env_layers.install import LayerError, LayerStore
+from faasrl.env_layers.install import LayerError, LayerStore, open_folder
 from faasrl.env_layers.target import TargetError, interpreter_target
 from faasrl.manifest import FunctionSpec
 from faasrl.runtime.zygote import exited
@@ -173,11 +173,12 @@ def env_layers_folder(preferred: Path, credentials: tuple[int, int] | None) -> P
     """Where env layers go so that function processes can read them: ``preferred``, or where
     the functions' user cannot pass a folder above it (a root gateway's state dir under
     /root), a folder of the gateway's own in the temporary folder."""
-    preferred.mkdir(mode=0o755, parents=True, exist_ok=True)
+    open_folder(preferred)
     if credentials is None or reachable_by(preferred, *credentials):
         return preferred
     fallback = Path(tempfile.gettempdir()) / f"faasrl-env-layers-{os.geteuid()}"
-    fallback.mkdir(mode=0o755, exist_ok=True)
+    with contextlib.suppress(FileExistsError):
+        fallback.mkdir(mode=0o755)
     st = fallback.lstat()
     if not fallback.is_dir() or fallback.is_symlink() or st.st_uid != os.geteuid() \
             or st.st_mode & 0o022:
@@ -185,7 +186,7 @@ def env_layers_folder(preferred: Path, credentials: tuple[int, int] | None) -> P
                          "there; set FAASRL_ENV_LAYERS_DIR to a folder uid "
                          f"{credentials[0]} can read")
     log.info("env layers go to %s: uid %d cannot reach %s", fallback, credentials[0], preferred)
-    return fallback
+    return open_folder(fallback)
 
 
 def function_credentials(user: str, python: str) -> tuple[int, int] | None:

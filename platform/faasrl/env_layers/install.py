@@ -23,6 +23,7 @@ import os
 import re
 import shutil
 import signal
+import stat
 import sys
 import tempfile
 import time
@@ -74,6 +75,16 @@ class LayerStore:
                      progress: Progress | None = None) -> Path | None:
         return await ensure_layer(self.root, archive, sha256, progress=progress,
                                   target=self.target)
+
+
+def open_folder(folder: Path) -> Path:
+    """Make ``folder`` (and what is missing above it) if need be, and let everyone list and
+    pass it: function processes run as another user than the gateway."""
+    folder.mkdir(mode=0o755, parents=True, exist_ok=True)
+    mode = stat.S_IMODE(folder.stat().st_mode)
+    if mode & 0o555 != 0o555:
+        folder.chmod(mode | 0o555)
+    return folder
 
 
 def requirements_of(archive: bytes) -> list[str]:
@@ -206,7 +217,7 @@ def _lock(final: Path) -> asyncio.Lock:
 async def _file_lock(root: Path, sha256: str) -> AsyncIterator[None]:
     """The install of ``sha256`` under ``root``, one process at a time (polled: a blocking
     flock would hold a thread); leftovers of a crashed install go once it is held."""
-    root.mkdir(mode=0o755, parents=True, exist_ok=True)
+    open_folder(root)
     fd = os.open(root / f".{sha256}.lock", os.O_RDWR | os.O_CREAT, 0o600)
     try:
         while True:
