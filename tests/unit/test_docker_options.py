@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from faasrl.backends.docker import DockerConfig, container_options, stem_options, working_dir
+from faasrl.backends.docker import (
+    DockerConfig,
+    container_options,
+    mounted_as,
+    stem_options,
+    working_dir,
+)
 from faasrl.env_layers import LAYERS_ENV, LAYERS_MOUNT
 from faasrl.manifest import FunctionSpec
 
@@ -94,3 +100,15 @@ def test_env_layers_are_mounted_read_only_in_functions_and_stem_cells():
     assert "mounts" not in container_options(spec(), "c1", (), layered, "42:7", "s")
     assert LAYERS_ENV not in container_options(spec(), "c1", (), layered, "42:7", "s")[
         "environment"]
+
+
+def test_a_gateway_in_a_container_mounts_what_its_own_layers_folder_is():
+    folder = Path("/var/lib/faasrl/env-layers")
+    mounts = [{"Type": "volume", "Name": "p_gateway-state", "Destination": "/var/lib/faasrl"},
+              {"Type": "volume", "Name": "p_env-layers", "Destination": str(folder)},
+              {"Type": "bind", "Source": "/var/run/docker.sock",
+               "Destination": "/var/run/docker.sock"}]
+    assert mounted_as(mounts, folder) == "p_env-layers"
+    bind = [{"Type": "bind", "Source": "/srv/layers", "Destination": str(folder)}]
+    assert mounted_as(bind, folder) == "/srv/layers"
+    assert mounted_as(mounts[:1], folder) is None  # inside another mount: not reachable

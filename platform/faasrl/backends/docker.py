@@ -32,9 +32,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import ipaddress
 import logging
 import secrets
+import socket
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -84,7 +86,18 @@ class DockerConfig:
     pids_limit: int = 1024
     tmpfs_mb: int = 512
     env_layers_dir: Path | None = None  # the gateway's env layers; None: containers get none
-    env_layers_source: str | None = None  # the same as the engine finds it (path or volume)
+    env_layers_source: str | None = None  # the same as the engine finds it (a path or a
+    #                                       volume); None: the gateway's own mount of it, or it
+
+
+def mounted_as(mounts: list[dict[str, Any]], folder: Path) -> str | None:
+    """What the engine knows ``folder`` as, from the mounts of the container this process runs
+    in (a gateway in a container: the compose cluster's): a volume's name or a host path;
+    None where no mount ends at it."""
+    for mount in mounts:
+        if mount.get("Destination") == str(folder):
+            return mount.get("Name") if mount.get("Type") == "volume" else mount.get("Source")
+    return None
 
 
 def layers_options(config: DockerConfig, key: str) -> dict[str, Any]:
@@ -227,8 +240,19 @@ class DockerBackend(Backend):
         self._closing = False
         self._layers: LayerStore | None = None  # asked of the image at the first need
         self._layers_lock = threading.Lock()
+        self._layers_unseen: str | None = None  # why containers could not see the layers
         if config.env_layers_dir is not None:
             open_folder(config.env_layers_dir)  # the mount's root: passed by the functions
+            if config.env_layers_source is None and Path("/.dockerenv").exists():
+                if (source := self._own_mount_of(config.env_layers_dir)) is not None:
+                    self.config = config = dataclasses.replace(config, env_layers_source=source)
+                else:
+                    self._layers_unseen = (
+                        f"requirements.txt: the gateway runs in a container, where "
+                        f"{config.env_layers_dir} is no mount of its own, so function "
+                        "containers cannot see its env layers; mount a volume there (as "
+                        "docker-compose.yml does) or set FAASRL_DOCKER_ENV_LAYERS_SOURCE")
+                    log.warning("%s", self._layers_unseen)
         self._events = self._client.events(decode=True, filters={
             "type": "container", "event": "die", "label": f"{LABEL}.owner={self._owner}"})
         self._watcher = threading.Thread(target=self._watch, name="docker-events", daemon=True)
@@ -250,11 +274,21 @@ class DockerBackend(Backend):
         return fields
 
     # -------------------------------------------------------------- env layers
+    def _own_mount_of(self, folder: Path) -> str | None:
+        """``mounted_as`` for the container this gateway runs in."""
+        try:
+            me = self._client.containers.get(socket.gethostname())
+        except DockerException:
+            return None
+        return mounted_as(me.attrs.get("Mounts") or [], folder)
+
     async def layer_store(self) -> LayerStore:
         """Layers for the Python of the default image (the GPU image is built on the same
         base; an image of a function's own with another Python cannot use them)."""
         if self.config.env_layers_dir is None:
             return await super().layer_store()
+        if self._layers_unseen is not None:
+            raise LayerError(self._layers_unseen)
         try:
             return await self._call(self._layer_store)
         except (DockerException, TargetError) as exc:
