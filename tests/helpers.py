@@ -35,6 +35,7 @@ TEST_NETWORK = "faasrl-test"  # the Docker network the tests' platforms join (re
 LAYER_MODULE = "faasrl_layer_probe"  # the one module of the wheelhouse's package
 LAYER_REQUIREMENT = "faasrl-layer-probe==1.0"
 SDIST_ONLY = "faasrl-sdist-only"  # a package the wheelhouse holds only as source
+NEWER_GLIBC_WHEEL = f"{LAYER_MODULE}-2.0-cp311-cp311-manylinux_2_28_x86_64.whl"
 
 
 def fn(name: str = "t", handler: str = "fns:echo", **kw: Any) -> dict[str, Any]:
@@ -69,20 +70,26 @@ def start_runtime(*extra: str, preexec_fn: Callable[[], None] | None = None,
 
 
 def build_wheelhouse(folder: Path) -> Path:
-    """A local package index in ``folder``/house, made offline: a wheel of a one-module package
-    (``LAYER_MODULE``, ``ANSWER = 42``) built here from source, and ``SDIST_ONLY`` as an sdist
-    alone, whose setup.py would leave ``folder``/setup-ran if it ever ran."""
-    src, house = folder / "src", folder / "house"
-    src.mkdir(parents=True)
-    house.mkdir()
-    (src / "pyproject.toml").write_text(
-        '[build-system]\nrequires = ["setuptools"]\nbuild-backend = "setuptools.build_meta"\n'
-        '[project]\nname = "faasrl-layer-probe"\nversion = "1.0"\n'
-        f'[tool.setuptools]\npy-modules = ["{LAYER_MODULE}"]\n')
-    (src / f"{LAYER_MODULE}.py").write_text("ANSWER = 42\n")
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-index",
-                    "--no-build-isolation", "--no-deps", "--wheel-dir", str(house), str(src)],
-                   check=True, capture_output=True, cwd=folder)
+    """A local package index in ``folder``/house, made offline: wheels of a one-module package
+    (``LAYER_MODULE``) built here from source, 1.0 (``ANSWER = 42``, any platform) and 2.0
+    (``ANSWER = 43``, tagged for CPython 3.11 on glibc 2.28 or later, ``NEWER_GLIBC_WHEEL``),
+    and ``SDIST_ONLY`` as an sdist alone, whose setup.py would leave ``folder``/setup-ran if it
+    ever ran."""
+    house = folder / "house"
+    house.mkdir(parents=True)
+    for version, answer in (("1.0", 42), ("2.0", 43)):
+        src = folder / f"src-{version}"
+        src.mkdir()
+        (src / "pyproject.toml").write_text(
+            '[build-system]\nrequires = ["setuptools"]\n'
+            'build-backend = "setuptools.build_meta"\n'
+            f'[project]\nname = "faasrl-layer-probe"\nversion = "{version}"\n'
+            f'[tool.setuptools]\npy-modules = ["{LAYER_MODULE}"]\n')
+        (src / f"{LAYER_MODULE}.py").write_text(f"ANSWER = {answer}\n")
+        subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-index",
+                        "--no-build-isolation", "--no-deps", "--wheel-dir", str(house),
+                        str(src)], check=True, capture_output=True, cwd=folder)
+    (house / f"{LAYER_MODULE}-2.0-py3-none-any.whl").rename(house / NEWER_GLIBC_WHEEL)
     name = SDIST_ONLY.replace("-", "_")
     setup = f"open({str(folder / 'setup-ran')!r}, 'w')\nfrom setuptools import setup\nsetup()\n"
     with tarfile.open(house / f"{name}-1.0.tar.gz", "w:gz") as tar:

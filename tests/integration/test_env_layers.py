@@ -24,6 +24,7 @@ from helpers import (
 
 from faasrl.backends.process import ProcessBackend
 from faasrl.env_layers.install import MARKER, LayerError, ensure_layer
+from faasrl.env_layers.target import PythonTarget
 from faasrl.invoker.runtime_client import RuntimeClient
 from faasrl.manifest import FunctionSpec
 
@@ -90,6 +91,18 @@ def test_concurrent_installs_of_one_archive_run_pip_once(pip_index, tmp_path):
     assert layers == [root / sha] * 3
     assert sum(INSTALLED in line for line in [*lines, *out.splitlines()]) == 1
     assert leftovers(root) == [sha]
+
+
+@pytest.mark.parametrize(("glibc", "answer"), [(17, 42), (28, 43)])
+def test_a_foreign_python_gets_the_wheels_of_its_platform(pip_index, tmp_path, glibc, answer):
+    """Installing for another interpreter (an image's) picks by its tags, not the gateway's:
+    a platform of glibc 2.17 cannot take 2.0's manylinux_2_28 wheel, one of 2.28 takes it."""
+    archive, sha = env_archive(tmp_path / "env", "faasrl-layer-probe\n")
+    platforms = tuple(f"manylinux_2_{minor}_x86_64" for minor in range(glibc, 16, -1))
+    target = PythonTarget("3.11.2", "cp", "cp311", (*platforms, "linux_x86_64"))
+    layer, _ = install(tmp_path / "layers", archive, sha, target=target)
+    assert layer is not None
+    assert (layer / f"{LAYER_MODULE}.py").read_text() == f"ANSWER = {answer}\n"
 
 
 def test_a_missing_package_fails_with_pips_reason(pip_index, tmp_path):
