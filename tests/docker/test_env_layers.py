@@ -76,6 +76,8 @@ def test_a_container_imports_its_layer_from_a_read_only_mount(backend, docker_cl
         backend.config.image, ["python", "-c", "import platform; print(platform."
                                "python_version())"], remove=True, network_mode="none")
     assert store.target.version == probe.decode().strip() and store.target.python is None
+    [known] = (backend.config.env_layers_dir / ".targets").iterdir()  # asked once per image
+    assert known.stem == docker_client.images.get(backend.config.image).id.split(":")[-1]
     assert out["answer"] == 42 and out["uid"] == 10001
     assert out["file"] == f"{LAYERS_MOUNT}/{store.target.key}/{sha}/{LAYER_MODULE}.py"
     assert out["write"] in {"OSError", "PermissionError"}  # a read-only file system

@@ -243,8 +243,8 @@ class DockerBackend(Backend):
         self._layers_unseen: str | None = None  # why containers could not see the layers
         if config.env_layers_dir is not None:
             open_folder(config.env_layers_dir)  # the mount's root: passed by the functions
-            if config.env_layers_source is None and Path("/.dockerenv").exists():
-                if (source := self._own_mount_of(config.env_layers_dir)) is not None:
+            if config.env_layers_source is None and (mounts := self._own_mounts()) is not None:
+                if (source := mounted_as(mounts, config.env_layers_dir)) is not None:
                     self.config = config = dataclasses.replace(config, env_layers_source=source)
                 else:
                     self._layers_unseen = (
@@ -274,13 +274,18 @@ class DockerBackend(Backend):
         return fields
 
     # -------------------------------------------------------------- env layers
-    def _own_mount_of(self, folder: Path) -> str | None:
-        """``mounted_as`` for the container this gateway runs in."""
+    def _own_mounts(self) -> list[dict[str, Any]] | None:
+        """The mounts of the container of this engine that this gateway runs in; None where
+        it runs on the engine's host (or in a container of another engine)."""
+        if not Path("/.dockerenv").exists():
+            return None
         try:
             me = self._client.containers.get(socket.gethostname())
         except DockerException:
             return None
-        return mounted_as(me.attrs.get("Mounts") or [], folder)
+        if me.attrs.get("Config", {}).get("Hostname") != socket.gethostname():
+            return None  # a container whose id begins as this host's name does
+        return me.attrs.get("Mounts") or []
 
     async def layer_store(self) -> LayerStore:
         """Layers for the Python of the default image (the GPU image is built on the same
@@ -300,11 +305,25 @@ class DockerBackend(Backend):
         assert folder is not None
         with self._layers_lock:
             if self._layers is None:
-                out = self._client.containers.run(
-                    self.config.image, ["python", "-c", PROBE], remove=True, user=USER,
-                    network_mode="none", read_only=True, stdout=True, stderr=False)
-                self._layers = LayerStore(folder, PythonTarget.from_probe(out.decode()))
+                self._layers = LayerStore(folder, self._image_target(folder))
             return self._layers
+
+    def _image_target(self, folder: Path) -> PythonTarget:
+        """The default image's Python, asked of a throwaway container of it once per image
+        (about a second) and kept beside the layers by image id."""
+        image_id = self._client.images.get(self.config.image).id.split(":")[-1]
+        known = folder / ".targets" / f"{image_id}.json"
+        with contextlib.suppress(OSError, TargetError):
+            return PythonTarget.from_probe(known.read_text())
+        out = self._client.containers.run(
+            image_id, ["python", "-c", PROBE], remove=True, user=USER, network_mode="none",
+            read_only=True, stdout=True, stderr=False).decode()
+        target = PythonTarget.from_probe(out)
+        known.parent.mkdir(exist_ok=True)
+        partial = known.with_suffix(f".{secrets.token_hex(4)}")
+        partial.write_text(out)
+        partial.replace(known)
+        return target
 
     async def _layers_key(self) -> str | None:
         """The target key containers' env layers are installed for (None: no layers)."""
