@@ -14,7 +14,7 @@ import pytest
 from helpers import env_archive
 
 from faasrl import env_layers
-from faasrl.backends.process import env_layers_folder, reachable_by
+from faasrl.backends.process import claim_folder, env_layers_folder, reachable_by
 from faasrl.env_layers import LAYERS_ENV, activate, layer_path
 from faasrl.env_layers.install import LayerError, requirements_of
 from faasrl.env_layers.target import PythonTarget, TargetError, interpreter_target
@@ -96,18 +96,24 @@ def test_a_function_finds_and_activates_its_layer_once(tmp_path, monkeypatch, cl
 def test_layers_go_where_the_function_user_can_reach(tmp_path, monkeypatch):
     """A root gateway's functions run as uid 10001: a state dir it cannot pass (pytest's
     tmp_path is root's alone, as is /root) sends layers to a folder of the gateway's in the
-    temporary folder; one that someone else made there is refused."""
-    assert not reachable_by(tmp_path / "state" / "env-layers", 10001, 10001)
+    temporary folder, made only when a layer is first installed; one that someone else made
+    there is refused."""
+    preferred = tmp_path / "state" / "env-layers"
+    assert not reachable_by(preferred, 10001, 10001)
     temp = Path(tempfile.mkdtemp(prefix="faasrl-test-tmp-"))
     try:
         temp.chmod(0o1777)
         monkeypatch.setattr(tempfile, "tempdir", str(temp))
-        assert env_layers_folder(tmp_path / "mine", None) == tmp_path / "mine"  # no switch
-        chosen = env_layers_folder(tmp_path / "state" / "env-layers", (10001, 10001))
+        assert env_layers_folder(preferred, None) == preferred  # no user switch
+        open_one = temp / "open" / "env-layers"  # folders still to make count as 0755
+        assert env_layers_folder(open_one, (10001, 10001)) == open_one
+        chosen = env_layers_folder(preferred, (10001, 10001))
         assert chosen == temp / f"faasrl-env-layers-{os.geteuid()}"
+        assert not chosen.exists() and not preferred.exists()  # nothing made yet
+        assert claim_folder(chosen, preferred) == chosen
         assert reachable_by(chosen, 10001, 10001)
         os.chown(chosen, 10001, 10001)  # as if another user had made it first
         with pytest.raises(LayerError, match="not the gateway's own folder"):
-            env_layers_folder(tmp_path / "state" / "env-layers", (10001, 10001))
+            claim_folder(chosen, preferred)
     finally:
         shutil.rmtree(temp, ignore_errors=True)

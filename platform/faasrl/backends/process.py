@@ -67,7 +67,7 @@ from faasrl.backends.base import (
 from faasrl.backends.zygote import Zygote, ZygoteGone
 from faasrl.env_layers import LAYERS_ENV
 from faasrl.env_layers.install import LayerError, LayerStore, open_folder
-from faasrl.env_layers.target import TargetError, interpreter_target
+from faasrl.env_layers.target import PythonTarget, TargetError, interpreter_target
 from faasrl.manifest import FunctionSpec
 from faasrl.runtime.zygote import exited
 
@@ -153,12 +153,14 @@ def user_env(uid: int) -> dict[str, str]:
 
 def reachable_by(path: Path, uid: int, gid: int) -> bool:
     """Whether ``uid`` (group ``gid``, no others) may list ``path`` and pass every folder above
-    it, by their modes."""
+    it, by their modes (folders not made yet count as the 0755 they would be made with)."""
     if uid == 0:
         return True
     for folder in (path, *path.parents):
         try:
             st = folder.stat()
+        except FileNotFoundError:
+            continue
         except OSError:
             return False
         mode = st.st_mode >> 6 if st.st_uid == uid else \
@@ -172,21 +174,27 @@ def reachable_by(path: Path, uid: int, gid: int) -> bool:
 def env_layers_folder(preferred: Path, credentials: tuple[int, int] | None) -> Path:
     """Where env layers go so that function processes can read them: ``preferred``, or where
     the functions' user cannot pass a folder above it (a root gateway's state dir under
-    /root), a folder of the gateway's own in the temporary folder."""
-    open_folder(preferred)
+    /root), a folder of the gateway's own in the temporary folder (``claim_folder``)."""
     if credentials is None or reachable_by(preferred, *credentials):
         return preferred
-    fallback = Path(tempfile.gettempdir()) / f"faasrl-env-layers-{os.geteuid()}"
+    return Path(tempfile.gettempdir()) / f"faasrl-env-layers-{os.geteuid()}"
+
+
+def claim_folder(folder: Path, preferred: Path) -> Path:
+    """Make the env layers folder, when it is first needed; one in the temporary folder must
+    be the gateway's own (not one another user made there first)."""
+    if folder == preferred:
+        return open_folder(folder)
     with contextlib.suppress(FileExistsError):
-        fallback.mkdir(mode=0o755)
-    st = fallback.lstat()
-    if not fallback.is_dir() or fallback.is_symlink() or st.st_uid != os.geteuid() \
+        folder.mkdir(mode=0o755)
+    st = folder.lstat()
+    if folder.is_symlink() or not folder.is_dir() or st.st_uid != os.geteuid() \
             or st.st_mode & 0o022:
-        raise LayerError(f"{fallback} is not the gateway's own folder: env layers cannot go "
-                         "there; set FAASRL_ENV_LAYERS_DIR to a folder uid "
-                         f"{credentials[0]} can read")
-    log.info("env layers go to %s: uid %d cannot reach %s", fallback, credentials[0], preferred)
-    return open_folder(fallback)
+        raise LayerError(f"{folder} is not the gateway's own folder: env layers cannot go "
+                         "there; set FAASRL_ENV_LAYERS_DIR to a folder the function user "
+                         "can read")
+    log.info("env layers go to %s: the function user cannot reach %s", folder, preferred)
+    return open_folder(folder)
 
 
 def function_credentials(user: str, python: str) -> tuple[int, int] | None:
@@ -265,13 +273,9 @@ class ProcessBackend(Backend):
             folder.mkdir(mode=0o700, parents=True, exist_ok=True)
         self._python = str(python or sys.executable)
         self.credentials = function_credentials(user, self._python)
-        self._layers: Path | LayerError | None = None  # the folder, or why there is none
-        if env_layers_dir is not None:
-            try:
-                self._layers = env_layers_folder(env_layers_dir, self.credentials)
-            except LayerError as exc:
-                log.warning("%s", exc)
-                self._layers = exc
+        self._layers_dir = env_layers_dir  # as configured
+        self._layers = None if env_layers_dir is None else \
+            env_layers_folder(env_layers_dir, self.credentials)  # made at the first install
         self._owner = {"owner_pid": os.getpid(), "owner_start": process_start_time(os.getpid())}
         self._children: dict[str, _Exec | _Forked] = {}
         self._handles: dict[str, ContainerHandle] = {}
@@ -293,21 +297,27 @@ class ProcessBackend(Backend):
         return self._last_zygote.not_preloaded if self._last_zygote is not None else {}
 
     async def layer_store(self) -> LayerStore:
-        if isinstance(self._layers, LayerError):
-            raise LayerError(str(self._layers))
-        if self._layers is None:
+        """The layers folder, made (and, in the temporary folder, checked) here: functions
+        started before it existed find their layers there all the same."""
+        if self._layers is None or self._layers_dir is None:
             return await super().layer_store()
+        claim_folder(self._layers, self._layers_dir)
+        return LayerStore(self._layers, await self._target())
+
+    async def _target(self) -> PythonTarget:
         try:
-            target = await asyncio.to_thread(interpreter_target, self._python)
+            return await asyncio.to_thread(interpreter_target, self._python)
         except TargetError as exc:
             raise LayerError(str(exc)) from None
-        return LayerStore(self._layers, target)
 
     async def _layers_env(self) -> dict[str, str]:
         """``LAYERS_ENV`` of a container: its folder of env layers (none without one)."""
+        if self._layers is None:
+            return {}
         try:
-            return {LAYERS_ENV: str((await self.layer_store()).root)}
-        except LayerError:
+            return {LAYERS_ENV: str(LayerStore(self._layers, await self._target()).root)}
+        except LayerError as exc:
+            log.warning("containers start without env layers: %s", exc)
             return {}
 
     def check(self, spec: FunctionSpec) -> dict[str, str]:
