@@ -3,6 +3,7 @@ layers go, and how a function puts its layer on sys.path."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import sys
@@ -16,7 +17,7 @@ from helpers import env_archive
 from faasrl import env_layers
 from faasrl.backends.process import claim_folder, env_layers_folder, reachable_by
 from faasrl.env_layers import LAYERS_ENV, activate, layer_path
-from faasrl.env_layers.install import LayerError, requirements_of
+from faasrl.env_layers.install import LayerError, ensure_layer, requirements_of
 from faasrl.env_layers.target import PythonTarget, TargetError, interpreter_target
 
 TARGET = PythonTarget("3.11.2", "cp", "cp311",
@@ -44,6 +45,13 @@ def test_options_urls_and_paths_are_refused_before_pip(tmp_path, line, why):
     archive, _ = env_archive(tmp_path, f"numpy\n{line}\n")
     with pytest.raises(LayerError, match=f"requirements.txt line 2: .*{why}"):
         requirements_of(archive)
+
+
+def test_a_layer_is_named_by_an_archive_digest_only(tmp_path):
+    archive, _ = env_archive(tmp_path, "numpy\n")
+    with pytest.raises(LayerError, match="not an archive's sha256"):
+        asyncio.run(ensure_layer(tmp_path / "layers", archive, "../../etc"))
+    assert not (tmp_path / "layers").exists()
 
 
 def test_a_target_installs_natively_or_for_its_tags():
