@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import io
 import json
@@ -22,7 +23,9 @@ from typing import Any
 import httpx
 
 from faasrl import code_archive
+from faasrl.backends.base import ContainerHandle
 from faasrl.client import Client
+from faasrl.invoker.runtime_client import RuntimeClient
 
 TEST_FUNCTIONS = Path(__file__).parent / "functions"
 REPO = Path(__file__).resolve().parents[1]
@@ -112,6 +115,31 @@ def env_archive(folder: Path, requirements: str | None) -> tuple[bytes, str]:
         (folder / "requirements.txt").write_text(requirements)
     archive = code_archive.pack(folder)
     return archive, code_archive.digest(archive)
+
+
+async def import_from_layer(handle: ContainerHandle, sha256: str, *,
+                            upload: bool) -> dict[str, Any]:
+    """In a started container: ``fns:layer_import`` of the layer of ``sha256`` (``upload``:
+    the test functions sent at /init, for a container that cannot see this checkout); its
+    result."""
+    client = RuntimeClient(handle.host, handle.port, handle.secret)
+    try:
+        for _ in range(600):  # its runtime answers once it has started
+            with contextlib.suppress(ConnectionError):
+                if (await client.request("GET", "/healthz", timeout=10))[0] == 200:
+                    break
+            await asyncio.sleep(0.1)
+        init: dict[str, Any] = {"handler": "fns:layer_import", "function": "layered"}
+        if upload:
+            init["code"] = base64.b64encode(code_archive.pack(TEST_FUNCTIONS)).decode()
+        status, out = await client.request("POST", "/init", init, timeout=30)
+        assert status == 200, out
+        status, out = await client.request(
+            "POST", "/run", {"args": {"sha256": sha256, "module": LAYER_MODULE}}, timeout=30)
+        assert status == 200 and "result" in out, out
+        return out["result"]
+    finally:
+        client.close()
 
 
 def runs_as(uid: int, python: str, *args: str) -> bool:

@@ -4,7 +4,6 @@ read-only in every function container, layers installed after a container starte
 from __future__ import annotations
 
 import asyncio
-import base64
 import shutil
 import tempfile
 import uuid
@@ -12,12 +11,10 @@ from pathlib import Path
 
 import docker
 import pytest
-from helpers import LAYER_MODULE, LAYER_REQUIREMENT, TEST_FUNCTIONS, TEST_NETWORK, env_archive
+from helpers import LAYER_MODULE, LAYER_REQUIREMENT, TEST_NETWORK, env_archive, import_from_layer
 
 from faasrl.backends.docker import DockerBackend, DockerConfig
-from faasrl.code_archive import pack
 from faasrl.env_layers import LAYERS_ENV, LAYERS_MOUNT
-from faasrl.invoker.runtime_client import RuntimeClient
 from faasrl.manifest import FunctionSpec
 
 pytestmark = pytest.mark.docker
@@ -51,24 +48,7 @@ def test_a_container_imports_its_layer_from_a_read_only_mount(backend, docker_cl
         store = await backend.layer_store()
         handle = await backend.start(spec, "c1")  # before the layer exists
         assert await store.ensure(archive, sha) == store.root / sha
-        client = RuntimeClient(handle.host, handle.port, handle.secret)
-        try:
-            for _ in range(600):
-                try:
-                    if (await client.request("GET", "/healthz"))[0] == 200:
-                        break
-                except ConnectionError:
-                    await asyncio.sleep(0.1)
-            code = base64.b64encode(pack(TEST_FUNCTIONS)).decode()
-            status, out = await client.request("POST", "/init", {
-                "handler": spec.handler, "function": spec.name, "code": code})
-            assert status == 200, out
-            status, out = await client.request(
-                "POST", "/run", {"args": {"sha256": sha, "module": LAYER_MODULE}})
-            assert status == 200 and "result" in out, out
-            return store, handle, out["result"]
-        finally:
-            client.close()
+        return store, handle, await import_from_layer(handle, sha, upload=True)
 
     store, handle, out = asyncio.run(scenario())
     # The image's Python (Debian's), asked of the image: pip installed for it from here.

@@ -19,13 +19,13 @@ from helpers import (
     SDIST_ONLY,
     TEST_FUNCTIONS,
     env_archive,
+    import_from_layer,
     runs_as,
 )
 
 from faasrl.backends.process import ProcessBackend
 from faasrl.env_layers.install import MARKER, LayerError, ensure_layer
 from faasrl.env_layers.target import PythonTarget
-from faasrl.invoker.runtime_client import RuntimeClient
 from faasrl.manifest import FunctionSpec
 
 INSTALLED = "Successfully installed"  # pip's line of an install that ran
@@ -173,20 +173,9 @@ def test_a_function_process_imports_its_layer_read_only(pip_index, tmp_path, lay
             store = await backend.layer_store()
             assert await store.ensure(archive, sha) == store.root / sha
             handle = await backend.start(spec, "c1")
-            client = RuntimeClient(handle.host, handle.port, handle.secret)
-            try:
-                assert (await client.request("GET", "/healthz", timeout=10))[0] == 200
-                status, out = await client.request("POST", "/init",
-                                                   {"handler": spec.handler}, timeout=10)
-                assert status == 200, out
-                status, out = await client.request(
-                    "POST", "/run", {"args": {"sha256": sha, "module": LAYER_MODULE}},
-                    timeout=10)
-                assert status == 200, out
-                return {**out["result"], "root": str(store.root), "uid_expected":
-                        (backend.credentials or (os.geteuid(),))[0]}
-            finally:
-                client.close()
+            out = await import_from_layer(handle, sha, upload=False)
+            return {**out, "root": str(store.root),
+                    "uid_expected": (backend.credentials or (os.geteuid(),))[0]}
         finally:
             await backend.close()
 

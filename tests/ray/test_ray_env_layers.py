@@ -4,14 +4,11 @@ runtime, on this machine) imports its layer from the gateway's folder."""
 from __future__ import annotations
 
 import asyncio
-import base64
 import uuid
 
 import pytest
-from helpers import LAYER_MODULE, LAYER_REQUIREMENT, RAY_ENV, TEST_FUNCTIONS, env_archive
+from helpers import LAYER_MODULE, LAYER_REQUIREMENT, RAY_ENV, env_archive, import_from_layer
 
-from faasrl.code_archive import pack
-from faasrl.invoker.runtime_client import RuntimeClient
 from faasrl.manifest import FunctionSpec
 
 pytest.importorskip("ray", reason="the Ray backend needs the ray package (make install)")
@@ -35,19 +32,8 @@ def test_a_local_clusters_function_imports_its_layer(pip_index, tmp_path, monkey
             store = await backend.layer_store()
             assert await store.ensure(archive, sha) == store.root / sha
             handle = await backend.start(spec, "c1")
-            client = RuntimeClient(handle.host, handle.port, handle.secret)
-            try:
-                code = base64.b64encode(pack(TEST_FUNCTIONS)).decode()  # uploaded code
-                status, out = await client.request(
-                    "POST", "/init", {"handler": spec.handler, "code": code}, timeout=30)
-                assert status == 200, out
-                status, out = await client.request(
-                    "POST", "/run", {"args": {"sha256": sha, "module": LAYER_MODULE}},
-                    timeout=30)
-                assert status == 200 and "result" in out, out
-                return {**out["result"], "root": str(store.root)}
-            finally:
-                client.close()
+            out = await import_from_layer(handle, sha, upload=True)  # nodes get uploaded code
+            return {**out, "root": str(store.root)}
         finally:
             await backend.close()
 
