@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 import redis
-from helpers import TEST_NETWORK, Platforms
+from helpers import TEST_NETWORK, Platforms, build_wheelhouse
 
 from faasrl.config import Settings
 from faasrl.embedded import EmbeddedPlatform
@@ -23,6 +23,20 @@ def _hermetic_env(monkeypatch: pytest.MonkeyPatch) -> None:
     for key in list(os.environ):
         if key.startswith("FAASRL_"):
             monkeypatch.delenv(key)
+
+
+@pytest.fixture(scope="session")
+def wheelhouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A local package index (``helpers.build_wheelhouse``), built once per session."""
+    return build_wheelhouse(tmp_path_factory.mktemp("wheelhouse"))
+
+
+@pytest.fixture
+def pip_index(wheelhouse: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """pip, during this test, installs from the wheelhouse alone (no network)."""
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_FIND_LINKS", str(wheelhouse))
+    return wheelhouse
 
 
 @pytest.fixture(scope="session")

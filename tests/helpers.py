@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
+import io
 import json
 import os
 import re
@@ -11,6 +13,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -19,7 +22,10 @@ from typing import Any
 
 import httpx
 
+from faasrl import code_archive
+from faasrl.backends.base import ContainerHandle
 from faasrl.client import Client
+from faasrl.invoker.runtime_client import RuntimeClient
 
 TEST_FUNCTIONS = Path(__file__).parent / "functions"
 REPO = Path(__file__).resolve().parents[1]
@@ -29,6 +35,10 @@ RAY_ENV = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_num_prestart_python_workers": "0
            "RAY_prestart_worker_first_driver": "0", "RAY_health_check_period_ms": "500",
            "RAY_health_check_failure_threshold": "4"}
 TEST_NETWORK = "faasrl-test"  # the Docker network the tests' platforms join (removed after)
+LAYER_MODULE = "faasrl_layer_probe"  # the one module of the wheelhouse's package
+LAYER_REQUIREMENT = "faasrl-layer-probe==1.0"
+SDIST_ONLY = "faasrl-sdist-only"  # a package the wheelhouse holds only as source
+NEWER_GLIBC_WHEEL = f"{LAYER_MODULE}-2.0-cp311-cp311-manylinux_2_28_x86_64.whl"
 
 
 def fn(name: str = "t", handler: str = "fns:echo", **kw: Any) -> dict[str, Any]:
@@ -60,6 +70,82 @@ def start_runtime(*extra: str, preexec_fn: Callable[[], None] | None = None,
     port = re.search(r":(\d+) ", line)
     assert port, line
     return proc, f"http://127.0.0.1:{port.group(1)}"
+
+
+def build_wheelhouse(folder: Path) -> Path:
+    """A local package index in ``folder``/house, made offline: wheels of a one-module package
+    (``LAYER_MODULE``) built here from source, 1.0 (``ANSWER = 42``, any platform) and 2.0
+    (``ANSWER = 43``, tagged for CPython 3.11 on glibc 2.28 or later, ``NEWER_GLIBC_WHEEL``),
+    and ``SDIST_ONLY`` as an sdist alone, whose setup.py would leave ``folder``/setup-ran if it
+    ever ran."""
+    house = folder / "house"
+    house.mkdir(parents=True)
+    for version, answer in (("1.0", 42), ("2.0", 43)):
+        src = folder / f"src-{version}"
+        src.mkdir()
+        (src / "pyproject.toml").write_text(
+            '[build-system]\nrequires = ["setuptools"]\n'
+            'build-backend = "setuptools.build_meta"\n'
+            f'[project]\nname = "faasrl-layer-probe"\nversion = "{version}"\n'
+            f'[tool.setuptools]\npy-modules = ["{LAYER_MODULE}"]\n')
+        (src / f"{LAYER_MODULE}.py").write_text(f"ANSWER = {answer}\n")
+        subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-index",
+                        "--no-build-isolation", "--no-deps", "--wheel-dir", str(house),
+                        str(src)], check=True, capture_output=True, cwd=folder)
+    (house / f"{LAYER_MODULE}-2.0-py3-none-any.whl").rename(house / NEWER_GLIBC_WHEEL)
+    name = SDIST_ONLY.replace("-", "_")
+    setup = f"open({str(folder / 'setup-ran')!r}, 'w')\nfrom setuptools import setup\nsetup()\n"
+    with tarfile.open(house / f"{name}-1.0.tar.gz", "w:gz") as tar:
+        for member, text in ((f"{name}-1.0/setup.py", setup),
+                             (f"{name}-1.0/PKG-INFO", f"Metadata-Version: 2.1\nName: "
+                                                      f"{SDIST_ONLY}\nVersion: 1.0\n")):
+            data = text.encode()
+            info = tarfile.TarInfo(member)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return house
+
+
+def env_archive(folder: Path, requirements: str | None) -> tuple[bytes, str]:
+    """An env's code as it is uploaded (``code_archive.pack``), with this ``requirements.txt``
+    (None: none), and its sha256."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "corridor.py").write_text("import faasrl_layer_probe  # noqa: F401\n")
+    if requirements is not None:
+        (folder / "requirements.txt").write_text(requirements)
+    archive = code_archive.pack(folder)
+    return archive, code_archive.digest(archive)
+
+
+async def import_from_layer(handle: ContainerHandle, sha256: str, *,
+                            upload: bool) -> dict[str, Any]:
+    """In a started container: ``fns:layer_import`` of the layer of ``sha256`` (``upload``:
+    the test functions sent at /init, for a container that cannot see this checkout); its
+    result."""
+    client = RuntimeClient(handle.host, handle.port, handle.secret)
+    try:
+        for _ in range(600):  # its runtime answers once it has started
+            with contextlib.suppress(ConnectionError):
+                if (await client.request("GET", "/healthz", timeout=10))[0] == 200:
+                    break
+            await asyncio.sleep(0.1)
+        init: dict[str, Any] = {"handler": "fns:layer_import", "function": "layered"}
+        if upload:
+            init["code"] = base64.b64encode(code_archive.pack(TEST_FUNCTIONS)).decode()
+        status, out = await client.request("POST", "/init", init, timeout=30)
+        assert status == 200, out
+        status, out = await client.request(
+            "POST", "/run", {"args": {"sha256": sha256, "module": LAYER_MODULE}}, timeout=30)
+        assert status == 200 and "result" in out, out
+        return out["result"]
+    finally:
+        client.close()
+
+
+def runs_as(uid: int, python: str, *args: str) -> bool:
+    """Whether ``python *args`` succeeds as ``uid`` (group ``uid``, no others)."""
+    return subprocess.run([python, *args], user=uid, group=uid, extra_groups=[],
+                          capture_output=True, cwd="/").returncode == 0
 
 
 def with_python_path(folder: Path) -> str:

@@ -36,6 +36,9 @@ class Settings(BaseSettings):
     resume_jobs: bool = Field(True, description="resume interrupted jobs at start")
     schedulers_dir: Path | None = Field(None, description="saved MinionsRL schedulers; None = "
                                                           "<state_dir>/schedulers")
+    env_layers_dir: Path | None = Field(
+        None, description="env layers: the requirements.txt of env archives, installed once "
+                          "per archive and read-only to functions; None = <state_dir>/env-layers")
 
     backend: BackendName = Field(
         "process", description="where this node's function containers come from")
@@ -52,6 +55,10 @@ class Settings(BaseSettings):
                                      description="where the images hold the built-in functions")
     docker_pids_limit: int = Field(1024, ge=64, description="processes+threads per container")
     docker_tmpfs_mb: int = Field(512, ge=16, description="the /tmp tmpfs (counts as memory)")
+    docker_env_layers_source: str | None = Field(
+        None, description="env_layers_dir as the Docker engine finds it, mounted read-only in "
+                          "every container: a host path, or a volume's name (the compose "
+                          "cluster's); None: env_layers_dir itself (a gateway on the host)")
     ray_address: str | None = Field(
         None, description="the Ray cluster to place containers on (host:port of its head, or "
                           "'auto'); None starts a local one-node cluster with the gateway")
@@ -130,3 +137,7 @@ class Settings(BaseSettings):
     def record_archive_dir(self) -> Path:
         """Where the records archive's files are (``record_archive``)."""
         return self.state_dir / "records"
+
+    @property
+    def env_layers_folder(self) -> Path:
+        return self.env_layers_dir or self.state_dir / "env-layers"

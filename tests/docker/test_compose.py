@@ -16,6 +16,7 @@ import pytest
 from helpers import REPO, assert_rows_whole, stall, succeeded, wait_for
 
 from faasrl.client import Client, GatewayError
+from faasrl.env_layers import LAYERS_MOUNT
 from faasrl.redis_server import free_port
 
 pytestmark = pytest.mark.docker
@@ -140,6 +141,24 @@ def test_redis_wants_a_password_that_function_containers_never_get(cluster: Clus
         assert password not in seen, container.name
         assert not [m for m in container.attrs["Mounts"]
                     if m.get("Name", "").endswith("_redis-password")]
+
+
+def test_function_containers_mount_the_clusters_env_layers_read_only(cluster: Cluster):
+    """The gateway keeps env layers on a volume of their own, which it finds among its mounts
+    and gives every function container read-only (a path of its own would mean nothing to the
+    engine)."""
+    volume = f"{cluster.project}_env-layers"
+    [own] = [m for m in cluster.gateway().attrs["Mounts"]
+             if m["Destination"] == "/var/lib/faasrl/env-layers"]
+    assert own["Type"] == "volume" and own["Name"] == volume and own["RW"] is True
+    with cluster.client() as client:
+        assert client.invoke("echo", {"x": 1})["status"] == "success"
+    functions = cluster.functions()
+    assert functions
+    for container in functions:
+        [layers] = [m for m in container.attrs["Mounts"] if m["Destination"] == LAYERS_MOUNT]
+        assert layers["Type"] == "volume" and layers["Name"] == volume
+        assert layers["RW"] is False, container.name
 
 
 def test_up_again_recreates_nothing_and_no_volume_is_anonymous(cluster: Cluster):

@@ -172,3 +172,21 @@ def numeric_env(args, context):
     torch = sys.modules.get("torch")
     return {"env": {k: os.environ.get(k) for k in args}, "torch_preloaded": TORCH_PRELOADED,
             "torch_threads": torch.get_num_threads() if torch is not None else None}
+
+
+def layer_import(args, context):
+    """Imports ``module`` from the env layer of the archive ``sha256`` and tries to write
+    into that layer."""
+    import importlib
+
+    from faasrl.env_layers import activate
+
+    layer = activate(args["sha256"])
+    module = importlib.import_module(args["module"])
+    try:
+        (layer / "written.txt").write_text("x")
+        written = "written"
+    except OSError as exc:
+        written = type(exc).__name__
+    return {"layer": str(layer), "file": module.__file__, "answer": module.ANSWER,
+            "uid": os.getuid(), "write": written}

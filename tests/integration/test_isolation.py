@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import tempfile
 from pathlib import Path
 
 import pytest
 import redis
-from helpers import TEST_FUNCTIONS, fn
+from helpers import TEST_FUNCTIONS, fn, runs_as
 
 from faasrl.data import acl
 
@@ -61,19 +60,14 @@ def test_a_function_reaches_its_jobs_keys_only_and_no_other_runtime(make_platfor
     assert out["home"] != os.environ.get("HOME") and "faasrl-" in out["home"]
 
 
-def _runs_as(uid: int, python: str, *args: str) -> bool:
-    return subprocess.run([python, *args], user=uid, group=uid, extra_groups=[],
-                          capture_output=True, cwd="/").returncode == 0
-
-
 @pytest.mark.skipif(os.geteuid() != 0, reason="only a root gateway changes the functions' user")
 def test_a_root_gateway_runs_functions_as_an_unprivileged_user(make_platform, gateway_secrets):
     # The project's interpreter may live where uid 10001 cannot go (a Python under /root, as
     # on our machines); the system's can serve the stdlib-only probe.
     python = shutil.which("python3.11", path="/usr/bin:/usr/local/bin")
-    if python is None or not _runs_as(10001, python, "-c", "pass"):
+    if python is None or not runs_as(10001, python, "-c", "pass"):
         pytest.skip("no Python here that uid 10001 can run")
-    if not _runs_as(10001, python, "-c", f"import os; os.listdir({str(TEST_FUNCTIONS)!r})"):
+    if not runs_as(10001, python, "-c", f"import os; os.listdir({str(TEST_FUNCTIONS)!r})"):
         pytest.skip(f"uid 10001 cannot read {TEST_FUNCTIONS} (the checkout's folder)")
     state = Path(tempfile.mkdtemp(prefix="faasrl-isolation-"))
     state.chmod(0o755)  # reachable, so the platform's own modes are what is tested

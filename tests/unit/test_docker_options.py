@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from faasrl.backends.docker import DockerConfig, container_options, stem_options, working_dir
+from faasrl.backends.docker import (
+    DockerConfig,
+    container_options,
+    mounted_as,
+    stem_options,
+    working_dir,
+)
+from faasrl.env_layers import LAYERS_ENV, LAYERS_MOUNT
 from faasrl.manifest import FunctionSpec
 
 CONFIG = DockerConfig(node="n1", functions_dir=Path("/srv/faasrl/functions"))
@@ -72,3 +79,36 @@ def test_a_stem_cell_is_a_function_container_without_a_function():
     for key in ("user", "read_only", "tmpfs", "pids_limit", "cap_drop", "security_opt", "init",
                 "network", "extra_hosts"):
         assert stem[key] == function[key], key
+
+
+def test_env_layers_are_mounted_read_only_in_functions_and_stem_cells():
+    layered = DockerConfig(node="n1", env_layers_dir=Path("/var/lib/faasrl/env-layers"))
+    for opts in (container_options(spec(), "c1", (), layered, "42:7", "s", "cp3.11.2-k"),
+                 stem_options("img", "s1", layered, "42:7", "s", 512, "cp3.11.2-k")):
+        [mount] = opts["mounts"]
+        assert mount["Type"] == "bind" and mount["ReadOnly"] is True
+        assert mount["Source"] == "/var/lib/faasrl/env-layers"
+        assert mount["Target"] == LAYERS_MOUNT
+        assert opts["environment"][LAYERS_ENV] == f"{LAYERS_MOUNT}/cp3.11.2-k"
+    # A gateway in a container (compose) names the volume the engine knows the folder as.
+    compose = DockerConfig(node="n1", env_layers_dir=Path("/var/lib/faasrl/env-layers"),
+                           env_layers_source="faasrl-env-layers")
+    [mount] = container_options(spec(), "c1", (), compose, "42:7", "s", "k")["mounts"]
+    assert mount["Type"] == "volume" and mount["Source"] == "faasrl-env-layers"
+    assert mount["ReadOnly"] is True
+    # Without a target (no layers folder, or the image could not say): no mount at all.
+    assert "mounts" not in container_options(spec(), "c1", (), layered, "42:7", "s")
+    assert LAYERS_ENV not in container_options(spec(), "c1", (), layered, "42:7", "s")[
+        "environment"]
+
+
+def test_a_gateway_in_a_container_mounts_what_its_own_layers_folder_is():
+    folder = Path("/var/lib/faasrl/env-layers")
+    mounts = [{"Type": "volume", "Name": "p_gateway-state", "Destination": "/var/lib/faasrl"},
+              {"Type": "volume", "Name": "p_env-layers", "Destination": str(folder)},
+              {"Type": "bind", "Source": "/var/run/docker.sock",
+               "Destination": "/var/run/docker.sock"}]
+    assert mounted_as(mounts, folder) == "p_env-layers"
+    bind = [{"Type": "bind", "Source": "/srv/layers", "Destination": str(folder)}]
+    assert mounted_as(bind, folder) == "/srv/layers"
+    assert mounted_as(mounts[:1], folder) is None  # inside another mount: not reachable

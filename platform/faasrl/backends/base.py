@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, Literal
 
+from faasrl.env_layers.install import LayerError, LayerStore
 from faasrl.manifest import FunctionSpec
 
 # A zygote's state, as the cluster view shows it (``off``: the backend forks none; ``failed``:
@@ -80,6 +81,13 @@ class Backend(ABC):
         the gateway's host size the node (a cluster whose nodes join and leave); None: the
         host's. Called on every maintenance tick, so it must answer from memory."""
         return None
+
+    async def layer_store(self) -> LayerStore:
+        """Where env layers for this backend's functions are installed, and for which Python
+        (``faasrl.env_layers``); LayerError, saying why, where its functions cannot read
+        them."""
+        raise LayerError(f"requirements.txt: the {self.name} backend's functions get no env "
+                         "layers")
 
     def check(self, spec: FunctionSpec) -> dict[str, str]:
         """Per manifest field, why this backend could not run the function (empty: it can).

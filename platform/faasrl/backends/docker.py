@@ -32,9 +32,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import ipaddress
 import logging
 import secrets
+import socket
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -44,7 +46,7 @@ from typing import TYPE_CHECKING, Any
 
 import docker
 from docker.errors import APIError, DockerException, ImageNotFound, NotFound
-from docker.types import DeviceRequest
+from docker.types import DeviceRequest, Mount
 
 from faasrl.backends.base import (
     Backend,
@@ -54,6 +56,9 @@ from faasrl.backends.base import (
     thread_env,
 )
 from faasrl.backends.process import owner_alive, owner_label
+from faasrl.env_layers import LAYERS_ENV, LAYERS_MOUNT
+from faasrl.env_layers.install import LayerError, LayerStore, open_folder
+from faasrl.env_layers.target import PROBE, PythonTarget, TargetError
 from faasrl.manifest import FunctionSpec
 from faasrl.runtime.server import SECRET_ENV
 
@@ -83,6 +88,29 @@ class DockerConfig:
     builtins_dir: str = "/opt/faasrl/functions"  # the same functions inside the images
     pids_limit: int = 1024
     tmpfs_mb: int = 512
+    env_layers_dir: Path | None = None  # the gateway's env layers; None: containers get none
+    env_layers_source: str | None = None  # the same as the engine finds it (a path or a
+    #                                       volume); None: the gateway's own mount of it, or it
+
+
+def mounted_as(mounts: list[dict[str, Any]], folder: Path) -> str | None:
+    """What the engine knows ``folder`` as, from the mounts of the container this process runs
+    in (a gateway in a container: the compose cluster's): a volume's name or a host path;
+    None where no mount ends at it."""
+    for mount in mounts:
+        if mount.get("Destination") == str(folder):
+            return mount.get("Name") if mount.get("Type") == "volume" else mount.get("Source")
+    return None
+
+
+def layers_options(config: DockerConfig, key: str) -> dict[str, Any]:
+    """What gives a container the env layers of its image's Python (``key``: its target's):
+    the layers folder, mounted read-only at ``LAYERS_MOUNT`` (a mount of the folder, so layers
+    installed after the container started show too), and the path of its target's layers."""
+    source = config.env_layers_source or str(config.env_layers_dir)
+    kind = "bind" if source.startswith("/") else "volume"
+    return {"mounts": [Mount(LAYERS_MOUNT, source, type=kind, read_only=True)],
+            "environment": {LAYERS_ENV: f"{LAYERS_MOUNT}/{key}"}}
 
 
 def image_of(spec: FunctionSpec, gpus: tuple[int, ...], config: DockerConfig) -> str:
@@ -108,12 +136,13 @@ def function_env(spec: FunctionSpec, container_id: str) -> dict[str, str]:
 
 
 def _runtime_options(image: str, config: DockerConfig, owner: str, secret: str,
-                     memory_mb: int, gpus: tuple[int, ...] = ()) -> dict[str, Any]:
+                     memory_mb: int, gpus: tuple[int, ...] = (),
+                     layers_key: str | None = None) -> dict[str, Any]:
     """What every container running ``faasrl.runtime`` has, function container or stem cell.
     ``secret``: the runtime's bearer token (it takes it out of its environment before the
     handler loads; only this container's own processes could read it, and they are the
-    function)."""
-    return {
+    function). ``layers_key``: the target of the env layers it reads (None: no layers)."""
+    options = {
         "image": image,
         "command": ["python", "-m", "faasrl.runtime", "--host", "0.0.0.0",
                     "--port", str(RUNTIME_PORT)],
@@ -138,13 +167,19 @@ def _runtime_options(image: str, config: DockerConfig, owner: str, secret: str,
         "extra_hosts": {HOST_ALIAS: "host-gateway"},
         "detach": True,
     }
+    if layers_key is not None:
+        layers = layers_options(config, layers_key)
+        options["mounts"] = layers["mounts"]
+        options["environment"] |= layers["environment"]
+    return options
 
 
 def container_options(spec: FunctionSpec, container_id: str, gpus: tuple[int, ...],
-                      config: DockerConfig, owner: str, secret: str) -> dict[str, Any]:
+                      config: DockerConfig, owner: str, secret: str,
+                      layers_key: str | None = None) -> dict[str, Any]:
     """The keyword arguments of ``containers.run`` for one function container."""
     options = _runtime_options(image_of(spec, gpus, config), config, owner, secret,
-                               spec.memory_mb, gpus)
+                               spec.memory_mb, gpus, layers_key)
     options["name"] = container_name(spec.name, container_id)
     options["labels"] |= {f"{LABEL}.function": spec.name, f"{LABEL}.container": container_id}
     options["environment"] |= function_env(spec, container_id)
@@ -158,11 +193,11 @@ def container_options(spec: FunctionSpec, container_id: str, gpus: tuple[int, ..
 
 
 def stem_options(image: str, stem_id: str, config: DockerConfig, owner: str, secret: str,
-                 memory_mb: int) -> dict[str, Any]:
+                 memory_mb: int, layers_key: str | None = None) -> dict[str, Any]:
     """The keyword arguments of ``containers.run`` for a stem cell of ``image``: one core
     at a low weight and ``memory_mb`` while it imports and waits; one thread each for the
     numeric libraries until its function gives it its count."""
-    options = _runtime_options(image, config, owner, secret, memory_mb)
+    options = _runtime_options(image, config, owner, secret, memory_mb, (), layers_key)
     options["command"].append("--stem-cell")
     options["name"] = container_name("stem", stem_id)
     options["labels"] |= {f"{LABEL}.stem_cell": "true", f"{LABEL}.container": stem_id}
@@ -195,7 +230,9 @@ class DockerBackend(Backend):
             node=settings.node_name, image=settings.docker_image,
             gpu_image=settings.docker_gpu_image, network=settings.docker_network,
             functions_dir=settings.functions_dir, builtins_dir=settings.docker_builtins_dir,
-            pids_limit=settings.docker_pids_limit, tmpfs_mb=settings.docker_tmpfs_mb))
+            pids_limit=settings.docker_pids_limit, tmpfs_mb=settings.docker_tmpfs_mb,
+            env_layers_dir=settings.env_layers_folder,
+            env_layers_source=settings.docker_env_layers_source))
 
     def __init__(self, config: DockerConfig, client: docker.DockerClient | None = None):
         self.config = config
@@ -214,6 +251,21 @@ class DockerBackend(Backend):
         self._pool = ThreadPoolExecutor(16, thread_name_prefix="docker")
         self._network_ready = False
         self._closing = False
+        self._layers: LayerStore | None = None  # asked of the image at the first need
+        self._layers_lock = threading.Lock()
+        self._layers_unseen: str | None = None  # why containers could not see the layers
+        if config.env_layers_dir is not None:
+            open_folder(config.env_layers_dir)  # the mount's root: passed by the functions
+            if config.env_layers_source is None and (mounts := self._own_mounts()) is not None:
+                if (source := mounted_as(mounts, config.env_layers_dir)) is not None:
+                    self.config = config = dataclasses.replace(config, env_layers_source=source)
+                else:
+                    self._layers_unseen = (
+                        f"requirements.txt: the gateway runs in a container, where "
+                        f"{config.env_layers_dir} is no mount of its own, so function "
+                        "containers cannot see its env layers; mount a volume there (as "
+                        "docker-compose.yml does) or set FAASRL_DOCKER_ENV_LAYERS_SOURCE")
+                    log.warning("%s", self._layers_unseen)
         self._events = self._client.events(decode=True, filters={
             "type": "container", "event": "die", "label": f"{LABEL}.owner={self._owner}"})
         self._watcher = threading.Thread(target=self._watch, name="docker-events", daemon=True)
@@ -234,6 +286,67 @@ class DockerBackend(Backend):
             fields["image"] = f"no image {image!r} on this Docker engine (make images)"
         return fields
 
+    # -------------------------------------------------------------- env layers
+    def _own_mounts(self) -> list[dict[str, Any]] | None:
+        """The mounts of the container of this engine that this gateway runs in; None where
+        it runs on the engine's host (or in a container of another engine)."""
+        if not Path("/.dockerenv").exists():
+            return None
+        try:
+            me = self._client.containers.get(socket.gethostname())
+        except DockerException:
+            return None
+        if me.attrs.get("Config", {}).get("Hostname") != socket.gethostname():
+            return None  # a container whose id begins as this host's name does
+        return me.attrs.get("Mounts") or []
+
+    async def layer_store(self) -> LayerStore:
+        """Layers for the Python of the default image (the GPU image is built on the same
+        base; an image of a function's own with another Python cannot use them)."""
+        if self.config.env_layers_dir is None:
+            return await super().layer_store()
+        if self._layers_unseen is not None:
+            raise LayerError(self._layers_unseen)
+        try:
+            return await self._call(self._layer_store)
+        except (DockerException, TargetError) as exc:
+            raise LayerError(f"cannot ask the image {self.config.image!r} which Python it "
+                             f"runs: {exc}") from None
+
+    def _layer_store(self) -> LayerStore:
+        folder = self.config.env_layers_dir
+        assert folder is not None
+        with self._layers_lock:
+            if self._layers is None:
+                self._layers = LayerStore(folder, self._image_target(folder))
+            return self._layers
+
+    def _image_target(self, folder: Path) -> PythonTarget:
+        """The default image's Python, asked of a throwaway container of it once per image
+        (about a second) and kept beside the layers by image id."""
+        image_id = self._client.images.get(self.config.image).id.split(":")[-1]
+        known = folder / ".targets" / f"{image_id}.json"
+        with contextlib.suppress(OSError, TargetError):
+            return PythonTarget.from_probe(known.read_text())
+        out = self._client.containers.run(
+            image_id, ["python", "-c", PROBE], remove=True, user=USER, network_mode="none",
+            read_only=True, stdout=True, stderr=False).decode()
+        target = PythonTarget.from_probe(out)
+        known.parent.mkdir(exist_ok=True)
+        partial = known.with_suffix(f".{secrets.token_hex(4)}")
+        partial.write_text(out)
+        partial.replace(known)
+        return target
+
+    async def _layers_key(self) -> str | None:
+        """The target key containers' env layers are installed for (None: no layers)."""
+        try:
+            return (await self.layer_store()).target.key
+        except LayerError as exc:
+            if self.config.env_layers_dir is not None:
+                log.warning("containers start without env layers: %s", exc)
+            return None
+
     # --------------------------------------------------------------- lifecycle
     async def start(self, spec: FunctionSpec, container_id: str, gpus: tuple[int, ...] = (),
                     stem: ContainerHandle | None = None) -> ContainerHandle:
@@ -246,7 +359,8 @@ class DockerBackend(Backend):
         if stem is not None:
             await self.stop(stem, 0.0)
         secret = secrets.token_urlsafe(32)
-        options = container_options(spec, container_id, gpus, self.config, self._owner, secret)
+        options = container_options(spec, container_id, gpus, self.config, self._owner, secret,
+                                    await self._layers_key())
         container = await self._call(self._run, options)
         handle = ContainerHandle(container_id, spec.name, self.name, self._address(container),
                                  RUNTIME_PORT, native_id=container.id, secret=secret)
@@ -256,7 +370,7 @@ class DockerBackend(Backend):
     async def start_stem(self, image: str, stem_id: str, memory_mb: int) -> ContainerHandle:
         secret = secrets.token_urlsafe(32)
         options = stem_options(image or self.config.image, stem_id, self.config, self._owner,
-                               secret, memory_mb)
+                               secret, memory_mb, await self._layers_key())
         container = await self._call(self._run, options)
         handle = ContainerHandle(stem_id, "", self.name, self._address(container),
                                  RUNTIME_PORT, native_id=container.id, secret=secret,

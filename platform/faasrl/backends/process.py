@@ -65,6 +65,9 @@ from faasrl.backends.base import (
     thread_env,
 )
 from faasrl.backends.zygote import Zygote, ZygoteGone
+from faasrl.env_layers import LAYERS_ENV
+from faasrl.env_layers.install import LayerError, LayerStore, open_folder
+from faasrl.env_layers.target import PythonTarget, TargetError, interpreter_target
 from faasrl.manifest import FunctionSpec
 from faasrl.runtime.zygote import exited
 
@@ -151,6 +154,52 @@ def user_env(uid: int) -> dict[str, str]:
     return {"USER": name, "LOGNAME": name}
 
 
+def reachable_by(path: Path, uid: int, gid: int) -> bool:
+    """Whether ``uid`` (group ``gid``, no others) may list ``path`` and pass every folder above
+    it, by their modes (folders not made yet count as the 0755 they would be made with)."""
+    if uid == 0:
+        return True
+    for folder in (path, *path.parents):
+        try:
+            st = folder.stat()
+        except FileNotFoundError:
+            continue
+        except OSError:
+            return False
+        mode = st.st_mode >> 6 if st.st_uid == uid else \
+            st.st_mode >> 3 if st.st_gid == gid else st.st_mode
+        need = 0o5 if folder == path else 0o1  # read and pass the layers, pass the rest
+        if mode & need != need:
+            return False
+    return True
+
+
+def env_layers_folder(preferred: Path, credentials: tuple[int, int] | None) -> Path:
+    """Where env layers go so that function processes can read them: ``preferred``, or where
+    the functions' user cannot pass a folder above it (a root gateway's state dir under
+    /root), a folder of the gateway's own in the temporary folder (``claim_folder``)."""
+    if credentials is None or reachable_by(preferred, *credentials):
+        return preferred
+    return Path(tempfile.gettempdir()) / f"faasrl-env-layers-{os.geteuid()}"
+
+
+def claim_folder(folder: Path, preferred: Path) -> Path:
+    """Make the env layers folder, when it is first needed; one in the temporary folder must
+    be the gateway's own (not one another user made there first)."""
+    if folder == preferred:
+        return open_folder(folder)
+    with contextlib.suppress(FileExistsError):
+        folder.mkdir(mode=0o755)
+    st = folder.lstat()
+    if folder.is_symlink() or not folder.is_dir() or st.st_uid != os.geteuid() \
+            or st.st_mode & 0o022:
+        raise LayerError(f"{folder} is not the gateway's own folder: env layers cannot go "
+                         "there; set FAASRL_ENV_LAYERS_DIR to a folder the function user "
+                         "can read")
+    log.info("env layers go to %s: the function user cannot reach %s", folder, preferred)
+    return open_folder(folder)
+
+
 def function_credentials(user: str, python: str) -> tuple[int, int] | None:
     """(uid, gid) function processes run as; None: the gateway's own. Only a root gateway
     changes user, and only to one that can start the runtime with ``python``."""
@@ -222,16 +271,20 @@ class ProcessBackend(Backend):
     @classmethod
     def from_settings(cls, settings: Settings) -> ProcessBackend:
         return cls(settings.state_dir, user=settings.function_user,
-                   python=settings.function_python, zygote=settings.zygote)
+                   python=settings.function_python, zygote=settings.zygote,
+                   env_layers_dir=settings.env_layers_folder)
 
     def __init__(self, state_dir: Path, *, user: str = "", python: Path | None = None,
-                 zygote: bool = False):
+                 zygote: bool = False, env_layers_dir: Path | None = None):
         self._records = Path(state_dir) / "containers"
         self._logs = Path(state_dir) / "logs"
         for folder in (self._records, self._logs):  # the gateway's alone
             folder.mkdir(mode=0o700, parents=True, exist_ok=True)
         self._python = str(python or sys.executable)
         self.credentials = function_credentials(user, self._python)
+        self._layers_dir = env_layers_dir  # as configured
+        self._layers = None if env_layers_dir is None else \
+            env_layers_folder(env_layers_dir, self.credentials)  # made at the first install
         self._owner = {"owner_pid": os.getpid(), "owner_start": process_start_time(os.getpid())}
         self._children: dict[str, _Exec | _Forked] = {}
         self._handles: dict[str, ContainerHandle] = {}
@@ -252,6 +305,30 @@ class ProcessBackend(Backend):
     def zygote_not_preloaded(self) -> dict[str, str]:
         return self._last_zygote.not_preloaded if self._last_zygote is not None else {}
 
+    async def layer_store(self) -> LayerStore:
+        """The layers folder, made (and, in the temporary folder, checked) here: functions
+        started before it existed find their layers there all the same."""
+        if self._layers is None or self._layers_dir is None:
+            return await super().layer_store()
+        claim_folder(self._layers, self._layers_dir)
+        return LayerStore(self._layers, await self._target())
+
+    async def _target(self) -> PythonTarget:
+        try:
+            return await asyncio.to_thread(interpreter_target, self._python)
+        except TargetError as exc:
+            raise LayerError(str(exc)) from None
+
+    async def _layers_env(self) -> dict[str, str]:
+        """``LAYERS_ENV`` of a container: its folder of env layers (none without one)."""
+        if self._layers is None:
+            return {}
+        try:
+            return {LAYERS_ENV: str(LayerStore(self._layers, await self._target()).root)}
+        except LayerError as exc:
+            log.warning("containers start without env layers: %s", exc)
+            return {}
+
     def check(self, spec: FunctionSpec) -> dict[str, str]:
         fields = {}
         if spec.image:
@@ -269,7 +346,8 @@ class ProcessBackend(Backend):
         tmp = self._private_dir(f"faasrl-{container_id}-")
         self._tmp[container_id] = tmp
         cwd = Path(spec.code_dir).absolute() if spec.code_dir else tmp  # the zygote is elsewhere
-        env = container_env(spec.cpu, container_id, gpus, tmp, self._uid)
+        env = container_env(spec.cpu, container_id, gpus, tmp, self._uid) \
+            | await self._layers_env()
         log_path = self._logs / f"{container_id}.log"
         started = None
         if (starting := self.zygote) is not None and not starting.was_ready \

@@ -31,6 +31,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import sys
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -46,6 +47,8 @@ from faasrl.backends.base import Backend, ContainerHandle, ContainerStats, built
 from faasrl.backends.process import owner_alive, owner_label
 from faasrl.backends.ray_actor import RuntimeActor
 from faasrl.backends.ray_local import LocalRayCluster, loopback_driver
+from faasrl.env_layers.install import LayerError, LayerStore
+from faasrl.env_layers.target import TargetError, interpreter_target
 from faasrl.invoker.resources import Resources
 from faasrl.manifest import FunctionSpec, RayPlacement
 
@@ -73,6 +76,7 @@ class RayConfig:
     local_cpu: float | None = None  # the local cluster's resources; None: the host's
     local_memory_mb: int | None = None
     local_gpus: int | None = None
+    env_layers_dir: Path | None = None  # a local cluster's functions read env layers here
 
 
 def actor_name(node: str, owner: str, container_id: str) -> str:
@@ -147,7 +151,7 @@ class RayBackend(Backend):
             namespace=settings.ray_namespace, functions_dir=settings.functions_dir,
             builtins_dir=settings.ray_builtins_dir, log_dir=settings.state_dir / "logs",
             local_cpu=settings.node_cpu, local_memory_mb=settings.node_memory_mb,
-            local_gpus=settings.node_gpus))
+            local_gpus=settings.node_gpus, env_layers_dir=settings.env_layers_folder))
 
     def __init__(self, config: RayConfig):
         self.config = config
@@ -207,6 +211,20 @@ class RayBackend(Backend):
                 "'faasrl functions deploy' (it uploads the code: code_sha256)")
         return {**fields, **node_shortfall(spec, self._nodes)}
 
+    async def layer_store(self) -> LayerStore:
+        """A local cluster's workers run on this host, with this interpreter: they read the
+        gateway's layers. Other clusters' nodes do not share its disk."""
+        if self._local is None or self.config.env_layers_dir is None:
+            raise LayerError("requirements.txt: env layers are installed on the gateway's "
+                             "host, which the nodes of a Ray cluster of its own "
+                             "(FAASRL_RAY_ADDRESS) do not share; use the local cluster, the "
+                             "process or the Docker backend, or vendor the packages")
+        try:
+            target = await asyncio.to_thread(interpreter_target, sys.executable)
+        except TargetError as exc:
+            raise LayerError(str(exc)) from None
+        return LayerStore(self.config.env_layers_dir, target)
+
     def _workdir(self, spec: FunctionSpec) -> str | None:
         functions = self.config.functions_dir
         return builtin_dir(spec, functions, self.config.builtins_dir or str(functions))
@@ -225,7 +243,7 @@ class RayBackend(Backend):
         self._actors[container_id] = actor
         try:
             config = {"cpu": spec.cpu, "memory_mb": spec.memory_mb,
-                      "workdir": self._workdir(spec)}
+                      "workdir": self._workdir(spec), "layers": await self._layers_root()}
             out = json.loads(await _wait(actor.start.remote(json.dumps(config))))
         except BaseException:  # pending past the start timeout, or failed: it must not linger
             self._actors.pop(container_id, None)
@@ -238,6 +256,12 @@ class RayBackend(Backend):
         actor.wait_exit.remote().future().add_done_callback(
             lambda done: self._exited(container_id, done))
         return handle
+
+    async def _layers_root(self) -> str | None:
+        try:
+            return str((await self.layer_store()).root)
+        except LayerError:
+            return None
 
     def _exited(self, container_id: str, done: Future[int]) -> None:
         if container_id not in self._actors:

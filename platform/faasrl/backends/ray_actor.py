@@ -22,6 +22,7 @@ from collections import deque
 from pathlib import Path
 
 from faasrl.backends.process import container_env, exec_runtime, kill_group, process_stats
+from faasrl.env_layers import LAYERS_ENV
 
 
 class RuntimeActor:
@@ -38,8 +39,9 @@ class RuntimeActor:
         self._proc: subprocess.Popen[bytes] | None = None
 
     def start(self, config: str) -> str:
-        """Start the runtime; ``config``: JSON with ``cpu``, ``memory_mb`` and ``workdir``
-        (the built-in function's folder on this node, or null). Answers JSON: ``host``,
+        """Start the runtime; ``config``: JSON with ``cpu``, ``memory_mb``, ``workdir`` (the
+        built-in function's folder on this node, or null) and ``layers`` (the folder of env
+        layers, on a local cluster; else null). Answers JSON: ``host``,
         ``port``, ``pid``, ``node_id`` and the runtime's ``secret``."""
         import ray
 
@@ -51,6 +53,8 @@ class RuntimeActor:
                                     "functions must be there: FAASRL_RAY_BUILTINS_DIR)")
         gpus = ray.get_runtime_context().get_accelerator_ids().get("GPU", [])
         env = container_env(cfg["cpu"], self._id, gpus, self._tmp)
+        if cfg.get("layers"):
+            env[LAYERS_ENV] = cfg["layers"]
         self._proc, port, secret = exec_runtime(sys.executable, env, Path(workdir or self._tmp),
                                                 cfg["memory_mb"], self._log, host=host)
         return json.dumps({"host": host, "port": port, "pid": self._proc.pid, "secret": secret,
