@@ -34,7 +34,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from faasrl.env_code import SHA256
+from faasrl.code_archive import SHA256_PATTERN
 from faasrl.env_layers import REQUIREMENTS
 from faasrl.env_layers.target import PythonTarget, TargetError, interpreter_target
 
@@ -123,7 +123,7 @@ async def ensure_layer(root: Path, archive: bytes, sha256: str, *,
     """The layer of the archive ``sha256`` under ``root``, installed for ``target`` (this
     interpreter by default) if it is not there yet; None when the archive has no
     requirements. pip's output lines go to ``progress``; a failed install raises LayerError."""
-    if not re.fullmatch(SHA256, sha256):
+    if not re.fullmatch(SHA256_PATTERN, sha256):
         raise LayerError(f"{sha256!r} is not an archive's sha256")
     requirements = requirements_of(archive)
     if not requirements:
