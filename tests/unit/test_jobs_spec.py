@@ -60,6 +60,39 @@ def test_unknown_env_id_suggests_a_close_one():
         JobSpec(env_id="CartPol-v1")
 
 
+CORRIDOR = {"code_sha256": "ab" * 32, "entry_point": "corridor:Corridor",
+            "kwargs": {"length": 8}, "max_episode_steps": 50}
+
+
+def test_an_env_as_code_is_named_by_its_entry_point_and_takes_other_defaults():
+    spec = JobSpec.model_validate({"env": CORRIDOR})
+    assert spec.env_id == "corridor:Corridor" and spec.family == "other"
+    assert (spec.envs_per_actor, spec.hyperparameters.learning_rate) == (4, 1e-3)
+    named = JobSpec.model_validate({"env": CORRIDOR, "env_id": "Corridor-8"})
+    assert named.env_id == "Corridor-8" and named.env == spec.env
+    # A module that registers its ids: env_id is that id, not checked against this registry.
+    registers = JobSpec.model_validate({"env": {"code_sha256": "ab" * 32,
+                                                "imports": ["corridor"]},
+                                        "env_id": "MyCorridor-v0", "algorithm": "dqn"})
+    assert registers.env_id == "MyCorridor-v0" and registers.execution == "offpolicy"
+    assert JobSpec.model_validate_json(spec.model_dump_json()) == spec
+
+
+@pytest.mark.parametrize(("env", "field", "says"), [
+    ({"code_sha256": "ab" * 32, "imports": ["corridor"]}, "env_id", "env.imports"),
+    ({"code_sha256": "ab" * 32}, "env", "entry_point"),
+    ({**CORRIDOR, "code_sha256": "not-a-digest"}, "env.code_sha256", "pattern"),
+    ({**CORRIDOR, "entry_point": "corridor"}, "env.entry_point", "pattern"),
+    ({**CORRIDOR, "max_episode_steps": 0}, "env.max_episode_steps", "greater"),
+    ({**CORRIDOR, "seed": 3}, "env.seed", "Extra"),
+])
+def test_bad_envs_as_code_name_the_field(env, field, says):
+    with pytest.raises(ValidationError) as err:
+        JobSpec.model_validate({"env": env})
+    assert field in error_fields(err.value), err.value
+    assert says in str(err.value)
+
+
 def test_fixed_and_list_schedule():
     assert [build_controller(JobSpec(env_id="CartPole-v1").controller)
             .actors(RoundContext(k)) for k in range(3)] == [2, 2, 2]
