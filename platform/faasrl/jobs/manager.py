@@ -19,9 +19,9 @@ from faasrl.algorithms.offpolicy import (
 from faasrl.controllers.schedulers import SchedulerNotFound, load_scheduler
 from faasrl.data import acl
 from faasrl.data.health import RedisHealth
+from faasrl.env_code import EnvDescription
 from faasrl.invoker import Invoker
 from faasrl.invoker.errors import FunctionNotFound
-from faasrl.env_code import EnvDescription
 from faasrl.jobs.env_probe import EnvProbe
 from faasrl.jobs.errors import InvalidJobField
 from faasrl.jobs.spec import JobSpec

@@ -133,8 +133,8 @@ def _env_part(env: Any, name: str) -> Any:
 
 
 def _family(env: Any, env_id: Any) -> str | None:
-    """The env's family: an env brought as code is "other" (its shapes are the probe's);
-    None when the spec names no env."""
+    """The env's family in the spec as given: an env brought as code is "other", as
+    ``env_family`` says of it; None when the spec names no env."""
     if env is not None:
         return "other"
     return env_family(env_id) if isinstance(env_id, str) else None
@@ -263,7 +263,7 @@ class JobSpec(BaseModel):
         except ValidationError as exc:
             said = exc.errors()
             errors = [_explained({**e, "loc": _where(e["loc"], moved)}, data) for e in said
-                      if family is not None and module is not None or e["type"] != "missing"
+                      if (family is not None and module is not None) or e["type"] != "missing"
                       or e["loc"] not in FILLED]
             if errors == said:
                 raise
@@ -307,7 +307,7 @@ class JobSpec(BaseModel):
 
     @property
     def family(self) -> str:
-        return _family(self.env, self.env_id) or "other"
+        return env_family(self.env_id, self.env)
 
     @property
     def compress(self) -> bool:

@@ -48,7 +48,8 @@ def probe(env_id: str, env: EnvCode | None, code: bytes | None,
     if code is not None:
         install(code, env.code_sha256 if env is not None else None)
     enter("import")
-    resolve(env_id, env)
+    if env is not None:  # a registered id has nothing to import
+        resolve(env_id, env)
     enter("make")
     description = describe(env_id, env)
     enter("reset")
