@@ -72,8 +72,8 @@ def test_a_custom_env_job_runs_with_its_description_kept(client: Client, r):
 
 
 def test_envs_that_fail_are_422s_naming_the_env_and_the_stage(client: Client):
-    """Each failure is the submit's answer, in seconds; the gateway goes on serving, and a
-    good env submitted next runs."""
+    """Each failure is the submit's answer; one that never returns is cut at the probe's time
+    limit. The gateway goes on serving, and a good env submitted next runs."""
     failures = [("broken_import:Env", "import", "cannot be imported"),
                 ("misbehaving:RaisesAtReset", "reset", "no reset today"),
                 ("misbehaving:not_an_env", "make", "not a gymnasium.Env"),
@@ -83,7 +83,8 @@ def test_envs_that_fail_are_422s_naming_the_env_and_the_stage(client: Client):
         err = refusal(client, corridor(client, entry_point))
         assert list(err.fields) == ["env"], err
         assert stage in err.fields["env"] and says in err.fields["env"], err
-        assert time.monotonic() - t0 < PROBE_TIMEOUT_S + 10
+        if says == "timed out":  # the container is warm by now: the limit is the wait
+            assert PROBE_TIMEOUT_S <= time.monotonic() - t0 < PROBE_TIMEOUT_S + 10
     assert client.health()
     job = client.submit(corridor(client))
     assert finished(client, job["id"])["status"] == "succeeded"

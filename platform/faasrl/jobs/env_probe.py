@@ -28,6 +28,7 @@ from faasrl.invoker import Invoker
 from faasrl.invoker.registry import CodeStore
 from faasrl.jobs.errors import InvalidJobField
 from faasrl.jobs.spec import JobSpec
+from faasrl.rl.env_probe import TIMED_OUT
 
 CACHE_KEY = "faasrl:env-descriptions"  # a hash: probe_key -> EnvDescription (JSON)
 TIMEOUT_GRACE_S = 5.0  # the invocation's deadline beyond the probe's own: its answer first
@@ -109,7 +110,11 @@ class EnvProbe:
             raise InvalidJobField("actor_function", f"{spec.actor_function!r} cannot describe "
                                   f"envs: {exc}") from None
         if out.description is None:
-            raise InvalidJobField(field, f"failed at {out.stage or 'describe'}: {out.error}")
+            stage, error = out.stage or "describe", out.error or ""
+            if error.startswith(TIMED_OUT):  # the probe's own limit: "timed out after N s"
+                raise InvalidJobField(field, f"{error} at {stage}: an import, reset or step "
+                                      "that does not return")
+            raise InvalidJobField(field, f"failed at {stage}: {error}")
         self._cache[key] = out.description
         await self._redis.hset(CACHE_KEY, key, out.description.model_dump_json())
         return out.description
