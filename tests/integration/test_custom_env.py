@@ -10,7 +10,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from helpers import REPO, finished, gateway_up, succeeded
+from helpers import REPO, at_round, finished, gateway_up, succeeded, wait_for
 
 from faasrl import code_archive
 from faasrl.client import Client, GatewayError
@@ -55,7 +55,7 @@ def refusal(client: Client, spec: dict) -> GatewayError:
 
 def test_a_custom_env_job_runs_with_its_description_kept(client: Client, r):
     spec = example_spec()
-    job = client.submit({**spec, **SHORT}, base=EXAMPLE)
+    job = client.submit({**spec, **SHORT, "stop": {"max_rounds": 4}}, base=EXAMPLE)
     sent = job["spec"]["env"]
     assert sent["code_dir"] is None and len(sent["code_sha256"]) == 64
     assert job["spec"]["env_id"] == "corridor:Corridor"
@@ -63,10 +63,15 @@ def test_a_custom_env_job_runs_with_its_description_kept(client: Client, r):
     assert described["obs_shape"] == [1] and described["action_kind"] == "discrete"
     assert described["action_dim"] == 2 and described["max_episode_steps"] == 50
     assert r.hlen(CACHE_KEY) == 1  # kept for the next submit, and the next gateway
+    # The driver puts the archive under the job's keys, the only ones its functions reach,
+    # and again after a Redis that lost it (as a restart without persistence does).
+    key = env_code_key(job["id"])
+    at_round(client, job["id"], 1)
+    r.delete(key)
+    wait_for(lambda: r.exists(key), timeout_s=60, what="the env's code put back")
     done = succeeded(client, job["id"])
-    assert done["env_steps"] == 2 * 2 * 32
-    # The driver put the archive under the job's keys, the only ones its functions reach.
-    assert r.get(env_code_key(job["id"])) == code_archive.pack(EXAMPLE / "env")
+    assert done["env_steps"] == 4 * 2 * 32
+    assert r.get(key) == code_archive.pack(EXAMPLE / "env")
     client.delete_job(job["id"])
     assert not r.exists(env_code_key(job["id"]))
 
