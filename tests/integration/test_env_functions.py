@@ -5,6 +5,7 @@ a job's rollout builds its env from the archive in the job's Redis."""
 from __future__ import annotations
 
 import base64
+import json
 
 import torch
 from helpers import CORRIDOR_DIR
@@ -96,3 +97,23 @@ def test_a_job_whose_env_raises_mid_step_fails_naming_the_env_and_the_step(clien
     assert out["error"]["message"].startswith(
         "env 'misbehaving:RaisesMidStep' failed at step: "), out["error"]
     assert "RaisesMidStep: step 5 went wrong" in out["error"]["message"]
+
+
+def test_the_learner_builds_the_policy_from_the_description_without_the_env(client, r):
+    """No archive in Redis, an id gymnasium does not know: the learner's init still builds
+    the policy (the CNN, for frames) from what the probe found, and its model card names
+    the env's code and wrappers."""
+    description = describe(client, "misbehaving:Frames")["description"]
+    job = {"id": "described", "env_id": "custom", "policy": None, "seed": 1,
+           "envs_per_actor": 1, "steps_per_actor": 8, "hyperparameters": {"algorithm": "ppo"},
+           "env": {"code_sha256": SHA, "entry_point": "misbehaving:Frames"},
+           "env_description": description}
+    out = client.invoke("learner", {"mode": "init", "job": job})
+    assert out["status"] == "success", out
+    policy = out["result"]["policy"]
+    assert (policy["arch"], policy["obs_shape"], policy["obs_dtype"]) == \
+        ("cnn", [3, 48, 48], "uint8")
+    _, meta = ParameterStore(r, "described").load(0)
+    card = json.loads(meta["env"])
+    assert card["code"]["entry_point"] == "misbehaving:Frames"
+    assert card["wrappers"] == [{"name": "TransposeObservation", "kwargs": {"axes": [2, 0, 1]}}]
