@@ -46,6 +46,7 @@ BAD_ENVS = [  # (entry point, the stage it fails at, what the error says)
     ("misbehaving:RaisesAtReset", "reset", "RuntimeError: RaisesAtReset: no reset today"),
     ("misbehaving:RaisesMidStep", "step", "ValueError: RaisesMidStep: step 5 went wrong"),
     ("misbehaving:MultiDiscreteAction", "spaces", "action space MultiDiscrete([2 2]) is not"),
+    ("misbehaving:EatsMemory", "reset", "MemoryError"),  # held to half the actor's memory
 ]
 
 

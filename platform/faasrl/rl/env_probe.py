@@ -18,6 +18,7 @@ import binascii
 import contextlib
 import json
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -79,12 +80,14 @@ def probe(env_id: str, env: EnvCode | None, code: bytes | None,
     return description.model_copy(update={"checker_warnings": found})
 
 
-def probe_in_child(env_id: str, env: EnvCode | None, code: str | None, timeout_s: float
+def probe_in_child(env_id: str, env: EnvCode | None, code: str | None, timeout_s: float,
+                   memory_mb: float | None = None
                    ) -> tuple[EnvDescription | None, str | None, EnvStage | None]:
     """(description, error, stage) of :func:`probe` run in a child process stopped (with its
-    own children) after ``timeout_s``; ``code``: the archive, base64."""
+    own children) after ``timeout_s``, its heap held to ``memory_mb`` (an env that eats
+    memory fails with a MemoryError there); ``code``: the archive, base64."""
     request = json.dumps({"env_id": env_id, "env": env and env.model_dump(mode="json"),
-                          "code": code})
+                          "code": code, "memory_mb": memory_mb})
     import faasrl
 
     path = [str(Path(faasrl.__file__).resolve().parents[1]), os.environ.get("PYTHONPATH", "")]
@@ -120,6 +123,9 @@ def main(stdin: IO[str], answer: IO[str]) -> None:
     from faasrl.rl.env_loader import EnvError
 
     request = json.loads(stdin.read())
+    if request["memory_mb"]:
+        limit = int(request["memory_mb"]) << 20
+        resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
     env = EnvCode.model_validate(request["env"]) if request["env"] else None
 
     def enter(stage: EnvStage) -> None:
