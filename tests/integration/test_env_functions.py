@@ -30,7 +30,8 @@ def describe(client: Client, entry_point: str, timeout_s: float = 20.0, **env) -
     return out["result"]
 
 
-def test_describe_answers_the_spaces_of_a_good_env(client):
+def test_describe_answers_the_spaces_of_good_envs(client):
+    """One brought as code, one registered (with what gymnasium's checker warns of)."""
     result = describe(client, "corridor:Corridor", kwargs={"length": 5}, max_episode_steps=20)
     assert result["error"] is None and result["stage"] is None
     d = result["description"]
@@ -39,6 +40,14 @@ def test_describe_answers_the_spaces_of_a_good_env(client):
     assert d["action_space"] == "Discrete(2)" and d["max_episode_steps"] == 20
     assert d["checker_warnings"] == []
     assert d["preprocessing"]["code"]["entry_point"] == "corridor:Corridor"
+    cartpole = client.invoke("actor", {"mode": "describe", "env_id": "CartPole-v1"})["result"]
+    d = cartpole["description"]
+    assert (d["family"], d["obs_shape"], d["action_dim"], d["max_episode_steps"]) == \
+        ("classic", [4], 2, 500)
+    assert "A Box observation space minimum value is -infinity. This is probably too low." \
+        in d["checker_warnings"]
+    unknown = client.invoke("actor", {"mode": "describe", "env_id": "CartPol-v1"})["result"]
+    assert unknown["stage"] == "make" and "did you mean 'CartPole-v1'" in unknown["error"]
 
 
 BAD_ENVS = [  # (entry point, the stage it fails at, what the error says)

@@ -18,6 +18,7 @@ import binascii
 import contextlib
 import json
 import os
+import re
 import resource
 import signal
 import subprocess
@@ -32,6 +33,7 @@ from faasrl.env_code import EnvCode, EnvDescription, EnvStage
 
 PROBE_STEPS = 32  # random actions taken after reset (an episode that ends is reset)
 TIMED_OUT = "timed out"
+ANSI = re.compile(r"\x1b\[[0-9;]*m")  # gymnasium's logger colours its warnings
 
 
 def probe(env_id: str, env: EnvCode | None, code: bytes | None,
@@ -42,18 +44,24 @@ def probe(env_id: str, env: EnvCode | None, code: bytes | None,
     from gymnasium.utils.env_checker import check_env
 
     from faasrl.rl.env_loader import EnvError, env_name, install, last_lines, resolve
-    from faasrl.rl.envs import _build, describe
+    from faasrl.rl.envs import build, check_env_id, describe
 
     name = env_name(env_id, env)
     enter("code")
     if code is not None:
         install(code, env.code_sha256 if env is not None else None)
     enter("import")
-    resolve(env_id, env)
+    if env is not None:
+        resolve(env_id, env)
     enter("make")
+    if env is None:
+        try:
+            check_env_id(env_id)
+        except ValueError as exc:
+            raise EnvError("make", str(exc), name) from None
     description = describe(env_id, env)
     enter("reset")
-    built = _build(env_id, env)
+    built = build(env_id, env)
     stage: EnvStage = "reset"
     try:
         built.env.action_space.seed(0)
@@ -76,7 +84,8 @@ def probe(env_id: str, env: EnvCode | None, code: bytes | None,
     finally:
         with contextlib.suppress(Exception):
             built.env.close()
-    found = list(dict.fromkeys(str(w.message) for w in caught))
+    found = list(dict.fromkeys(ANSI.sub("", str(w.message)).removeprefix("WARN: ")
+                               for w in caught))
     return description.model_copy(update={"checker_warnings": found})
 
 
@@ -120,7 +129,7 @@ def _last_stage(out: str) -> EnvStage | None:
 
 def main(stdin: IO[str], answer: IO[str]) -> None:
     """The child: one request from ``stdin``, stages and the answer to ``answer``."""
-    from faasrl.rl.env_loader import EnvError
+    from faasrl.rl.env_loader import EnvError, last_lines
 
     request = json.loads(stdin.read())
     if request["memory_mb"]:
@@ -128,7 +137,10 @@ def main(stdin: IO[str], answer: IO[str]) -> None:
         resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
     env = EnvCode.model_validate(request["env"]) if request["env"] else None
 
+    entered: list[EnvStage] = ["code"]
+
     def enter(stage: EnvStage) -> None:
+        entered.append(stage)
         answer.write(f"{stage}\n")
         answer.flush()
 
@@ -142,6 +154,8 @@ def main(stdin: IO[str], answer: IO[str]) -> None:
             reply = {"description": description.model_dump(mode="json")}
         except EnvError as exc:
             reply = {"error": exc.detail, "stage": exc.stage}
+        except Exception as exc:  # not the env's own code: still an answer, at its stage
+            reply = {"error": last_lines(exc), "stage": entered[-1]}
     answer.write(json.dumps(reply) + "\n")
     answer.flush()
 
