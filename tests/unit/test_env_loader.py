@@ -108,6 +108,9 @@ def test_two_archives_with_a_module_of_the_same_name_each_import_their_own(env_l
     again = make_env("c", EnvCode(code_sha256=digest(second), entry_point="corridor:Corridor"))
     assert first.unwrapped.length == 8 and again.unwrapped.length == 3
     assert make_env("c", code()).unwrapped.length == 8
+    numpy = sys.modules["numpy"]  # imported, not held by the archive: left as it is
+    make_env("c", code(imports=["numpy"]))
+    assert sys.modules["numpy"] is numpy
 
 
 @pytest.mark.parametrize(("env", "stage", "message"), [
