@@ -120,22 +120,29 @@ def _job(job: JobContext, memory_limit_mb: float) -> _Job:
     return _jobs[job.id]
 
 
-def describe(call: DescribeArgs) -> DescribeResult:
-    """The submit's probe: in a child process, bounded by ``timeout_s``
-    (:mod:`faasrl.rl.env_probe`). An env that fails is an answer (error and stage)."""
-    description, error, stage = probe_in_child(call.env_id, call.env, call.code, call.timeout_s)
+PROBE_MEMORY_SHARE = 0.5  # of the container's memory limit: the probe's child may use this much
+
+
+def describe(call: DescribeArgs, memory_limit_mb: float) -> DescribeResult:
+    """The submit's probe: in a child process, bounded by ``timeout_s`` and a share of the
+    container's memory (:mod:`faasrl.rl.env_probe`). An env that fails is an answer (error
+    and stage), not an error of the function."""
+    description, error, stage = probe_in_child(
+        call.env_id, call.env, call.code, call.timeout_s,
+        PROBE_MEMORY_SHARE * memory_limit_mb if memory_limit_mb else None)
     return DescribeResult(description=description, error=error, stage=stage)
 
 
 def main(args: dict[str, Any], context: Any) -> dict[str, Any]:
     call = parse(ACTOR_ARGS, args, "actor args")
+    memory_limit_mb = getattr(context, "memory_limit_in_mb", 0) or 0
     if isinstance(call, DescribeArgs):
-        return describe(call).model_dump(mode="json")
+        return describe(call, memory_limit_mb).model_dump(mode="json")
     job, cfg = call.job, call.job.hyperparameters
     r = function_redis(job.model_dump(include={"redis"}))
     ensure(job.env, lambda: r.get(env_code_key(job.id)))
     store = ParameterStore(r, job.id)
-    state = _job(job, getattr(context, "memory_limit_in_mb", 0) or 0)
+    state = _job(job, memory_limit_mb)
     t0 = time.monotonic()
     # Explorers, and rollouts given no version, take the newest one.
     named = None if isinstance(call, ExploreArgs) else call.version

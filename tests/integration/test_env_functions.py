@@ -5,6 +5,7 @@ a job's rollout builds its env from the archive in the job's Redis."""
 from __future__ import annotations
 
 import base64
+import json
 
 import torch
 from helpers import CORRIDOR_DIR
@@ -29,7 +30,8 @@ def describe(client: Client, entry_point: str, timeout_s: float = 20.0, **env) -
     return out["result"]
 
 
-def test_describe_answers_the_spaces_of_a_good_env(client):
+def test_describe_answers_the_spaces_of_good_envs(client):
+    """One brought as code, one registered (with what gymnasium's checker warns of)."""
     result = describe(client, "corridor:Corridor", kwargs={"length": 5}, max_episode_steps=20)
     assert result["error"] is None and result["stage"] is None
     d = result["description"]
@@ -38,6 +40,14 @@ def test_describe_answers_the_spaces_of_a_good_env(client):
     assert d["action_space"] == "Discrete(2)" and d["max_episode_steps"] == 20
     assert d["checker_warnings"] == []
     assert d["preprocessing"]["code"]["entry_point"] == "corridor:Corridor"
+    cartpole = client.invoke("actor", {"mode": "describe", "env_id": "CartPole-v1"})["result"]
+    d = cartpole["description"]
+    assert (d["family"], d["obs_shape"], d["action_dim"], d["max_episode_steps"]) == \
+        ("classic", [4], 2, 500)
+    assert "A Box observation space minimum value is -infinity. This is probably too low." \
+        in d["checker_warnings"]
+    unknown = client.invoke("actor", {"mode": "describe", "env_id": "CartPol-v1"})["result"]
+    assert unknown["stage"] == "make" and "did you mean 'CartPole-v1'" in unknown["error"]
 
 
 BAD_ENVS = [  # (entry point, the stage it fails at, what the error says)
@@ -45,6 +55,7 @@ BAD_ENVS = [  # (entry point, the stage it fails at, what the error says)
     ("misbehaving:RaisesAtReset", "reset", "RuntimeError: RaisesAtReset: no reset today"),
     ("misbehaving:RaisesMidStep", "step", "ValueError: RaisesMidStep: step 5 went wrong"),
     ("misbehaving:MultiDiscreteAction", "spaces", "action space MultiDiscrete([2 2]) is not"),
+    ("misbehaving:EatsMemory", "reset", "MemoryError"),  # held to half the actor's memory
 ]
 
 
@@ -96,3 +107,23 @@ def test_a_job_whose_env_raises_mid_step_fails_naming_the_env_and_the_step(clien
     assert out["error"]["message"].startswith(
         "env 'misbehaving:RaisesMidStep' failed at step: "), out["error"]
     assert "RaisesMidStep: step 5 went wrong" in out["error"]["message"]
+
+
+def test_the_learner_builds_the_policy_from_the_description_without_the_env(client, r):
+    """No archive in Redis, an id gymnasium does not know: the learner's init still builds
+    the policy (the CNN, for frames) from what the probe found, and its model card names
+    the env's code and wrappers."""
+    description = describe(client, "misbehaving:Frames")["description"]
+    job = {"id": "described", "env_id": "custom", "policy": None, "seed": 1,
+           "envs_per_actor": 1, "steps_per_actor": 8, "hyperparameters": {"algorithm": "ppo"},
+           "env": {"code_sha256": SHA, "entry_point": "misbehaving:Frames"},
+           "env_description": description}
+    out = client.invoke("learner", {"mode": "init", "job": job})
+    assert out["status"] == "success", out
+    policy = out["result"]["policy"]
+    assert (policy["arch"], policy["obs_shape"], policy["obs_dtype"]) == \
+        ("cnn", [3, 48, 48], "uint8")
+    _, meta = ParameterStore(r, "described").load(0)
+    card = json.loads(meta["env"])
+    assert card["code"]["entry_point"] == "misbehaving:Frames"
+    assert card["wrappers"] == [{"name": "TransposeObservation", "kwargs": {"axes": [2, 0, 1]}}]

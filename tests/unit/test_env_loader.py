@@ -5,21 +5,16 @@ from __future__ import annotations
 
 import io
 import sys
-import tempfile
 import threading
 import zipfile
-from collections.abc import Iterator
-from pathlib import Path
 
-import gymnasium as gym
 import numpy as np
 import pytest
 import torch
-from helpers import CORRIDOR_DIR, CORRIDOR_MODULES
+from helpers import CORRIDOR_DIR
 
 from faasrl.code_archive import digest, pack
 from faasrl.env_code import EnvCode
-from faasrl.rl import env_loader
 from faasrl.rl.env_loader import EnvError, ensure, install
 from faasrl.rl.envs import describe, make_env, make_vec_env
 from faasrl.rl.policy import ActorCritic, policy_spec_for, policy_spec_from
@@ -33,20 +28,7 @@ def code(entry_point: str | None = "corridor:Corridor", **kw) -> EnvCode:
     return EnvCode(code_sha256=SHA, entry_point=entry_point, **kw)
 
 
-@pytest.fixture
-def loader(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """A process with nothing installed yet, its temp dir ``tmp_path``; the test's modules,
-    path entries and gymnasium ids go afterwards."""
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    monkeypatch.setattr(env_loader, "_folders", {})
-    monkeypatch.setattr(sys, "path", list(sys.path))
-    yield tmp_path
-    for name in [m for m in sys.modules if m.partition(".")[0] in CORRIDOR_MODULES]:
-        del sys.modules[name]
-    gym.registry.pop("MyCorridor-v0", None)
-
-
-def test_an_archive_is_unpacked_once_and_put_first_on_the_path(loader):
+def test_an_archive_is_unpacked_once_and_put_first_on_the_path(env_loader):
     folders = []
     threads = [threading.Thread(target=lambda: folders.append(install(ARCHIVE, SHA)))
                for _ in range(8)]
@@ -56,12 +38,12 @@ def test_an_archive_is_unpacked_once_and_put_first_on_the_path(loader):
         t.join()
     assert len(set(folders)) == 1
     (folder,) = set(folders)
-    assert folder.is_relative_to(loader) and (folder / "corridor.py").is_file()
+    assert folder.is_relative_to(env_loader) and (folder / "corridor.py").is_file()
     assert sys.path[0] == str(folder) and sys.path.count(str(folder)) == 1
-    assert len(list(loader.rglob("corridor.py"))) == 1
+    assert len(list(env_loader.rglob("corridor.py"))) == 1
 
 
-def test_ensure_reads_the_archive_only_the_first_time(loader):
+def test_ensure_reads_the_archive_only_the_first_time(env_loader):
     reads = []
 
     def fetch() -> bytes:
@@ -81,22 +63,22 @@ def test_ensure_reads_the_archive_only_the_first_time(loader):
     (ARCHIVE, "f" * 64, "not the job's"),
     (b"not a zip", None, "not a zip archive"),
 ])
-def test_a_bad_archive_fails_at_the_code_stage(loader, data, sha, message):
+def test_a_bad_archive_fails_at_the_code_stage(env_loader, data, sha, message):
     with pytest.raises(EnvError, match=message) as err:
         install(data, sha)
     assert err.value.stage == "code"
 
 
-def test_an_unsafe_archive_is_refused_before_it_is_unpacked(loader):
+def test_an_unsafe_archive_is_refused_before_it_is_unpacked(env_loader):
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w") as zf:
         zf.writestr("../escape.py", "x = 1")
     with pytest.raises(EnvError, match="outside its folder"):
         install(buf.getvalue())
-    assert not list(loader.rglob("escape.py")) and not (loader.parent / "escape.py").exists()
+    assert not list(env_loader.parent.rglob("escape.py"))
 
 
-def test_the_entry_point_is_called_with_kwargs_and_cut_at_max_episode_steps(loader):
+def test_the_entry_point_is_called_with_kwargs_and_cut_at_max_episode_steps(env_loader):
     install(ARCHIVE, SHA)
     env = make_env("corridor", code(kwargs={"length": 30}, max_episode_steps=5))
     obs, _ = env.reset(seed=0)
@@ -106,14 +88,15 @@ def test_the_entry_point_is_called_with_kwargs_and_cut_at_max_episode_steps(load
         assert not terminated and truncated == (t == 4)
 
 
-def test_imports_register_an_id_gymnasium_then_makes(loader):
+def test_imports_register_an_id_gymnasium_then_makes(env_loader):
     install(ARCHIVE, SHA)
     env = make_env("MyCorridor-v0", code(None, imports=["corridor"], max_episode_steps=7))
     assert type(env.unwrapped).__name__ == "Corridor" and env.spec.max_episode_steps == 7
 
 
 @pytest.mark.filterwarnings("ignore:.*Overriding environment MyCorridor-v0")
-def test_two_archives_with_a_module_of_the_same_name_each_import_their_own(loader, tmp_path):
+def test_two_archives_with_a_module_of_the_same_name_each_import_their_own(env_loader,
+                                                                          tmp_path):
     other = tmp_path / "other"
     other.mkdir()
     (other / "corridor.py").write_text(
@@ -125,6 +108,9 @@ def test_two_archives_with_a_module_of_the_same_name_each_import_their_own(loade
     again = make_env("c", EnvCode(code_sha256=digest(second), entry_point="corridor:Corridor"))
     assert first.unwrapped.length == 8 and again.unwrapped.length == 3
     assert make_env("c", code()).unwrapped.length == 8
+    numpy = sys.modules["numpy"]  # imported, not held by the archive: left as it is
+    make_env("c", code(imports=["numpy"]))
+    assert sys.modules["numpy"] is numpy
 
 
 @pytest.mark.parametrize(("env", "stage", "message"), [
@@ -136,7 +122,7 @@ def test_two_archives_with_a_module_of_the_same_name_each_import_their_own(loade
      r"MultiDiscrete\(\[2 2\]\) is not supported"),
     (EnvCode(code_sha256="0" * 64, entry_point="corridor:Corridor"), "code", "not installed"),
 ])
-def test_a_failure_names_its_stage_and_the_env(loader, env, stage, message):
+def test_a_failure_names_its_stage_and_the_env(env_loader, env, stage, message):
     install(ARCHIVE, SHA)
     with pytest.raises(EnvError, match=message) as err:
         make_env("custom", env)
@@ -144,7 +130,7 @@ def test_a_failure_names_its_stage_and_the_env(loader, env, stage, message):
     assert str(err.value).startswith(f"env {env.entry_point!r} failed at {stage}: ")
 
 
-def test_an_env_raising_mid_step_fails_the_rollout_naming_the_env_and_the_step(loader):
+def test_an_env_raising_mid_step_fails_the_rollout_naming_the_env_and_the_step(env_loader):
     install(ARCHIVE, SHA)
     env = code("misbehaving:RaisesMidStep", kwargs={"after": 4})
     envs = make_vec_env("custom", 2, seed=0, env=env)
@@ -158,7 +144,7 @@ def test_an_env_raising_mid_step_fails_the_rollout_naming_the_env_and_the_step(l
     assert at_reset.value.stage == "reset"
 
 
-def test_a_truncated_episode_is_truncated_not_terminated_and_is_bootstrapped(loader):
+def test_a_truncated_episode_is_truncated_not_terminated_and_is_bootstrapped(env_loader):
     """An episode cut by max_episode_steps ends with the value of its final observation added
     (gamma * V), as gymnasium defines truncation; one that reaches the goal does not."""
     install(ARCHIVE, SHA)
@@ -176,7 +162,7 @@ def test_a_truncated_episode_is_truncated_not_terminated_and_is_bootstrapped(loa
     assert np.allclose(steps.rewards[~ends, 0], -0.01)
 
 
-def test_dict_observations_are_flattened_and_recorded(loader):
+def test_dict_observations_are_flattened_and_recorded(env_loader):
     install(ARCHIVE, SHA)
     description = describe("custom", code("misbehaving:DictObs"))
     assert description.obs_shape == [3] and description.obs_space.startswith("Dict(")
@@ -188,7 +174,7 @@ def test_dict_observations_are_flattened_and_recorded(loader):
     assert len(returns) == 2
 
 
-def test_channels_last_frames_are_transposed_and_take_the_cnn(loader):
+def test_channels_last_frames_are_transposed_and_take_the_cnn(env_loader):
     install(ARCHIVE, SHA)
     env = code("misbehaving:Frames")
     description = describe("custom", env)
@@ -203,7 +189,7 @@ def test_channels_last_frames_are_transposed_and_take_the_cnn(loader):
     assert ActorCritic(spec).get_value(torch.as_tensor(obs)[None]).shape == (1,)
 
 
-def test_a_registered_id_is_described_as_before(loader):
+def test_a_registered_id_is_described_as_before(env_loader):
     """Built-in ids keep their family, spaces and wrappers."""
     pendulum = describe("Pendulum-v1")
     assert (pendulum.family, pendulum.obs_shape, pendulum.action_kind) == \

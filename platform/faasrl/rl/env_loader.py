@@ -104,16 +104,19 @@ def ensure(env: EnvCode | None, fetch: Callable[[], bytes | None]) -> None:
 
 
 def _import(name: str, folder: Path | None) -> Any:
-    """``import name``, from ``folder`` when given (evicting a same-named module of another
-    archive). Call with the lock held."""
+    """``import name``, from ``folder`` when given (evicting a same-named module another
+    archive loaded; never one the archive does not hold, such as an installed package).
+    Call with the lock held."""
     if folder is not None:
         top = name.partition(".")[0]
         loaded = sys.modules.get(top)
         where = getattr(loaded, "__file__", None) or ""
-        if loaded is not None and not Path(where).is_relative_to(folder):
+        ours = (folder / f"{top}.py").is_file() or (folder / top).is_dir()
+        if ours and loaded is not None and not Path(where).is_relative_to(folder):
             for key in [k for k in sys.modules if k == top or k.startswith(f"{top}.")]:
                 del sys.modules[key]
-        sys.path.remove(str(folder))
+        if str(folder) in sys.path:
+            sys.path.remove(str(folder))
         sys.path.insert(0, str(folder))
         importlib.invalidate_caches()
     return importlib.import_module(name)

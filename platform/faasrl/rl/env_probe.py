@@ -18,6 +18,8 @@ import binascii
 import contextlib
 import json
 import os
+import re
+import resource
 import signal
 import subprocess
 import sys
@@ -31,6 +33,7 @@ from faasrl.env_code import EnvCode, EnvDescription, EnvStage
 
 PROBE_STEPS = 32  # random actions taken after reset (an episode that ends is reset)
 TIMED_OUT = "timed out"
+ANSI = re.compile(r"\x1b\[[0-9;]*m")  # gymnasium's logger colours its warnings
 
 
 def probe(env_id: str, env: EnvCode | None, code: bytes | None,
@@ -41,19 +44,24 @@ def probe(env_id: str, env: EnvCode | None, code: bytes | None,
     from gymnasium.utils.env_checker import check_env
 
     from faasrl.rl.env_loader import EnvError, env_name, install, last_lines, resolve
-    from faasrl.rl.envs import _build, describe
+    from faasrl.rl.envs import build, check_env_id, describe
 
     name = env_name(env_id, env)
     enter("code")
     if code is not None:
         install(code, env.code_sha256 if env is not None else None)
     enter("import")
-    if env is not None:  # a registered id has nothing to import
+    if env is not None:
         resolve(env_id, env)
     enter("make")
+    if env is None:
+        try:
+            check_env_id(env_id)
+        except ValueError as exc:
+            raise EnvError("make", str(exc), name) from None
     description = describe(env_id, env)
     enter("reset")
-    built = _build(env_id, env)
+    built = build(env_id, env)
     stage: EnvStage = "reset"
     try:
         built.env.action_space.seed(0)
@@ -76,16 +84,19 @@ def probe(env_id: str, env: EnvCode | None, code: bytes | None,
     finally:
         with contextlib.suppress(Exception):
             built.env.close()
-    found = list(dict.fromkeys(str(w.message) for w in caught))
+    found = list(dict.fromkeys(ANSI.sub("", str(w.message)).removeprefix("WARN: ")
+                               for w in caught))
     return description.model_copy(update={"checker_warnings": found})
 
 
-def probe_in_child(env_id: str, env: EnvCode | None, code: str | None, timeout_s: float
+def probe_in_child(env_id: str, env: EnvCode | None, code: str | None, timeout_s: float,
+                   memory_mb: float | None = None
                    ) -> tuple[EnvDescription | None, str | None, EnvStage | None]:
     """(description, error, stage) of :func:`probe` run in a child process stopped (with its
-    own children) after ``timeout_s``; ``code``: the archive, base64."""
+    own children) after ``timeout_s``, its heap held to ``memory_mb`` (an env that eats
+    memory fails with a MemoryError there); ``code``: the archive, base64."""
     request = json.dumps({"env_id": env_id, "env": env and env.model_dump(mode="json"),
-                          "code": code})
+                          "code": code, "memory_mb": memory_mb})
     import faasrl
 
     path = [str(Path(faasrl.__file__).resolve().parents[1]), os.environ.get("PYTHONPATH", "")]
@@ -118,12 +129,18 @@ def _last_stage(out: str) -> EnvStage | None:
 
 def main(stdin: IO[str], answer: IO[str]) -> None:
     """The child: one request from ``stdin``, stages and the answer to ``answer``."""
-    from faasrl.rl.env_loader import EnvError
+    from faasrl.rl.env_loader import EnvError, last_lines
 
     request = json.loads(stdin.read())
+    if request["memory_mb"]:
+        limit = int(request["memory_mb"]) << 20
+        resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
     env = EnvCode.model_validate(request["env"]) if request["env"] else None
 
+    entered: list[EnvStage] = ["code"]
+
     def enter(stage: EnvStage) -> None:
+        entered.append(stage)
         answer.write(f"{stage}\n")
         answer.flush()
 
@@ -137,6 +154,8 @@ def main(stdin: IO[str], answer: IO[str]) -> None:
             reply = {"description": description.model_dump(mode="json")}
         except EnvError as exc:
             reply = {"error": exc.detail, "stage": exc.stage}
+        except Exception as exc:  # not the env's own code: still an answer, at its stage
+            reply = {"error": last_lines(exc), "stage": entered[-1]}
     answer.write(json.dumps(reply) + "\n")
     answer.flush()
 

@@ -53,15 +53,15 @@ def check_env_id(env_id: str) -> None:
 
 Wrapper = tuple[str, dict[str, Any]]  # a wrapper's name and its arguments
 # Atari's preprocessing, as gymnasium.make's arguments and gymnasium.wrappers (name, arguments)
-# applied in order: _build applies them, and model files name them (env_preprocessing).
+# applied in order: build applies them, and model files name them (env_preprocessing).
 ATARI_MAKE_KWARGS: dict[str, Any] = {"frameskip": 1}
 ATARI_WRAPPERS: tuple[Wrapper, ...] = (
     ("AtariPreprocessing", {"noop_max": 30, "frame_skip": 4, "screen_size": 84,
                             "grayscale_obs": True, "terminal_on_life_loss": False}),
     ("FrameStackObservation", {"stack_size": 4}),
 )
-CLIP_ACTION: Wrapper = ("ClipAction", {})  # outermost, for Box actions: Gaussian policies
-# sample unbounded
+# Outermost, for Box actions: Gaussian policies sample unbounded.
+CLIP_ACTION: Wrapper = ("ClipAction", {})
 FLATTEN: Wrapper = ("FlattenObservation", {})  # Dict, Tuple, Discrete, ... observations
 CHANNELS_FIRST: Wrapper = ("TransposeObservation", {"axes": [2, 0, 1]})  # HWC frames to CHW
 FLATTENED = (gym.spaces.Dict, gym.spaces.Tuple, gym.spaces.Discrete, gym.spaces.MultiDiscrete,
@@ -136,7 +136,7 @@ def _wrap(env: gym.Env, wrapper: Wrapper) -> gym.Env:
 
 @dataclass
 class Built:
-    """An env as :func:`_build` made it, and how."""
+    """An env as :func:`build` made it, and how."""
 
     env: gym.Env
     wrappers: list[Wrapper]  # the platform's, in the order applied
@@ -144,7 +144,7 @@ class Built:
     action_space: gym.Space  # the env's own (ClipAction widens it to +-inf)
 
 
-def _build(env_id: str, env: EnvCode | None = None) -> Built:
+def build(env_id: str, env: EnvCode | None = None) -> Built:
     """One unseeded env with the observation/action preprocessing shared by training and eval."""
     made = make(env_id, env, **_make_kwargs(env_id, env))
     # Innermost, so episode returns and lengths are raw (for Atari, lengths count emulator frames).
@@ -167,11 +167,11 @@ def _build(env_id: str, env: EnvCode | None = None) -> Built:
 
 def env_preprocessing(env_id: str, continuous_actions: bool, env: EnvCode | None = None,
                       wrappers: list[Wrapper] | None = None) -> dict[str, Any]:
-    """What :func:`_build` does to ``env_id``, as data: ``gymnasium.make(id, **make_kwargs)``
+    """What :func:`build` does to ``env_id``, as data: ``gymnasium.make(id, **make_kwargs)``
     (an env brought as code: ``code``, its :class:`~faasrl.env_code.EnvCode` less the
     client's folder), then each of ``wrappers`` (a ``gymnasium.wrappers`` name and its
     arguments; ``TransposeObservation`` is :class:`TransposeObservation`) in order. Leaves
-    out RecordEpisodeStatistics, which only records. ``wrappers``: those :func:`_build`
+    out RecordEpisodeStatistics, which only records. ``wrappers``: those :func:`build`
     applied (the describe probe's); without them, a registered id's, from its family."""
     if wrappers is None:
         wrappers = _family_wrappers(env_id, env) + ([CLIP_ACTION] if continuous_actions else [])
@@ -184,9 +184,9 @@ def env_preprocessing(env_id: str, continuous_actions: bool, env: EnvCode | None
 
 def _build_train(env_id: str, env: EnvCode | None, gamma: float,
                  normalize_reward: bool | None) -> gym.Env:
-    """:func:`_build` plus reward shaping: it helps learning but must never reach evaluation."""
+    """:func:`build` plus reward shaping: it helps learning but must never reach evaluation."""
     family = env_family(env_id, env)
-    made = _build(env_id, env).env
+    made = build(env_id, env).env
     if family == "atari":
         made = gym.wrappers.TransformReward(made, lambda r: float(np.sign(r)))
     if family == "mujoco" if normalize_reward is None else normalize_reward:
@@ -238,7 +238,7 @@ def make_env(env_id: str, env: EnvCode | None = None) -> gym.Env:
     observations, raw rewards."""
     if env is None:
         check_env_id(env_id)
-    return _build(env_id, env).env
+    return build(env_id, env).env
 
 
 def describe(env_id: str, env: EnvCode | None = None) -> EnvDescription:
@@ -246,7 +246,7 @@ def describe(env_id: str, env: EnvCode | None = None) -> EnvDescription:
     lay out batches without building it again (the probe adds the env checker's warnings)."""
     if env is None:
         check_env_id(env_id)
-    built = _build(env_id, env)
+    built = build(env_id, env)
     try:
         obs, action = built.env.observation_space, built.action_space
         assert isinstance(obs, gym.spaces.Box)

@@ -36,6 +36,15 @@ class LoopsInReset(Corridor):
             time.sleep(0.01)
 
 
+class EatsMemory(Corridor):
+    """Asks for 8 GiB at reset, 64 MiB at a time (calloc'd, never touched: harmless where no
+    limit holds it, a MemoryError where one does)."""
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> Any:
+        hoard = [bytes(64 << 20) for _ in range(128)]
+        return super().reset(seed=seed), hoard
+
+
 class DictObs(Corridor):
     """The position and a flag, as a Dict observation."""
 
