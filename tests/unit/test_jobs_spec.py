@@ -19,6 +19,7 @@ from faasrl.controllers import RoundContext, build_controller
 from faasrl.inputs import load_yaml
 from faasrl.invoker.records import InvocationRecord
 from faasrl.jobs.cost import Pricing, actor_cost, learner_cost, serverful_cost
+from faasrl.jobs.env_probe import probe_key
 from faasrl.jobs.spec import JobSpec
 from faasrl.jobs.store import JobRecord
 
@@ -91,6 +92,22 @@ def test_bad_envs_as_code_name_the_field(env, field, says):
         JobSpec.model_validate({"env": env})
     assert field in error_fields(err.value), err.value
     assert says in str(err.value)
+
+
+def test_a_description_is_cached_per_what_the_env_is_made_of():
+    """The probe's cache key: the archive, entry point, imports, kwargs, episode limit and id;
+    not the job's other fields."""
+    spec = JobSpec.model_validate({"env": CORRIDOR})
+    same = JobSpec.model_validate({"env": CORRIDOR, "seed": 7, "algorithm": "impact"})
+    assert probe_key(spec) == probe_key(same)
+    for changed in ({"kwargs": {"length": 9}}, {"max_episode_steps": 51},
+                    {"code_sha256": "cd" * 32}, {"imports": ["corridor"]},
+                    {"entry_point": "corridor:Other"}):
+        other = JobSpec.model_validate({"env": {**CORRIDOR, **changed}})
+        assert probe_key(other) != probe_key(spec), changed
+    named = JobSpec.model_validate({"env": CORRIDOR, "env_id": "Corridor-8"})
+    assert probe_key(named) != probe_key(spec)
+    assert probe_key(JobSpec(env_id="CartPole-v1")) != probe_key(JobSpec(env_id="Acrobot-v1"))
 
 
 def test_fixed_and_list_schedule():
