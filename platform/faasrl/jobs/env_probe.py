@@ -79,8 +79,13 @@ class EnvProbe:
         probing = self._probing.get(key)
         if probing is None:  # one probe for submits of the same env at once
             probing = self._probing[key] = asyncio.ensure_future(self._probe(spec, key))
-            probing.add_done_callback(lambda _: self._probing.pop(key, None))
-        return await asyncio.shield(probing)
+            probing.add_done_callback(lambda task: self._probed(key, task))
+        return await asyncio.shield(probing)  # a submit that goes away leaves it running
+
+    def _probed(self, key: str, task: asyncio.Future[EnvDescription]) -> None:
+        self._probing.pop(key, None)
+        if not task.cancelled():
+            task.exception()  # read here: every submit that waited for it may have gone
 
     async def _probe(self, spec: JobSpec, key: str) -> EnvDescription:
         env, field = spec.env, env_field(spec)

@@ -241,7 +241,7 @@ class JobSpec(BaseModel):
         """Fill what the spec leaves out with its algorithm's defaults for the env's family."""
         if not isinstance(data, dict):
             return handler(data)
-        data = _named_env_id(data)
+        data = {**_named_env_id(data)}  # filled in below: the caller's stays as it was
         family = _family(data.get("env"), data.get("env_id"))
         hp = data.get("hyperparameters") or {}
         if family is not None and data.get("algorithm") is None and isinstance(hp, dict):
