@@ -41,6 +41,8 @@ def probe(env_id: str, env: EnvCode | None, code: bytes | None,
     """The env's description, its spaces checked, reset and stepped, gymnasium's checker run
     on a fresh base env (its warnings kept). Raises :class:`EnvError` naming the stage;
     ``enter`` is told each stage as it begins."""
+    # Imported here: the child has made fd 1 stderr by now, so nothing they print can
+    # garble its answer; the function's process, which only starts children, never needs them.
     from gymnasium.utils.env_checker import check_env
 
     from faasrl.rl.env_loader import EnvError, env_name, install, last_lines, resolve
