@@ -144,8 +144,10 @@ def test_the_gateway_process_never_imports_the_env_module(tmp_path: Path, platfo
         job = client.submit({**SHORT, "env": {"code_sha256": client.upload_code(code),
                                               "entry_point": "marked:Corridor"}})
         assert succeeded(client, job["id"])["evaluation"]["episodes"] == 2
+        actors = {c["pid"] for c in client.cluster()["functions"]["actor"]["containers"]}
     pids = {int(p.name) for p in marks.iterdir()}
-    assert pids and proc.pid not in pids, (proc.pid, pids)
+    assert proc.pid not in pids, (proc.pid, pids)
+    assert actors and actors <= pids, (actors, pids)  # every actor that rolled out imported it
 
 
 @pytest.mark.slow
