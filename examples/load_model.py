@@ -7,6 +7,7 @@ is used here: ``architecture.forward`` (steps of layers and combination rules, i
 ``observation`` (the input formula), ``action_space`` and ``env``.
 """
 
+import importlib
 import json
 import sys
 
@@ -79,14 +80,37 @@ def load_policy(path):
 
 
 def make_env(env):
-    """The env as the policy saw it in training, from the file's ``env``."""
-    if env["id"].startswith("ALE/"):
-        import ale_py
+    """The env as the policy saw it in training, from the file's ``env``. An env brought as
+    code (``env["code"]``) needs its modules importable (its folder on PYTHONPATH)."""
+    code = env.get("code")
+    if code is None:
+        if env["id"].startswith("ALE/"):
+            import ale_py
 
-        gym.register_envs(ale_py)
-    e = gym.make(env["id"], **env["make_kwargs"])
+            gym.register_envs(ale_py)
+        e = gym.make(env["id"], **env["make_kwargs"])
+    else:
+        for module in code["imports"]:
+            importlib.import_module(module)
+        if code["entry_point"] is None:
+            e = gym.make(env["id"], max_episode_steps=code["max_episode_steps"], **code["kwargs"])
+        else:
+            module, _, attr = code["entry_point"].partition(":")
+            make = importlib.import_module(module)
+            for part in attr.split("."):
+                make = getattr(make, part)
+            e = make(**code["kwargs"])
+            if code["max_episode_steps"] is not None:
+                e = gym.wrappers.TimeLimit(e, code["max_episode_steps"])
     for wrapper in env["wrappers"]:
-        e = getattr(gym.wrappers, wrapper["name"])(e, **wrapper["kwargs"])
+        if wrapper["name"] == "TransposeObservation":  # faasrl's: numpy.transpose(obs, axes)
+            axes, space = wrapper["kwargs"]["axes"], e.observation_space
+            box = gym.spaces.Box(np.transpose(space.low, axes), np.transpose(space.high, axes),
+                                 dtype=space.dtype)
+            e = gym.wrappers.TransformObservation(
+                e, lambda o, a=axes: np.ascontiguousarray(np.transpose(o, a)), box)
+        else:
+            e = getattr(gym.wrappers, wrapper["name"])(e, **wrapper["kwargs"])
     return e
 
 

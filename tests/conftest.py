@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import redis
-from helpers import TEST_NETWORK, Platforms, build_wheelhouse
+from helpers import CORRIDOR_MODULES, TEST_NETWORK, Platforms, build_wheelhouse
 
 from faasrl.config import Settings
 from faasrl.embedded import EmbeddedPlatform
@@ -23,6 +25,24 @@ def _hermetic_env(monkeypatch: pytest.MonkeyPatch) -> None:
     for key in list(os.environ):
         if key.startswith("FAASRL_"):
             monkeypatch.delenv(key)
+
+
+@pytest.fixture
+def env_loader(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """This process as a fresh function container for envs brought as code: nothing
+    installed, its temp dir ``tmp_path``; the test envs' modules, path entries and gymnasium
+    ids go afterwards."""
+    import gymnasium as gym
+
+    from faasrl.rl import env_loader as loader
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(loader, "_folders", {})
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    yield tmp_path
+    for name in [m for m in sys.modules if m.partition(".")[0] in CORRIDOR_MODULES]:
+        del sys.modules[name]
+    gym.registry.pop("MyCorridor-v0", None)
 
 
 @pytest.fixture(scope="session")

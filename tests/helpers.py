@@ -28,6 +28,9 @@ from faasrl.client import Client
 from faasrl.invoker.runtime_client import RuntimeClient
 
 TEST_FUNCTIONS = Path(__file__).parent / "functions"
+# Envs brought as code: a corridor that passes gymnasium's checker and ones that misbehave.
+CORRIDOR_DIR = Path(__file__).parent / "envs" / "corridor"
+CORRIDOR_MODULES = ("corridor", "misbehaving", "broken_import")
 REPO = Path(__file__).resolve().parents[1]
 # Lean Ray on a small machine: no usage report, no idle workers started ahead, quick to see a
 # dead node.

@@ -15,8 +15,13 @@ job counts as an env restart when the slot had envs before. A container keeps th
 many jobs as its memory allows: above ``MEMORY_SHARE`` of its limit, each invocation drops the
 least recently used other job's.
 
-    args: faasrl.contracts.RolloutArgs | EvaluateArgs | ExploreArgs (``mode``)
-    result: RolloutResult | EvaluateResult | ExploreResult
+    args: faasrl.contracts.RolloutArgs | EvaluateArgs | ExploreArgs | DescribeArgs (``mode``)
+    result: RolloutResult | EvaluateResult | ExploreResult | DescribeResult
+
+A job whose env comes as code (``job.env``) has its archive read from the job's Redis once per
+container (:func:`faasrl.rl.env_loader.ensure`). ``describe`` is the gateway's submit-time probe
+of an env (no job yet: the archive comes inline): it builds the env in a child process bounded
+in time, tries it, runs gymnasium's env checker and answers what it found or where it failed.
 
 A ``version`` of null means the newest one published (asynchronous training: an actor samples
 with the newest policy it sees). What the batch holds is the job's algorithm's
@@ -38,6 +43,8 @@ import torch
 from faasrl.algorithms import algorithm
 from faasrl.contracts import (
     ACTOR_ARGS,
+    DescribeArgs,
+    DescribeResult,
     EvaluateArgs,
     EvaluateResult,
     ExploreArgs,
@@ -47,8 +54,11 @@ from faasrl.contracts import (
     parse,
 )
 from faasrl.data.connection import function_redis
+from faasrl.data.keys import env_code_key
 from faasrl.data.params import ParameterStore
 from faasrl.data.trajectories import TrajectoryStream
+from faasrl.rl.env_loader import ensure
+from faasrl.rl.env_probe import probe_in_child
 from faasrl.rl.envs import make_vec_env
 from faasrl.rl.explore import Explorer
 from faasrl.rl.policy import ActorCritic, PolicySpec
@@ -110,12 +120,29 @@ def _job(job: JobContext, memory_limit_mb: float) -> _Job:
     return _jobs[job.id]
 
 
+PROBE_MEMORY_SHARE = 0.5  # of the container's memory limit: the probe's child may use this much
+
+
+def describe(call: DescribeArgs, memory_limit_mb: float) -> DescribeResult:
+    """The submit's probe: in a child process, bounded by ``timeout_s`` and a share of the
+    container's memory (:mod:`faasrl.rl.env_probe`). An env that fails is an answer (error
+    and stage), not an error of the function."""
+    description, error, stage = probe_in_child(
+        call.env_id, call.env, call.code, call.timeout_s,
+        PROBE_MEMORY_SHARE * memory_limit_mb if memory_limit_mb else None)
+    return DescribeResult(description=description, error=error, stage=stage)
+
+
 def main(args: dict[str, Any], context: Any) -> dict[str, Any]:
     call = parse(ACTOR_ARGS, args, "actor args")
+    memory_limit_mb = getattr(context, "memory_limit_in_mb", 0) or 0
+    if isinstance(call, DescribeArgs):
+        return describe(call, memory_limit_mb).model_dump(mode="json")
     job, cfg = call.job, call.job.hyperparameters
     r = function_redis(job.model_dump(include={"redis"}))
+    ensure(job.env, lambda: r.get(env_code_key(job.id)))
     store = ParameterStore(r, job.id)
-    state = _job(job, getattr(context, "memory_limit_in_mb", 0) or 0)
+    state = _job(job, memory_limit_mb)
     t0 = time.monotonic()
     # Explorers, and rollouts given no version, take the newest one.
     named = None if isinstance(call, ExploreArgs) else call.version
@@ -128,7 +155,7 @@ def main(args: dict[str, Any], context: Any) -> dict[str, Any]:
     t1 = time.monotonic()
 
     if isinstance(call, EvaluateArgs):
-        returns = evaluate(state.evaluated(cfg), job.env_id, episodes=call.episodes,
+        returns = evaluate(state.evaluated(cfg), job.env_id, job.env, episodes=call.episodes,
                            seed=call.seed)
         return EvaluateResult(returns=returns, version=version).model_dump(mode="json")
     if isinstance(call, ExploreArgs):
@@ -139,10 +166,14 @@ def main(args: dict[str, Any], context: Any) -> dict[str, Any]:
     started = rollout is None
     if started:
         seed = training_seed(job.seed, slot, round_)
-        envs = make_vec_env(job.env_id, job.envs_per_actor, seed, gamma=cfg.gamma)
+        envs = make_vec_env(job.env_id, job.envs_per_actor, seed, env=job.env, gamma=cfg.gamma)
         rollout = state.rollouts[slot] = Rollout(envs, state.policy, num_steps=job.steps_per_actor,
                                                  gamma=cfg.gamma, seed=seed)
-    steps, episodes = rollout.collect()
+    try:
+        steps, episodes = rollout.collect()
+    except Exception:  # an env that failed mid-round: a retry starts the slot's envs afresh
+        del state.rollouts[slot]
+        raise
     batch = algorithm(cfg.algorithm).actor_batch(steps, cfg)
     t2 = time.monotonic()
     entry, nbytes = TrajectoryStream(r, job.id).append(round_, slot, version, batch,
@@ -161,8 +192,8 @@ def explore(call: ExploreArgs, r: Any, state: _Job, version: int, fetched: bool,
     started = slot not in state.explorers
     if started:
         seed = training_seed(job.seed, slot, 0)
-        envs = make_vec_env(job.env_id, job.envs_per_actor, seed, gamma=cfg.gamma,
-                            normalize_reward=False)
+        envs = make_vec_env(job.env_id, job.envs_per_actor, seed, env=job.env,
+                            gamma=cfg.gamma, normalize_reward=False)
         state.explorers[slot] = (Explorer(envs, n_step=cfg.n_step, gamma=cfg.gamma),
                                  torch.Generator().manual_seed(seed))
     explorer, generator = state.explorers[slot]
@@ -172,7 +203,11 @@ def explore(call: ExploreArgs, r: Any, state: _Job, version: int, fetched: bool,
         return state.module.act(state.policy, x, cfg, slot=slot, actors=call.actors,
                                 generator=generator).numpy()
 
-    transitions, episodes = explorer.collect(act, job.steps_per_actor)
+    try:
+        transitions, episodes = explorer.collect(act, job.steps_per_actor)
+    except Exception:  # an env that failed mid-round: a retry starts the slot's envs afresh
+        del state.explorers[slot]
+        raise
     steps = job.steps_per_actor * job.envs_per_actor
     entry, nbytes, priority_mean = None, 0, None
     t2 = time.monotonic()

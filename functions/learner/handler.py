@@ -59,13 +59,20 @@ from faasrl.contracts import (
 from faasrl.data.codec import decode_arrays, encode_arrays
 from faasrl.data.connection import function_redis
 from faasrl.data.gradients import GradientStream, LearnerRegistry
-from faasrl.data.keys import priorities_key, update_key
+from faasrl.data.keys import env_code_key, priorities_key, update_key
 from faasrl.data.params import MissingVersion, ParameterStore
 from faasrl.data.trajectories import Batch, TrajectorySchema, TrajectoryStream
 from faasrl.rl.diagnostics import action_distributions, gradient_noise_scale, mean_policy_kl
+from faasrl.rl.env_loader import ensure
 from faasrl.rl.hessian import surrogate_hessian_extremes
 from faasrl.rl.model_card import model_card
-from faasrl.rl.policy import ActorCritic, PolicySpec, obs_batch_stats, policy_spec_for
+from faasrl.rl.policy import (
+    ActorCritic,
+    PolicySpec,
+    obs_batch_stats,
+    policy_spec_for,
+    policy_spec_from,
+)
 
 DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
@@ -88,7 +95,17 @@ class _Learner:
 
 def _metadata(job: JobContext, model: torch.nn.Module, spec: PolicySpec) -> dict[str, str]:
     """What a published version says about itself (rl/model_card.py)."""
-    return model_card(model, spec, env_id=job.env_id, algorithm=job.hyperparameters.algorithm)
+    return model_card(model, spec, env_id=job.env_id, algorithm=job.hyperparameters.algorithm,
+                      env=job.env, description=job.env_description)
+
+
+def _policy_spec(job: JobContext) -> PolicySpec:
+    """The job's default policy: from what the submit's probe found (no env built here), or,
+    for a job stored before probes, by building its env."""
+    if job.env_description is not None:
+        return policy_spec_from(job.env_description)
+    ensure(job.env, lambda: _redis(job).get(env_code_key(job.id)))
+    return policy_spec_for(job.env_id, job.env)
 
 
 def _redis(job: JobContext) -> Any:
@@ -104,7 +121,7 @@ def _tensors(batches: Sequence[Batch], keys: Sequence[str]) -> dict[str, torch.T
 def init(call: InitArgs, store: ParameterStore) -> InitResult:
     job, cfg = call.job, call.job.hyperparameters
     module = algorithm(cfg.algorithm)
-    spec = policy_spec_for(job.env_id)
+    spec = _policy_spec(job)
     torch.manual_seed(job.seed)
     model = module.make_model(spec, cfg) if "offpolicy" in module.EXECUTIONS \
         else ActorCritic(spec)

@@ -40,6 +40,19 @@ def _raise_for_error(resp: httpx.Response) -> None:
                        err.get("fields"))
 
 
+def env_code_dir(spec: dict[str, Any], base: str | Path | None = None) -> Path | None:
+    """The folder a job spec's ``env.code_dir`` names (relative to ``base``, the spec file's
+    folder; default the working directory), or None when the spec has none. A path that is no
+    folder is an ``ArchiveError`` naming the field."""
+    env = spec.get("env")
+    if not isinstance(env, dict) or env.get("code_dir") is None:
+        return None
+    folder = Path(base or ".") / str(env["code_dir"])
+    if not folder.is_dir():
+        raise code_archive.ArchiveError(f"env.code_dir: {folder} is not a folder")
+    return folder
+
+
 class Client:
     def __init__(self, url: str, token: str | None = None, timeout: float = 30.0):
         headers = {"Authorization": f"Bearer {token}"} if token else {}
@@ -168,8 +181,20 @@ class Client:
         return self._http.get("/metrics").text
 
     # -------------------------------------------------------------------- jobs
-    def submit(self, spec: dict[str, Any]) -> dict[str, Any]:
-        return self._call("POST", "/v1/jobs", json=spec)
+    def submit(self, spec: dict[str, Any], base: str | Path | None = None) -> dict[str, Any]:
+        """Start a job. An env given as a folder (``env.code_dir``, relative to ``base``) is
+        packed and uploaded first, and the spec sent names the archive (``code_sha256``)."""
+        return self._call("POST", "/v1/jobs", json=self.upload_env(spec, base))
+
+    def upload_env(self, spec: dict[str, Any], base: str | Path | None = None
+                   ) -> dict[str, Any]:
+        """``spec`` with its ``env.code_dir`` uploaded and replaced by its ``code_sha256``
+        (the gateway cannot read the client's folders); unchanged without one."""
+        folder = env_code_dir(spec, base)
+        if folder is None:
+            return spec
+        env = {k: v for k, v in spec["env"].items() if k != "code_dir"}
+        return {**spec, "env": {**env, "code_sha256": self.upload_code(folder)}}
 
     def jobs(self) -> list[dict[str, Any]]:
         return self._call("GET", "/v1/jobs")

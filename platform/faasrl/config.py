@@ -94,6 +94,9 @@ class Settings(BaseSettings):
     max_queue: int = Field(1000, ge=0, description="waiting invocations per function")
     queue_timeout_s: float = Field(300.0, gt=0, description="longest wait for a container")
     start_timeout_s: float = Field(60.0, gt=0, description="container start + init limit")
+    env_probe_timeout_s: float = Field(30.0, gt=0, le=600, description="longest a submit's "
+                                       "describe probe may take to import, build, reset and "
+                                       "check the job's env")
     stop_grace_s: float = Field(2.0, ge=0, description="SIGTERM to SIGKILL")
     timeout_grace_s: float = Field(1.0, ge=0, description="past a run's deadline before the kill")
     maintain_interval_s: float = Field(0.25, gt=0, description="keep-alive/min-warm tick")

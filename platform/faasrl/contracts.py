@@ -24,6 +24,7 @@ from pydantic import (
 )
 
 from faasrl.algorithms import AlgorithmConfig
+from faasrl.env_code import EnvCode, EnvDescription, EnvStage
 from faasrl.inputs import STRICT
 
 # Machine to machine: no unknown keys, but JSON's lists read as tuples and ints as floats.
@@ -68,6 +69,12 @@ class JobContext(BaseModel):
     model_config = CONTRACT
     id: str
     env_id: str
+    env: EnvCode | None = Field(None, description="the env as code (its archive at "
+                                                  "faasrl.data.keys.env_code_key); None: "
+                                                  "env_id is a registered gymnasium id")
+    env_description: EnvDescription | None = Field(
+        None, description="what the submit's describe probe found; None for jobs stored "
+                          "before probes (their env is built to read its spaces)")
     policy: dict[str, Any] | None = Field(None, description="its PolicySpec; None before init")
     seed: int
     envs_per_actor: int = Field(ge=1)
@@ -163,7 +170,34 @@ class ExploreResult(BaseModel):
     envs_started: bool = Field(False, description=ENVS_STARTED)
 
 
-ActorArgs = Annotated[RolloutArgs | EvaluateArgs | ExploreArgs, Field(discriminator="mode")]
+class DescribeArgs(BaseModel):
+    """Build an env as training would, run gymnasium's env checker on it and say what it is:
+    the gateway's submit-time probe (it never imports users' code itself). No job yet, so no
+    job Redis user: a code archive comes inline."""
+
+    model_config = CONTRACT
+    mode: Literal["describe"] = "describe"
+    env_id: str
+    env: EnvCode | None = None
+    code: str | None = Field(None, description="the env's archive, base64")
+    timeout_s: float = Field(30.0, gt=0, le=600,
+                             description="the probe is stopped past it (an env that loops)")
+
+
+class DescribeResult(BaseModel):
+    """The env's description, or why there is none: an env that fails is an answer, not an
+    error of the function."""
+
+    model_config = CONTRACT
+    description: EnvDescription | None = None
+    error: str | None = Field(None, description="the exception's last lines, or 'timed out'")
+    stage: EnvStage | None = Field(
+        None, description="where it failed: the archive (code), importing the modules, "
+                          "making the env, its spaces, reset, step or gymnasium's checker")
+
+
+ActorArgs = Annotated[RolloutArgs | EvaluateArgs | ExploreArgs | DescribeArgs,
+                      Field(discriminator="mode")]
 ACTOR_ARGS: TypeAdapter[ActorArgs] = TypeAdapter(ActorArgs)
 
 

@@ -20,6 +20,9 @@ from faasrl.inputs import STRICT
 
 ENTRY_POINT = r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$"
 MODULE = r"^[A-Za-z_][\w.]*$"
+# Where building or probing an env failed: its archive (code), importing its modules, making
+# it, its spaces (one the algorithms cannot take), reset, step, gymnasium's env checker.
+EnvStage = Literal["code", "import", "make", "spaces", "reset", "step", "check"]
 
 
 class EnvCode(BaseModel):
@@ -62,3 +65,7 @@ class EnvDescription(BaseModel):
     max_episode_steps: int | None = None
     checker_warnings: list[str] = Field(default_factory=list,
                                         description="what gymnasium's env checker warned of")
+    preprocessing: dict[str, Any] | None = Field(
+        None, description="how the platform builds it: gymnasium.make's arguments or the "
+                          "code, then wrappers in order (faasrl.rl.envs.env_preprocessing); "
+                          "model files carry it")

@@ -3,10 +3,14 @@ missing (CI makes both: `make docker-engine images`)."""
 
 from __future__ import annotations
 
+import os
+
 import docker
 import pytest
 
-RUNTIME_IMAGE = "faasrl/runtime:latest"
+# FAASRL_TEST_RUNTIME_IMAGE: a runtime image built from this checkout under another tag
+# (`IMAGE_TAG=mine images/build.sh runtime`), where several checkouts share one engine.
+RUNTIME_IMAGE = os.environ.get("FAASRL_TEST_RUNTIME_IMAGE", "faasrl/runtime:latest")
 PLATFORM_IMAGE = "faasrl/platform:latest"
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -13,6 +14,8 @@ from pathlib import Path
 import pytest
 from helpers import REPO, Platforms, pid_alive, wait_for
 
+from faasrl import code_archive
+from faasrl.client import Client
 from faasrl.redis_server import free_port
 
 FAASRL = [sys.executable, "-m", "faasrl"]
@@ -176,6 +179,22 @@ def test_submit_follow_jobs_and_plot(up: Up, tmp_path: Path):
     bad.write_text("env_id: CartPole-v1\ncontroller: {name: fixed, actors: 0}\n")
     refused = up.cli("submit", str(bad), check=False)
     assert refused.returncode != 0 and "controller.fixed.actors" in refused.stdout + refused.stderr
+
+
+def test_submit_uploads_the_env_folder_named_relative_to_the_spec(up: Up, tmp_path: Path):
+    """The spec's env.code_dir is read next to the spec file (not in the working directory),
+    packed, uploaded, and the job names the archive by its digest."""
+    mine = tmp_path / "mine"
+    shutil.copytree(REPO / "examples" / "custom-env", mine)
+    out = up.cli("submit", str(mine / "corridor.yaml")).stdout
+    job_id = re.search(r"job ([0-9a-f]{12})", out).group(1)
+    with Client(up.url, up.token) as client:
+        env = client.job(job_id)["spec"]["env"]
+        client.cancel_job(job_id)
+    assert env["code_sha256"] == code_archive.digest(code_archive.pack(mine / "env"))
+    shutil.rmtree(mine / "env")
+    refused = up.cli("submit", str(mine / "corridor.yaml"), check=False)
+    assert refused.returncode == 2 and "env.code_dir" in refused.stderr, refused
 
 
 def test_the_token_is_made_once_kept_and_read_back(tmp_path: Path, platforms: Platforms):

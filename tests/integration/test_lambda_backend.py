@@ -102,6 +102,9 @@ def test_throttling_is_retried_then_reported(make_platform, retries):
     assert rec["error"]["type"] == "TooManyRequestsException"
 
 
+ACTOR_CALLS = 1 + 2 * 2 + 2  # the env's describe probe, the rollouts, the evaluation
+
+
 def test_cartpole_job_with_actors_on_lambda_and_the_learner_local(make_platform):
     platform = make_platform(token=TOKEN, register_builtins=True)
     actor = load_manifest(REPO / "functions" / "actor").model_dump()
@@ -113,10 +116,10 @@ def test_cartpole_job_with_actors_on_lambda_and_the_learner_local(make_platform)
                         "placement": {"actors": "lambda"}, "evaluation_episodes": 2,
                         "stop": {"max_rounds": 2}})
         done = finished(c, job["id"])
-        # Records are written in batches: wait for the rollouts and the evaluation (its two
-        # episodes split between the two actor slots), each twice (through the Lambda backend,
-        # and served by the Lambda API).
-        actors = wait_for(lambda: len(r := c.invocations("actor", 100)) >= 2 * (2 * 2 + 2)
+        # Records are written in batches: wait for the submit's env probe (where the actors
+        # run), the rollouts and the evaluation (its two episodes split between the two actor
+        # slots), each twice (through the Lambda backend, and served by the Lambda API).
+        actors = wait_for(lambda: len(r := c.invocations("actor", 100)) >= 2 * ACTOR_CALLS
                           and r, what="the actor records")
         learner = c.invocations("learner", 100)
     assert done["status"] == "succeeded", done
@@ -124,7 +127,7 @@ def test_cartpole_job_with_actors_on_lambda_and_the_learner_local(make_platform)
     assert done["evaluation"]["episodes"] == 2
     on_lambda_ = [r for r in actors if r["backend"] == "lambda"]
     served_locally = [r for r in actors if r["backend"] == "process"]
-    assert len(on_lambda_) == len(served_locally) == 2 * 2 + 2  # rollouts and the evaluation
+    assert len(on_lambda_) == len(served_locally) == ACTOR_CALLS
     assert all(r["billed_ms"] > 0 and r["status"] == "success" for r in on_lambda_)
     assert learner and {r["backend"] for r in learner} == {"process"}
     assert done["cost_usd"] > 0

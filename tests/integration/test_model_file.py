@@ -15,13 +15,17 @@ import numpy as np
 import pytest
 import safetensors.numpy
 import torch
-from helpers import REPO, succeeded
+from helpers import CORRIDOR_DIR, REPO, succeeded
 
 from faasrl.algorithms import algorithm
 from faasrl.client import Client
+from faasrl.code_archive import digest, pack
 from faasrl.data.codec import decode_tensors, encode_tensors
+from faasrl.env_code import EnvCode
+from faasrl.rl.env_loader import install
+from faasrl.rl.envs import describe
 from faasrl.rl.model_card import FORMAT, model_card
-from faasrl.rl.policy import ActorCritic, PolicySpec, policy_spec_for
+from faasrl.rl.policy import ActorCritic, PolicySpec, policy_spec_for, policy_spec_from
 
 PLATFORM = {"register_builtins": True}
 STEPS = 40  # observations per env the loader plays and records
@@ -59,10 +63,13 @@ assert not [m for m, v in sys.modules.items() if m.startswith("faasrl") and v is
 """
 
 
-def play_without_faasrl(files: list[Path], tmp_path: Path) -> list[dict[str, np.ndarray]]:
-    """Run the example loader on each file in a fresh interpreter that cannot import faasrl."""
+def play_without_faasrl(files: list[Path], tmp_path: Path, code_dir: Path | None = None
+                        ) -> list[dict[str, np.ndarray]]:
+    """Run the example loader on each file in a fresh interpreter that cannot import faasrl
+    (``code_dir``: the files' env code, put on its path)."""
     script = tmp_path / "play.py"
-    script.write_text(WITHOUT_FAASRL + f"STEPS = {STEPS}\n" + PLAY)
+    code = f"sys.path.insert(0, {str(code_dir)!r})\n" if code_dir else ""
+    script.write_text(WITHOUT_FAASRL + code + f"STEPS = {STEPS}\n" + PLAY)
     outs = [tmp_path / f"played-{i}.safetensors" for i in range(len(files))]
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     args = [str(a) for pair in zip(files, outs, strict=True) for a in pair]
@@ -151,6 +158,38 @@ def test_the_loader_reproduces_every_algorithms_models_without_faasrl(tmp_path: 
                                            strict=True):
         assert_same_outputs(name, model, spec, played)
         assert len(np.unique(played["actions"], axis=0)) > 1, (name, spec)
+
+
+# Envs brought as code: the corridor's, flattened (Dict) and transposed (frames) observations;
+# with seeds whose untrained heads walk the corridor (PPO's zero biases stay put at cell 0).
+CODE_CASES = [("dqn", "corridor:Corridor", 5), ("ppo", "misbehaving:DictObs", 2),
+              ("ppo", "misbehaving:Frames", 0)]
+
+
+def test_the_loader_plays_envs_brought_as_code_from_their_card(env_loader, tmp_path: Path):
+    """A card names the env's code and the wrappers the probe saw applied: the loader, with
+    the env's folder on its path, rebuilds the env and the model as faasrl has them."""
+    archive = pack(CORRIDOR_DIR)
+    install(archive)
+    models, files = [], []
+    for i, (name, entry_point, seed) in enumerate(CODE_CASES):
+        env = EnvCode(code_sha256=digest(archive), entry_point=entry_point,
+                      max_episode_steps=10)
+        description = describe("custom", env)
+        spec = policy_spec_from(description)
+        torch.manual_seed(seed)
+        model = make_model(name, spec)
+        spread(model)
+        path = tmp_path / f"{i}.safetensors"
+        path.write_bytes(encode_tensors(model.state_dict(), metadata={
+            **model_card(model, spec, env_id="custom", algorithm=name, env=env,
+                         description=description), "version": "0"}))
+        models.append((name, model, spec))
+        files.append(path)
+    for (name, model, spec), played in zip(models, play_without_faasrl(files, tmp_path,
+                                                                       CORRIDOR_DIR),
+                                           strict=True):
+        assert_same_outputs(name, model, spec, played)
 
 
 JOBS: dict[str, dict[str, Any]] = {

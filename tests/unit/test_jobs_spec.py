@@ -19,6 +19,7 @@ from faasrl.controllers import RoundContext, build_controller
 from faasrl.inputs import load_yaml
 from faasrl.invoker.records import InvocationRecord
 from faasrl.jobs.cost import Pricing, actor_cost, learner_cost, serverful_cost
+from faasrl.jobs.env_probe import probe_key
 from faasrl.jobs.spec import JobSpec
 from faasrl.jobs.store import JobRecord
 
@@ -58,6 +59,55 @@ def test_bad_specs_name_the_field(body, field):
 def test_unknown_env_id_suggests_a_close_one():
     with pytest.raises(ValidationError, match="CartPole-v1"):
         JobSpec(env_id="CartPol-v1")
+
+
+CORRIDOR = {"code_sha256": "ab" * 32, "entry_point": "corridor:Corridor",
+            "kwargs": {"length": 8}, "max_episode_steps": 50}
+
+
+def test_an_env_as_code_is_named_by_its_entry_point_and_takes_other_defaults():
+    spec = JobSpec.model_validate({"env": CORRIDOR})
+    assert spec.env_id == "corridor:Corridor" and spec.family == "other"
+    assert (spec.envs_per_actor, spec.hyperparameters.learning_rate) == (4, 1e-3)
+    named = JobSpec.model_validate({"env": CORRIDOR, "env_id": "Corridor-8"})
+    assert named.env_id == "Corridor-8" and named.env == spec.env
+    # A module that registers its ids: env_id is that id, not checked against this registry.
+    registers = JobSpec.model_validate({"env": {"code_sha256": "ab" * 32,
+                                                "imports": ["corridor"]},
+                                        "env_id": "MyCorridor-v0", "algorithm": "dqn"})
+    assert registers.env_id == "MyCorridor-v0" and registers.execution == "offpolicy"
+    assert JobSpec.model_validate_json(spec.model_dump_json()) == spec
+
+
+@pytest.mark.parametrize(("env", "field", "says"), [
+    ({"code_sha256": "ab" * 32, "imports": ["corridor"]}, "env_id", "env.imports"),
+    ({"code_sha256": "ab" * 32}, "env", "entry_point"),
+    ({**CORRIDOR, "code_sha256": "not-a-digest"}, "env.code_sha256", "pattern"),
+    ({**CORRIDOR, "entry_point": "corridor"}, "env.entry_point", "pattern"),
+    ({**CORRIDOR, "max_episode_steps": 0}, "env.max_episode_steps", "greater"),
+    ({**CORRIDOR, "seed": 3}, "env.seed", "Extra"),
+])
+def test_bad_envs_as_code_name_the_field(env, field, says):
+    with pytest.raises(ValidationError) as err:
+        JobSpec.model_validate({"env": env})
+    assert field in error_fields(err.value), err.value
+    assert says in str(err.value)
+
+
+def test_a_description_is_cached_per_what_the_env_is_made_of():
+    """The probe's cache key: the archive, entry point, imports, kwargs, episode limit and id;
+    not the job's other fields."""
+    spec = JobSpec.model_validate({"env": CORRIDOR})
+    same = JobSpec.model_validate({"env": CORRIDOR, "seed": 7, "algorithm": "impact"})
+    assert probe_key(spec) == probe_key(same)
+    for changed in ({"kwargs": {"length": 9}}, {"max_episode_steps": 51},
+                    {"code_sha256": "cd" * 32}, {"imports": ["corridor"]},
+                    {"entry_point": "corridor:Other"}):
+        other = JobSpec.model_validate({"env": {**CORRIDOR, **changed}})
+        assert probe_key(other) != probe_key(spec), changed
+    named = JobSpec.model_validate({"env": CORRIDOR, "env_id": "Corridor-8"})
+    assert probe_key(named) != probe_key(spec)
+    assert probe_key(JobSpec(env_id="CartPole-v1")) != probe_key(JobSpec(env_id="Acrobot-v1"))
 
 
 def test_fixed_and_list_schedule():
@@ -212,7 +262,7 @@ def test_the_layout_before_algorithm_modules_means_the_same():
     assert spec.hyperparameters == impact.Config(kl_coef=0.5, target_update_frequency=3)
 
 
-@pytest.mark.parametrize("path", sorted((REPO / "examples").glob("*.yaml")), ids=str)
+@pytest.mark.parametrize("path", sorted((REPO / "examples").rglob("*.yaml")), ids=str)
 def test_examples_validate(path):
     assert JobSpec.model_validate(load_yaml(path.read_text()))
 

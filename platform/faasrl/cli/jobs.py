@@ -20,7 +20,8 @@ from rich.progress import (
 from rich.table import Table
 
 from faasrl.cli.app import connect, console
-from faasrl.client import Client
+from faasrl.client import Client, env_code_dir
+from faasrl.code_archive import ArchiveError
 from faasrl.config import Settings
 from faasrl.inputs import load_yaml
 
@@ -30,14 +31,23 @@ jobs_app = typer.Typer(help="Training jobs: list (no command), show, cancel, res
 
 
 def read_spec(path: Path) -> dict[str, Any]:
-    """A job spec file (YAML or JSON) as a mapping; a bad one is the SPEC argument's error."""
+    """A job spec file (YAML or JSON) as a mapping; a bad one is the SPEC argument's error,
+    as is an ``env.code_dir`` (relative to the file) that is no folder."""
     try:
         spec = load_yaml(path.read_text())
     except (OSError, yaml.YAMLError) as exc:
         raise typer.BadParameter(f"{path}: {exc}", param_hint="SPEC") from None
     if not isinstance(spec, dict):
         raise typer.BadParameter(f"{path}: a job spec is a mapping", param_hint="SPEC")
+    try:
+        env_code_dir(spec, path.parent)
+    except ArchiveError as exc:
+        raise typer.BadParameter(f"{path}: {exc}", param_hint="SPEC") from None
     return spec
+
+
+# What a submit waits for: the gateway has the actor function describe the env first.
+DESCRIBING = "submitting: an actor function checks the env (seconds when its container is cold)"
 
 
 def _num(value: float | None, fmt: str = ".1f") -> str:
@@ -136,8 +146,10 @@ def submit(
     follow: Annotated[bool, typer.Option(help="show progress until the job ends")] = False,
 ) -> None:
     """Submit a training job."""
+    body = read_spec(spec)
     with connect() as client:
-        job = client.submit(read_spec(spec))
+        with console.status(DESCRIBING):
+            job = client.submit(body, base=spec.parent)
         console.print(f"submitted job [bold]{job['id']}[/bold]")
         if follow:
             _summary(_follow(client, job["id"]))
@@ -157,7 +169,8 @@ def run(
             platform = EmbeddedPlatform(settings).start()
         try:
             with platform.client() as client:
-                job = client.submit(body)
+                with console.status(DESCRIBING):
+                    job = client.submit(body, base=spec.parent)
                 console.print(f"platform up at {platform.url}; job [bold]{job['id']}[/bold]: "
                               f"{job['spec']['algorithm'].upper()} on {job['spec']['env_id']}")
                 job = _follow(client, job["id"])

@@ -42,6 +42,12 @@ def optimizer_keys(job_id: str, previous: bool = False) -> tuple[str, str]:
     return job_key(job_id, "optimizer"), job_key(job_id, "optimizer", "version")
 
 
+# A job's environment as code (faasrl.env_code): the archive's bytes, which the job driver sets
+# before the first round and every function building the job's env reads once per container.
+def env_code_key(job_id: str) -> str:
+    return job_key(job_id, "env", "code")
+
+
 # Trajectories: actors append batches, learners consume them (TrajectoryStream).
 def trajectories_key(job_id: str) -> str:
     return job_key(job_id, "trajectories")

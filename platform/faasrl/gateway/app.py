@@ -38,6 +38,7 @@ from faasrl.invoker.metrics import InvokerMetrics, PoolCollector, RecordCollecto
 from faasrl.invoker.record_archive import RecordArchive
 from faasrl.invoker.registry import CodeStore, FunctionRegistry
 from faasrl.jobs import JobManager, JobStore
+from faasrl.jobs.env_probe import EnvProbe
 from faasrl.jobs.prometheus import JobCollector
 
 log = logging.getLogger(__name__)
@@ -110,8 +111,9 @@ def create_app(settings: Settings, redis_url: str, function_redis_url: str | Non
         registrations = FunctionRegistry(redis)
         await function_service.restore(
             invoker, registrations, settings.functions_dir if settings.register_builtins else None)
+        probe = EnvProbe(invoker, redis, code_store, settings.env_probe_timeout_s)
         manager = JobManager(JobStore(redis), invoker, redis, settings.state_dir / "jobs",
-                             settings.scheduler_folder, health=health,
+                             probe, settings.scheduler_folder, health=health,
                              outage_max_s=settings.redis_outage_max_s)
         registry.register(JobCollector(manager.running))
         svc = Services(settings, redis, invoker, registrations, records, registry, manager,

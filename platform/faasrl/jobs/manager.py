@@ -11,13 +11,20 @@ from pathlib import Path
 from redis.asyncio import Redis
 
 from faasrl.algorithms import ALGORITHMS
-from faasrl.algorithms.offpolicy import replay_memory_mb, stored_transition_bytes
+from faasrl.algorithms.offpolicy import (
+    replay_memory_mb,
+    stored_transition_bytes,
+    transition_layout,
+)
 from faasrl.controllers.schedulers import SchedulerNotFound, load_scheduler
 from faasrl.data import acl
 from faasrl.data.health import RedisHealth
+from faasrl.env_code import EnvDescription
 from faasrl.invoker import Invoker
 from faasrl.invoker.errors import FunctionNotFound
-from faasrl.jobs.spec import JobSpec, env_transition_layout
+from faasrl.jobs.env_probe import EnvProbe
+from faasrl.jobs.errors import InvalidJobField
+from faasrl.jobs.spec import JobSpec
 from faasrl.jobs.store import ACTIVE, JobRecord, JobStore
 from faasrl.workflow import WORKFLOWS
 from faasrl.workflow.job import JobRun
@@ -31,20 +38,12 @@ class JobConflict(RuntimeError):
     """The job is not in a state that allows this (e.g. resuming a running job)."""
 
 
-class InvalidJobField(ValueError):
-    """A valid spec this gateway cannot run (an unregistered function, a scheduler not saved):
-    ``field`` names the part at fault, answered as a 422 like a validation error."""
-
-    def __init__(self, field: str, message: str):
-        super().__init__(message)
-        self.field = field
-
-
 class JobManager:
     def __init__(self, store: JobStore, invoker: Invoker, redis: Redis, checkpoints: Path,
-                 schedulers: Path | None = None, *, health: RedisHealth | None = None,
-                 outage_max_s: float = 600.0):
+                 probe: EnvProbe, schedulers: Path | None = None, *,
+                 health: RedisHealth | None = None, outage_max_s: float = 600.0):
         self.store = store
+        self._probe = probe
         self._invoker = invoker
         self._redis = redis
         self._checkpoints = checkpoints
@@ -92,9 +91,11 @@ class JobManager:
                                   "section naming its Lambda function")
         self._check_fits(needed[1:] if on_lambda else needed)
         self._check_controller(spec)
+        described = await self._probe.describe(spec)
         if spec.execution == "offpolicy":
-            await asyncio.to_thread(self._check_replay, spec)
-        rec = JobRecord(id=uuid.uuid4().hex[:12], spec=spec, created_at=time.time())
+            self._check_replay(spec, described)
+        rec = JobRecord(id=uuid.uuid4().hex[:12], spec=spec, created_at=time.time(),
+                        env_description=described)
         await self.store.save(rec)
         self._launch(rec)
         return rec
@@ -124,12 +125,12 @@ class JobManager:
             raise InvalidJobField("stop.target_reward", "minions-adapt scales actors by the "
                                   "share of the target reached: set a positive target_reward")
 
-    def _check_replay(self, spec: JobSpec) -> None:
+    def _check_replay(self, spec: JobSpec, env: EnvDescription) -> None:
         """The env's actions are the algorithm's kind, and the replay memory fits the buffer
         function's memory."""
-        kinds = ALGORITHMS[spec.algorithm].ACTION_KINDS
-        layout = env_transition_layout(spec.env_id)
-        kind = "discrete" if layout["actions"][0] == "int64" else "continuous"
+        kinds, kind = ALGORITHMS[spec.algorithm].ACTION_KINDS, env.action_kind
+        actions = ((), "int64") if kind == "discrete" else ((env.action_dim,), "float32")
+        layout = transition_layout(tuple(env.obs_shape), env.obs_dtype, *actions)
         if kind not in kinds:
             raise InvalidJobField("algorithm", f"{spec.algorithm} needs {' or '.join(kinds)} "
                                   f"actions; {spec.env_id} has {kind} ones")

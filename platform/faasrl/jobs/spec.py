@@ -1,15 +1,18 @@
 """What a training job is: algorithm, environment, controller, hyper-parameters, stop conditions.
 
 The algorithm's own module (:mod:`faasrl.algorithms`) validates its hyper-parameters and says
-what a job leaves out takes, per environment family (classic control, MuJoCo, Atari), so
-``{"env_id": "CartPole-v1"}`` alone is a complete job.
+what a job leaves out takes, per environment family (classic control, MuJoCo, Atari; an env
+brought as code is "other"), so ``{"env_id": "CartPole-v1"}`` alone is a complete job.
+
+The environment is a gymnasium id (``env_id``) or code (``env``, :mod:`faasrl.env_code`).
+Nothing here imports a user's module: what such an env is, the job manager asks a ``describe``
+invocation of the actor function (:mod:`faasrl.jobs.env_probe`).
 """
 
 from __future__ import annotations
 
 from typing import Any, Literal
 
-import gymnasium as gym
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -20,15 +23,15 @@ from pydantic import (
     field_validator,
     model_validator,
 )
-from pydantic_core import PydanticOmit
+from pydantic_core import PydanticCustomError, PydanticOmit
 
 from faasrl.algorithms import ALGORITHMS, AlgorithmConfig, AlgorithmName
-from faasrl.algorithms.offpolicy import transition_layout
 from faasrl.contracts import AggregationSpec, StellarisAggregation
 from faasrl.controllers.spec import ControllerSpec, FixedController
+from faasrl.env_code import EnvCode
 from faasrl.inputs import STRICT
 from faasrl.jobs.cost import Pricing
-from faasrl.rl.envs import check_env_id, env_family, make_env, obs_dtype
+from faasrl.rl.envs import check_env_id, env_family
 from faasrl.workflow import ExecutionName
 
 Loc = tuple[int | str, ...]  # where a value is in the spec, as pydantic's errors say
@@ -125,6 +128,40 @@ def _where(loc: Loc, moved: dict[Loc, Loc]) -> Loc:
     return loc
 
 
+def _env_part(env: Any, name: str) -> Any:
+    """A field of the spec's ``env`` as the spec gives it (a mapping, or an EnvCode)."""
+    return env.get(name) if isinstance(env, dict) else getattr(env, name, None)
+
+
+def _family(env: Any, env_id: Any) -> str | None:
+    """The env's family in the spec as given: an env brought as code is "other", as
+    ``env_family`` says of it; None when the spec names no env."""
+    if env is not None:
+        return "other"
+    return env_family(env_id) if isinstance(env_id, str) else None
+
+
+def _named_env_id(data: dict[str, Any]) -> dict[str, Any]:
+    """An env given by its entry point is named by it unless ``env_id`` names it."""
+    entry = _env_part(data.get("env"), "entry_point")
+    if data.get("env_id") is None and isinstance(entry, str):
+        return {**data, "env_id": entry}
+    return data
+
+
+IMPORTS_NEED_ID = PydanticCustomError(
+    "missing", "Field required: with env.imports, env_id is the id the imported module "
+               "registers")
+
+
+def _explained(error: Any, data: dict[str, Any]) -> Any:
+    """A missing ``env_id`` next to ``env.imports`` says which id it wants."""
+    if error["loc"] == ("env_id",) and error["type"] == "missing" \
+            and _env_part(data.get("env"), "imports"):
+        return {**error, "type": IMPORTS_NEED_ID}
+    return error
+
+
 class StopConditions(BaseModel):
     """A job stops at the first condition met; at least one must bound it."""
 
@@ -168,7 +205,12 @@ class JobSpec(BaseModel):
         "sync", description="sync: rounds of actors then one learner; async: Stellaris-style "
                           "asynchronous learners; offpolicy: continuous actors, a replay-buffer "
                           "function, a learner sampling it (default: the algorithm's first)")
-    env_id: str = Field(description="a gymnasium id: CartPole-v1, Hopper-v5, ALE/Pong-v5, ...")
+    env: EnvCode | None = Field(
+        None, description="the environment as code (an uploaded archive); None: env_id is a "
+                          "gymnasium id")
+    env_id: str = Field(description="a gymnasium id: CartPole-v1, Hopper-v5, ALE/Pong-v5, ...; "
+                                    "with env.imports, the id the module registers; with "
+                                    "env.entry_point, a name (default: the entry point)")
     controller: ControllerSpec = Field(default_factory=FixedController)
     asynchronous: AsyncSettings = Field(default_factory=AsyncSettings)
     hyperparameters: AlgorithmConfig = Field(
@@ -198,17 +240,18 @@ class JobSpec(BaseModel):
     def _family_defaults(cls, data: Any, handler: ModelWrapValidatorHandler[JobSpec]
                          ) -> JobSpec:
         """Fill what the spec leaves out with its algorithm's defaults for the env's family."""
-        if not isinstance(data, dict) or not isinstance(data.get("env_id"), str):
+        if not isinstance(data, dict):
             return handler(data)
-        data = {**data}
+        data = {**_named_env_id(data)}  # filled in below: the caller's stays as it was
+        family = _family(data.get("env"), data.get("env_id"))
         hp = data.get("hyperparameters") or {}
-        if data.get("algorithm") is None and isinstance(hp, dict):
+        if family is not None and data.get("algorithm") is None and isinstance(hp, dict):
             data["algorithm"] = hp.get("algorithm", "ppo")
         name = data.get("algorithm")
         module = ALGORITHMS.get(name) if isinstance(name, str) else None
         moved: dict[Loc, Loc] = {}
-        if module is not None and isinstance(hp, dict):
-            defaults = module.FAMILY_DEFAULTS[env_family(data["env_id"])]
+        if family is not None and module is not None and isinstance(hp, dict):
+            defaults = module.FAMILY_DEFAULTS[family]
             hp, data["asynchronous"], moved = _relocated({**data, "hyperparameters": hp},
                                                          module.Config)
             data["hyperparameters"] = {**defaults.get("hyperparameters", {}), **hp}
@@ -219,10 +262,12 @@ class JobSpec(BaseModel):
         try:
             return handler(data)
         except ValidationError as exc:
-            if module is not None and not moved:
+            said = exc.errors()
+            errors = [_explained({**e, "loc": _where(e["loc"], moved)}, data) for e in said
+                      if (family is not None and module is not None) or e["type"] != "missing"
+                      or e["loc"] not in FILLED]
+            if errors == said:
                 raise
-            errors = [{**e, "loc": _where(e["loc"], moved)} for e in exc.errors()
-                      if module is not None or e["type"] != "missing" or e["loc"] not in FILLED]
             raise ValidationError.from_exception_data(exc.title, errors) from None  # type: ignore[arg-type]
 
     @field_validator("execution")
@@ -244,28 +289,29 @@ class JobSpec(BaseModel):
             raise PydanticOmit  # the algorithm's own error says it all
         return ALGORITHMS[name].Config.model_validate(hp)
 
+    @field_validator("env")
+    @classmethod
+    def _env_named(cls, env: EnvCode | None) -> EnvCode | None:
+        if env is not None and env.entry_point is None and not env.imports:
+            raise ValueError("name the env: entry_point (module:attribute), or imports of a "
+                             "module that registers the job's env_id")
+        return env
+
     @field_validator("env_id")
     @classmethod
-    def _known_env(cls, env_id: str) -> str:
-        check_env_id(env_id)
+    def _known_env(cls, env_id: str, info: ValidationInfo) -> str:
+        """A plain gymnasium id must be registered here; an env brought as code is checked by
+        the probe (and one whose ``env`` is invalid has that error already)."""
+        if "env" in info.data and info.data["env"] is None:
+            check_env_id(env_id)
         return env_id
 
     @property
     def family(self) -> str:
-        return env_family(self.env_id)
+        return env_family(self.env_id, self.env)
 
     @property
     def compress(self) -> bool:
         return self.family == "atari" if self.compress_trajectories is None \
             else self.compress_trajectories
 
-
-def env_transition_layout(env_id: str) -> dict[str, tuple[str, tuple[int, ...]]]:
-    """An off-policy transition's layout in ``env_id`` (its preprocessed spaces), without
-    torch: what the gateway checks a replay memory's size and action kind with."""
-    env = make_env(env_id)
-    obs, action = env.observation_space, env.unwrapped.action_space
-    env.close()
-    if isinstance(action, gym.spaces.Discrete):
-        return transition_layout(obs.shape, obs_dtype(obs), (), "int64")
-    return transition_layout(obs.shape, obs_dtype(obs), action.shape, "float32")

@@ -10,6 +10,7 @@ from redis.asyncio import Redis
 from redis.exceptions import WatchError
 
 from faasrl.data.keys import job_key, job_prefix
+from faasrl.env_code import EnvDescription
 from faasrl.jobs.spec import JobSpec
 
 INDEX = "faasrl:jobs"
@@ -49,6 +50,9 @@ class JobRecord(BaseModel):
     round: int = Field(0, description="rounds completed")
     version: int | None = Field(None, description="the latest policy version")
     policy: dict[str, Any] | None = Field(None, description="the policy's PolicySpec")
+    env_description: EnvDescription | None = Field(
+        None, description="what the env's describe probe found at submit; None: submitted "
+                          "before probes")
     env_steps: int = 0
     env_restarts: int = Field(0, description="actor slots whose envs started afresh after "
                                              "they had some (their episodes were cut short)")

@@ -2,8 +2,9 @@
 
 Every version a learner or parameter function publishes is a safetensors file whose metadata
 (string values, JSON where structured) names: the ``format``; ``algorithm`` and ``env_id``;
-``env``: how to build the env the policy was trained on with gymnasium alone (``make`` arguments
-and wrappers, :func:`faasrl.rl.envs.env_preprocessing`); ``observation``: its shape and dtype,
+``env``: how to build the env the policy was trained on with gymnasium alone (``make`` arguments,
+or for an env brought as code its ``code``: entry point, imports, kwargs, episode limit; then
+wrappers, :func:`faasrl.rl.envs.env_preprocessing`); ``observation``: its shape and dtype,
 and the formula that turns it into the network's input, with the tensors holding the running
 statistics; ``action_space``: discrete ``n``, or a box's shape and bounds; ``architecture``:
 the model's forward pass as data, the same shape for every algorithm (:data:`RULES`).
@@ -30,6 +31,7 @@ from torch import nn
 
 from faasrl.algorithms.dqn import QLearner
 from faasrl.algorithms.sac import LOG_STD_MAX, LOG_STD_MIN, SoftActorCritic
+from faasrl.env_code import EnvCode, EnvDescription
 from faasrl.rl.envs import env_preprocessing
 from faasrl.rl.policy import OBS_CLIP, OBS_EPS, PIXEL_SCALE, ActorCritic, PolicySpec
 
@@ -163,14 +165,18 @@ def _action_space(spec: PolicySpec) -> dict[str, Any]:
             "high": list(spec.action_high)}
 
 
-def model_card(model: nn.Module, spec: PolicySpec, *, env_id: str, algorithm: str
+def model_card(model: nn.Module, spec: PolicySpec, *, env_id: str, algorithm: str,
+               env: EnvCode | None = None, description: EnvDescription | None = None
                ) -> dict[str, str]:
     """The metadata a published version of ``model`` carries (``version`` is added by the
-    parameter store)."""
+    parameter store). ``env``, ``description``: the job's env code and what its probe found
+    (whose ``preprocessing`` names the wrappers it saw applied)."""
     architecture, hidden = _architecture(model)
+    preprocessing = description.preprocessing if description is not None else None
     card = {
         "format": FORMAT, "algorithm": algorithm, "env_id": env_id,
-        "env": env_preprocessing(env_id, spec.action_kind == "continuous"),
+        "env": preprocessing or env_preprocessing(env_id, spec.action_kind == "continuous",
+                                                  env),
         "observation": _observation(spec, model), "action_space": _action_space(spec),
         "architecture": architecture, "policy": replace(spec, hidden=hidden).to_dict(),
     }

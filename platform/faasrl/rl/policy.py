@@ -11,13 +11,13 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
-import gymnasium as gym
 import numpy as np
 import torch
 from torch import nn
 from torch.distributions import Categorical, Normal
 
-from faasrl.rl.envs import env_family, make_env, obs_dtype
+from faasrl.env_code import EnvCode, EnvDescription
+from faasrl.rl.envs import describe
 
 _OBS_DTYPES = ("float32", "uint8")
 _ACTION_KINDS = ("discrete", "continuous")
@@ -26,6 +26,7 @@ _ARCHS = ("mlp", "cnn")
 OBS_EPS, OBS_CLIP = 1e-8, 10.0  # normalised: clip((obs - mean) / sqrt(var + eps), -clip, clip)
 PIXEL_SCALE = 255.0  # CNN input without normalisation: obs / PIXEL_SCALE
 LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)  # a standard normal's log-density is -z^2/2 - this
+NATURE_CNN_MIN_SIZE = 36  # frames smaller than 36x36 do not fit its kernels: they take the MLP
 
 
 @dataclass(frozen=True)
@@ -70,33 +71,31 @@ class PolicySpec:
         return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in d.items()})
 
 
-def policy_spec_for(env_id: str) -> PolicySpec:
-    """The default policy for an env: read its (preprocessed) spaces, pick the architecture."""
-    env = make_env(env_id)
-    # ClipAction widens the wrapped action space to +-inf: the bounds are the base env's.
-    obs_space, action_space = env.observation_space, env.unwrapped.action_space
-    env.close()
-    if not isinstance(obs_space, gym.spaces.Box):
-        raise ValueError(f"{env_id}: unsupported observation space {obs_space}")
-    if isinstance(action_space, gym.spaces.Discrete):
-        action = {"action_kind": "discrete", "action_dim": int(action_space.n)}
-    elif isinstance(action_space, gym.spaces.Box) and len(action_space.shape) == 1:
-        action = {"action_kind": "continuous", "action_dim": action_space.shape[0],
-                  "action_low": tuple(float(x) for x in action_space.low),
-                  "action_high": tuple(float(x) for x in action_space.high)}
-    else:
-        raise ValueError(f"{env_id}: unsupported action space {action_space}")
-    family = env_family(env_id)
-    if family == "atari":
-        arch = {"arch": "cnn", "hidden": (512,)}
-    elif family == "mujoco":
+def policy_spec_for(env_id: str, env: EnvCode | None = None) -> PolicySpec:
+    """The default policy for an env: build it to read its (preprocessed) spaces."""
+    return policy_spec_from(describe(env_id, env))
+
+
+def policy_spec_from(description: EnvDescription) -> PolicySpec:
+    """The default policy for an env the describe probe found so (no env built): per family,
+    and the Nature CNN for frames (3-D uint8 observations) the CNN's kernels fit."""
+    obs_shape = tuple(description.obs_shape)
+    if description.family == "atari":
+        arch: dict[str, Any] = {"arch": "cnn", "hidden": (512,)}
+    elif description.family == "mujoco":
         arch = {"arch": "mlp", "hidden": (256, 256), "normalize_obs": True}
+    elif description.obs_dtype == "uint8" and len(obs_shape) == 3 \
+            and min(obs_shape[1:]) >= NATURE_CNN_MIN_SIZE:
+        arch = {"arch": "cnn", "hidden": (512,)}
     else:
         arch = {"arch": "mlp", "hidden": (64, 64)}
     return PolicySpec(
-        obs_shape=tuple(obs_space.shape),
-        obs_dtype=obs_dtype(obs_space),  # float64 envs (MuJoCo) are cast by the rollout
-        **action,
+        obs_shape=obs_shape,
+        obs_dtype=description.obs_dtype,  # float64 envs (MuJoCo) are cast by the rollout
+        action_kind=description.action_kind,
+        action_dim=description.action_dim,
+        action_low=tuple(description.action_low),
+        action_high=tuple(description.action_high),
         **arch,
     )
 

@@ -9,6 +9,8 @@ import numpy as np
 import torch
 from gymnasium.vector import SyncVectorEnv
 
+from faasrl.env_code import EnvCode
+from faasrl.rl.env_loader import EnvError, env_name, last_lines
 from faasrl.rl.envs import episodes_of, make_env, step_envs
 from faasrl.rl.fused import FusedPolicy
 from faasrl.rl.policy import ActorCritic
@@ -105,6 +107,7 @@ class Rollout:
 def evaluate(
     policy: ActorCritic,
     env_id: str,
+    env: EnvCode | None = None,
     *,
     episodes: int,
     seed: int,
@@ -119,12 +122,15 @@ def evaluate(
     (a deterministic policy plays each episode as it would alone).
     """
     spec = policy.spec
-    envs = [make_env(env_id) for _ in range(episodes)]
+    envs = [make_env(env_id, env) for _ in range(episodes)]
     generator = torch.Generator().manual_seed(seed)
-    obs = [env.reset(seed=seed + i)[0] for i, env in enumerate(envs)]
     returns = [0.0] * episodes
     running = list(range(episodes))
     try:
+        try:
+            obs = [e.reset(seed=seed + i)[0] for i, e in enumerate(envs)]
+        except Exception as exc:
+            raise EnvError("reset", last_lines(exc), env_name(env_id, env)) from exc
         while running:
             x = torch.from_numpy(np.stack([np.asarray(obs[i], dtype=spec.obs_dtype)
                                            for i in running]))
@@ -132,13 +138,16 @@ def evaluate(
             still = []
             for i, action in zip(running, actions, strict=True):
                 step_action = action.item() if spec.action_kind == "discrete" else action.numpy()
-                obs[i], _, terminated, truncated, info = envs[i].step(step_action)
+                try:
+                    obs[i], _, terminated, truncated, info = envs[i].step(step_action)
+                except Exception as exc:
+                    raise EnvError("step", last_lines(exc), env_name(env_id, env)) from exc
                 if terminated or truncated:
                     returns[i] = float(info["episode"]["r"])
                 else:
                     still.append(i)
             running = still
     finally:
-        for env in envs:
-            env.close()
+        for e in envs:
+            e.close()
     return returns

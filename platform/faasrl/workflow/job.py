@@ -34,9 +34,10 @@ from faasrl.controllers import Controller, RoundContext, build_controller
 from faasrl.data import acl
 from faasrl.data.connection import UNREACHABLE, UNREACHABLE_NAMES
 from faasrl.data.health import RedisHealth
-from faasrl.data.keys import latest_key, optimizer_keys, params_key
+from faasrl.data.keys import env_code_key, latest_key, optimizer_keys, params_key
 from faasrl.data.ops import put_weights
 from faasrl.invoker import InvocationRecord, Invoker, InvokerError
+from faasrl.invoker.registry import CodeStore
 from faasrl.jobs.checkpoint import read_checkpoint, write_checkpoint
 from faasrl.jobs.cost import serverful_cost
 from faasrl.jobs.function_calls import evaluate_args, init_args, result
@@ -231,8 +232,23 @@ class JobRun:
                       "from its last saved round", rec.id, exc)
 
     async def grant(self) -> None:
-        """(Re)create the job's Redis user for its functions (idempotent)."""
+        """(Re)create the job's Redis user for its functions, and put its env's code where
+        they read it (a restarted Redis lost both; idempotent)."""
         await acl.grant(self.redis, self.record.id, self.credentials)
+        await self._put_env_code()
+
+    async def _put_env_code(self) -> None:
+        """The env's archive under the job's prefix, the only keys its functions reach:
+        copied from the uploaded code once per Redis life (one EXISTS per round after)."""
+        env, rec = self.record.spec.env, self.record
+        if env is None or env.code_sha256 is None or await self.redis.exists(
+                env_code_key(rec.id)):
+            return
+        data = await CodeStore(self.redis).get(env.code_sha256)
+        if data is None:
+            raise JobError(f"env.code_sha256: the env's code archive {env.code_sha256} is gone "
+                           "(upload it again: POST /v1/code)")
+        await self.redis.set(env_code_key(rec.id), data)
 
     async def with_redis(self, op: Callable[[], Awaitable[T]]) -> T:
         """Run one of the run's own (idempotent) Redis operations; while Redis is unreachable

@@ -13,7 +13,8 @@ from faasrl.gateway.auth import require_token
 from faasrl.gateway.errors import FieldError
 from faasrl.gateway.schemas import BODY_ERRORS, INVALID_INPUT, REDIS_ERRORS, ErrorOut, JobId
 from faasrl.gateway.services import ServicesDep, jobs
-from faasrl.jobs.manager import InvalidJobField, JobConflict, JobNotFound
+from faasrl.jobs.errors import InvalidJobField
+from faasrl.jobs.manager import JobConflict, JobNotFound
 from faasrl.jobs.spec import JobSpec
 from faasrl.jobs.store import JobRecord
 

@@ -1,0 +1,37 @@
+"""The example custom env's job (examples/custom-env) on the Docker backend: the archive
+uploaded, described by the actor in its container at submit, and trained on by function
+containers that read it from the job's Redis keys."""
+
+from __future__ import annotations
+
+import uuid
+
+import docker
+import pytest
+from helpers import REPO, TEST_NETWORK, finished
+
+from faasrl.inputs import load_yaml
+
+pytestmark = pytest.mark.docker
+EXAMPLE = REPO / "examples" / "custom-env"
+
+
+def test_the_example_corridor_learns_in_docker_containers(
+        make_platform, docker_client: docker.DockerClient, runtime_image: str):
+    node = f"test-{uuid.uuid4().hex[:8]}"
+    platform = make_platform(backend="docker", redis_url=None, node_name=node,
+                             docker_network=TEST_NETWORK, docker_image=runtime_image,
+                             register_builtins=True)
+    try:
+        with platform.client() as client:
+            job = client.submit(load_yaml((EXAMPLE / "corridor.yaml").read_text()),
+                                base=EXAMPLE)
+            assert job["env_description"]["action_kind"] == "discrete"
+            done = finished(client, job["id"], timeout_s=600)
+        assert done["status"] == "succeeded", done
+        assert done["stop_reason"].startswith("target reward reached"), done
+        assert done["evaluation"]["mean"] >= 0.9, done["evaluation"]
+    finally:
+        platform.stop()
+    left = docker_client.containers.list(all=True, filters={"label": f"faasrl.node={node}"})
+    assert left == []  # the gateway stopped every container it started
