@@ -10,7 +10,16 @@ from pathlib import Path
 
 import httpx
 import pytest
-from helpers import REPO, at_round, finished, gateway_up, succeeded, wait_for
+from helpers import (
+    LAYER_MODULE,
+    LAYER_REQUIREMENT,
+    REPO,
+    at_round,
+    finished,
+    gateway_up,
+    succeeded,
+    wait_for,
+)
 
 from faasrl import code_archive
 from faasrl.client import Client, GatewayError
@@ -33,6 +42,18 @@ from pathlib import Path
 Path(Path(__file__).with_name("marks.txt").read_text(), str(os.getpid())).touch()
 
 from corridor import Corridor  # noqa: E402
+"""
+# An env whose module needs a package the runtime lacks: its archive's requirements.txt asks for it.
+NEEDS_PACKAGE = f"""\
+from {LAYER_MODULE} import ANSWER
+
+from corridor import Corridor
+
+
+class Answered(Corridor):
+    def __init__(self, **kwargs):
+        assert ANSWER == 42, ANSWER  # the wheelhouse's 1.0
+        super().__init__(**kwargs)
 """
 
 
@@ -158,3 +179,24 @@ def test_ppo_learns_the_example_corridor(client: Client):
     assert done["status"] == "succeeded", done
     assert done["stop_reason"].startswith("target reward reached"), done
     assert done["evaluation"]["mean"] >= 0.9, done["evaluation"]
+
+
+def test_an_env_gets_the_packages_its_requirements_name(client: Client, pip_index: Path,
+                                                        tmp_path: Path):
+    """The archive's requirements.txt is installed at submit into the archive's layer (from a
+    local wheelhouse: no network), which the probe and the job's actors import from; one pip
+    cannot satisfy is a 422 naming env with pip's reason, before any probe."""
+    src = tmp_path / "needs"
+    shutil.copytree(TEST_ENVS, src)
+    (src / "answered.py").write_text(NEEDS_PACKAGE)
+    (src / "requirements.txt").write_text(f"{LAYER_REQUIREMENT}\n")
+    spec = {**SHORT, "env": {"code_sha256": client.upload_code(src),
+                             "entry_point": "answered:Answered"}}
+    job = client.submit(spec)
+    assert job["env_description"]["action_kind"] == "discrete"
+    assert succeeded(client, job["id"])["round"] == 2
+    (src / "requirements.txt").write_text("faasrl-no-such-package==1.0\n")
+    err = refusal(client, {**spec, "env": {**spec["env"],
+                                           "code_sha256": client.upload_code(src)}})
+    assert list(err.fields) == ["env"], err
+    assert "faasrl-no-such-package" in err.fields["env"], err

@@ -111,7 +111,8 @@ def create_app(settings: Settings, redis_url: str, function_redis_url: str | Non
         registrations = FunctionRegistry(redis)
         await function_service.restore(
             invoker, registrations, settings.functions_dir if settings.register_builtins else None)
-        probe = EnvProbe(invoker, redis, code_store, settings.env_probe_timeout_s)
+        probe = EnvProbe(invoker, redis, code_store, settings.env_probe_timeout_s,
+                         backend.layer_store)
         manager = JobManager(JobStore(redis), invoker, redis, settings.state_dir / "jobs",
                              probe, settings.scheduler_folder, health=health,
                              outage_max_s=settings.redis_outage_max_s)

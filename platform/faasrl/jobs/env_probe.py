@@ -19,11 +19,15 @@ import asyncio
 import base64
 import hashlib
 import json
+import logging
+from collections.abc import Awaitable, Callable
 
 from redis.asyncio import Redis
 
 from faasrl.contracts import ContractError, DescribeArgs, DescribeResult, parse
 from faasrl.env_code import EnvDescription
+from faasrl.env_layers import NO_LAYERS_ON_LAMBDA
+from faasrl.env_layers.install import LayerError, LayerStore, requirements_of
 from faasrl.invoker import Invoker
 from faasrl.invoker.registry import CodeStore
 from faasrl.jobs.errors import InvalidJobField
@@ -33,6 +37,7 @@ from faasrl.rl.env_probe import TIMED_OUT
 CACHE_KEY = "faasrl:env-descriptions"  # a hash: probe_key -> EnvDescription (JSON)
 TIMEOUT_GRACE_S = 5.0  # the invocation's deadline beyond the probe's own: its answer first
 NO_ARCHIVE = "no uploaded code archive has this digest (POST /v1/code)"
+log = logging.getLogger(__name__)
 
 
 def probe_key(spec: JobSpec) -> str:
@@ -50,18 +55,22 @@ def env_field(spec: JobSpec) -> str:
 
 
 class EnvProbe:
-    def __init__(self, invoker: Invoker, redis: Redis, code: CodeStore, timeout_s: float):
+    def __init__(self, invoker: Invoker, redis: Redis, code: CodeStore, timeout_s: float,
+                 layers: Callable[[], Awaitable[LayerStore]]):
         self._invoker = invoker
         self._redis = redis
         self._code = code
         self.timeout_s = timeout_s
+        self._layers = layers  # the backend's layer store (faasrl.env_layers)
+        self._layered: set[str] = set()  # archives whose layer this process made sure of
         self._cache: dict[str, EnvDescription] = {}
         self._probing: dict[str, asyncio.Future[EnvDescription]] = {}
 
-    async def describe(self, spec: JobSpec) -> EnvDescription:
+    async def describe(self, spec: JobSpec, on_lambda: bool = False) -> EnvDescription:
         """The env of ``spec``, described (from the cache when it was before); an env that
         cannot be described is an :class:`InvalidJobField` naming ``env`` (``env_id`` for a
-        gymnasium id) with the stage that failed and why."""
+        gymnasium id) with the stage that failed and why. An archive's ``requirements.txt`` is
+        installed first (``install_requirements``): the probe imports the env with it."""
         env = spec.env
         if env is not None and env.code_dir is not None:
             raise InvalidJobField("env.code_dir", "a folder on the client: `faasrl submit`, "
@@ -70,6 +79,7 @@ class EnvProbe:
         if env is not None and env.code_sha256 is not None \
                 and not await self._code.exists(env.code_sha256):
             raise InvalidJobField("env.code_sha256", NO_ARCHIVE)
+        await self.install_requirements(spec, on_lambda)
         key = probe_key(spec)
         if (known := self._cache.get(key)) is not None:
             return known
@@ -81,6 +91,29 @@ class EnvProbe:
             probing = self._probing[key] = asyncio.ensure_future(self._probe(spec, key))
             probing.add_done_callback(lambda task: self._probed(key, task))
         return await asyncio.shield(probing)  # a submit that goes away leaves it running
+
+    async def install_requirements(self, spec: JobSpec, on_lambda: bool) -> None:
+        """The env layer of the spec's archive, installed where the backend's functions read
+        it (once per archive: later calls only check it is there), when the archive has a
+        ``requirements.txt``; a refused or failed install is an :class:`InvalidJobField`
+        naming ``env`` with pip's last lines. ``on_lambda``: the job's actors run on AWS
+        Lambda, which gets no layers."""
+        sha = spec.env.code_sha256 if spec.env is not None else None
+        if sha is None or sha in self._layered:
+            return
+        data = await self._code.get(sha)
+        if data is None:
+            raise InvalidJobField("env.code_sha256", NO_ARCHIVE)
+        try:
+            if requirements_of(data):
+                if on_lambda:
+                    raise InvalidJobField("env", NO_LAYERS_ON_LAMBDA)
+                store = await self._layers()
+                await store.ensure(data, sha, progress=lambda line: log.info(
+                    "env layer %s: %s", sha[:12], line))
+        except LayerError as exc:
+            raise InvalidJobField("env", str(exc)) from None
+        self._layered.add(sha)
 
     def _probed(self, key: str, task: asyncio.Future[EnvDescription]) -> None:
         self._probing.pop(key, None)

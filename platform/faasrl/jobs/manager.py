@@ -85,13 +85,13 @@ class JobManager:
                 raise InvalidJobField(field, f"no function named {name!r} is registered") \
                     from None
         actor = self._invoker.spec(spec.actor_function)
-        on_lambda = (spec.placement.actors or actor.placement) == "lambda"
+        on_lambda = self._on_lambda(spec)
         if on_lambda and actor.aws_lambda is None:
             raise InvalidJobField("placement.actors", f"{actor.name!r} has no aws_lambda "
                                   "section naming its Lambda function")
         self._check_fits(needed[1:] if on_lambda else needed)
         self._check_controller(spec)
-        described = await self._probe.describe(spec)
+        described = await self._probe.describe(spec, on_lambda)
         if spec.execution == "offpolicy":
             self._check_replay(spec, described)
         rec = JobRecord(id=uuid.uuid4().hex[:12], spec=spec, created_at=time.time(),
@@ -99,6 +99,11 @@ class JobManager:
         await self.store.save(rec)
         self._launch(rec)
         return rec
+
+    def _on_lambda(self, spec: JobSpec) -> bool:
+        """Whether the job's actors run on AWS Lambda."""
+        actor = self._invoker.spec(spec.actor_function)
+        return (spec.placement.actors or actor.placement) == "lambda"
 
     def _check_fits(self, needed: list[tuple[str, str]]) -> None:
         """Each function the job runs here fits the node (a cluster's nodes may have left since
@@ -178,6 +183,7 @@ class JobManager:
         if job_id in self._running or rec.status == "succeeded":
             raise JobConflict(f"job {job_id} is {rec.status}; only a cancelled, failed or "
                               "interrupted job can be resumed")
+        await self._probe.install_requirements(rec.spec, self._on_lambda(rec.spec))
         rec.finished_at = None
         self._launch(rec)
         return rec

@@ -32,6 +32,7 @@ import gymnasium as gym
 
 from faasrl.code_archive import ArchiveError, check, digest
 from faasrl.env_code import EnvCode, EnvStage
+from faasrl.env_layers import activate
 
 TRACEBACK_LINES = 6  # of the user's exception, in an EnvError's message
 _lock = threading.RLock()  # unpacking and importing users' modules
@@ -64,8 +65,9 @@ def _cache_root() -> Path:
 
 
 def install(data: bytes, sha256: str | None = None) -> Path:
-    """Unpack the archive ``data`` (once per process) and put it first on ``sys.path``;
-    returns its folder. ``sha256``: what ``data`` must hash to (the job's ``code_sha256``)."""
+    """Unpack the archive ``data`` (once per process) and put it first on ``sys.path``, its env
+    layer (``faasrl.env_layers``) last; returns its folder. ``sha256``: what ``data`` must
+    hash to (the job's ``code_sha256``)."""
     sha = digest(data)
     if sha256 is not None and sha != sha256:
         raise EnvError("code", f"the archive's sha256 is {sha}, not the job's {sha256}")
@@ -84,6 +86,7 @@ def install(data: bytes, sha256: str | None = None) -> Path:
         with zipfile.ZipFile(io.BytesIO(data)) as zf:
             zf.extractall(folder)
         sys.path.insert(0, str(folder))
+        activate(sha)  # its requirements.txt's packages, where the backend gives a layer
         _folders[sha] = folder
         return folder
 
