@@ -2,9 +2,11 @@
 
     python examples/load_model.py model.safetensors   # from: faasrl jobs export JOB --model
 
-Works for every algorithm's file (PPO, IMPACT/Stellaris, DQN, SAC): its metadata says all that
-is used here: ``architecture.forward`` (steps of layers and combination rules, in order),
-``observation`` (the input formula), ``action_space`` and ``env``.
+Works for every algorithm's file (PPO, IMPACT/Stellaris, DQN, SAC) and every network a job's
+``model`` section asks for: its metadata says all that is used here: ``architecture.forward``
+(steps of layers and combination rules, in order), ``observation`` (the input formula),
+``action_space`` and ``env``; ``architecture.network`` sums the network up (widths,
+activation, CNN, shared trunk, dueling).
 """
 
 import json
@@ -19,6 +21,8 @@ LAYERS = {"linear": lambda s: torch.nn.Linear(s["in"], s["out"]),
           "conv2d": lambda s: torch.nn.Conv2d(s["in"], s["out"], s["kernel"], s["stride"],
                                               s["padding"]),
           "tanh": lambda s: torch.nn.Tanh(), "relu": lambda s: torch.nn.ReLU(),
+          "elu": lambda s: torch.nn.ELU(), "gelu": lambda s: torch.nn.GELU(),
+          "silu": lambda s: torch.nn.SiLU(), "leaky_relu": lambda s: torch.nn.LeakyReLU(),
           "flatten": lambda s: torch.nn.Flatten()}
 RULES = {"argmax": lambda x, step, b: x[0].argmax(-1),
          "clip": lambda x, step, b: x[0].clamp(b["low"], b["high"]),

@@ -19,6 +19,7 @@ from faasrl.invoker import Invoker
 from faasrl.invoker.errors import FunctionNotFound
 from faasrl.jobs.spec import JobSpec, env_transition_layout
 from faasrl.jobs.store import ACTIVE, JobRecord, JobStore
+from faasrl.rl.model_spec import NetworkError, trunk
 from faasrl.workflow import WORKFLOWS, JobRun
 
 
@@ -93,6 +94,7 @@ class JobManager:
         self._check_controller(spec)
         if spec.execution == "offpolicy":
             await asyncio.to_thread(self._check_replay, spec)
+        await asyncio.to_thread(self._check_network, spec)
         rec = JobRecord(id=uuid.uuid4().hex[:12], spec=spec, created_at=time.time())
         await self.store.save(rec)
         self._launch(rec)
@@ -122,6 +124,19 @@ class JobManager:
         if ctl.name == "minions-adapt" and not (spec.stop.target_reward or 0) > 0:
             raise InvalidJobField("stop.target_reward", "minions-adapt scales actors by the "
                                   "share of the target reached: set a positive target_reward")
+
+    def _check_network(self, spec: JobSpec) -> None:
+        """The observations take the network the job's ``model`` section asks for (an MLP
+        takes any: only a named CNN, or separate trunks that an image's CNN forbids, needs a
+        look at the env)."""
+        model = spec.hyperparameters.model
+        if model.cnn in ("auto", "none") and getattr(model, "shared_trunk", None) is not False:
+            return
+        dtype, shape = env_transition_layout(spec.env_id)["obs"]
+        try:
+            trunk(model, shape, dtype)
+        except NetworkError as exc:
+            raise InvalidJobField(f"hyperparameters.model.{exc.field}", exc.message) from None
 
     def _check_replay(self, spec: JobSpec) -> None:
         """The env's actions are the algorithm's kind, and the replay memory fits the buffer
