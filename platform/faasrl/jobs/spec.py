@@ -126,9 +126,10 @@ def _legacy_hidden(hp: dict[str, Any], family: str) -> tuple[dict[str, Any], dic
             not isinstance(hp.get("model", {}), dict):
         return hp, {}
     hp = {k: v for k, v in hp.items() if k != "hidden"}
-    hp["model"] = {"hidden": [width] if family == "atari" else [width, width],
-                   **hp.get("model", {})}
-    return hp, {("hyperparameters", "model", "hidden"): ("hyperparameters", "hidden")}
+    widths = [width] if family == "atari" else [width, width]
+    hp["model"] = {"hidden": widths, **hp.get("model", {})}
+    here, there = ("hyperparameters", "model", "hidden"), ("hyperparameters", "hidden")
+    return hp, {**{(*here, i): there for i in range(len(widths))}, here: there}
 
 
 def _with_defaults(defaults: dict[str, Any], hp: dict[str, Any]) -> dict[str, Any]:
