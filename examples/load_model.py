@@ -23,7 +23,8 @@ LAYERS = {"linear": lambda s: torch.nn.Linear(s["in"], s["out"]),
           "tanh": lambda s: torch.nn.Tanh(), "relu": lambda s: torch.nn.ReLU(),
           "elu": lambda s: torch.nn.ELU(), "gelu": lambda s: torch.nn.GELU(),
           "silu": lambda s: torch.nn.SiLU(), "leaky_relu": lambda s: torch.nn.LeakyReLU(),
-          "flatten": lambda s: torch.nn.Flatten()}
+          "flatten": lambda s: torch.nn.Flatten(),
+          "maxpool2d": lambda s: torch.nn.MaxPool2d(s["kernel"], s["stride"], s["padding"])}
 RULES = {"argmax": lambda x, step, b: x[0].argmax(-1),
          "clip": lambda x, step, b: x[0].clamp(b["low"], b["high"]),
          "first": lambda x, step, b: x[0][..., :step["n"]],
@@ -31,6 +32,17 @@ RULES = {"argmax": lambda x, step, b: x[0].argmax(-1),
          "to_bounds": lambda x, step, b: (b["high"] + b["low"]) / 2
          + (b["high"] - b["low"]) / 2 * x[0],
          "dueling": lambda x, step, b: x[0] + x[1] - x[1].mean(-1, keepdim=True)}
+
+
+class Residual(torch.nn.Module):
+    """x + block(x) (the IMPALA CNN's residual blocks)."""
+
+    def __init__(self, block):
+        super().__init__()
+        self.block = block
+
+    def forward(self, x):
+        return x + self.block(x)
 
 
 def load_model(path):
@@ -44,10 +56,12 @@ def load_model(path):
     norm = obs_in.get("normalization")
 
     def net(layers):
-        modules = [LAYERS[x["op"]](x) for x in layers]
-        for module, x in zip(modules, layers, strict=True):
+        modules = []
+        for x in layers:
+            module = Residual(net(x["layers"])) if x["op"] == "residual" else LAYERS[x["op"]](x)
             if "weight" in x:
                 module.load_state_dict({"weight": w[x["weight"]], "bias": w[x["bias"]]})
+            modules.append(module)
         return torch.nn.Sequential(*modules)
 
     nets = {s["name"]: net(s["layers"]) for s in steps if "layers" in s}

@@ -147,6 +147,8 @@ CASES: list[tuple[str, str, dict[str, Any]]] = [
     ("ppo", "ALE/Pong-v5", network([64, 32], "silu")),
     ("dqn", "ALE/Pong-v5", network([64], "tanh")),
     ("sac", "Pendulum-v1", network([32, 16], "silu")),
+    ("ppo", "ALE/Pong-v5", {"model": {"hidden": [64], "activation": "relu", "cnn": "impala"}}),
+    ("dqn", "ALE/Pong-v5", {"model": {"hidden": [64], "activation": "relu", "cnn": "impala"}}),
 ]
 
 
@@ -167,7 +169,7 @@ def test_the_loader_reproduces_every_algorithms_models_without_faasrl(tmp_path: 
         path = tmp_path / f"{i}.safetensors"
         path.write_bytes(encode_tensors(model.state_dict(), metadata={
             **model_card(model, env_id=env_id, algorithm=name), "version": "0"}))
-        models.append((name, model, spec, "model" in hyperparameters and spec.arch == "cnn"))
+        models.append((name, model, spec, "model" in hyperparameters and spec.arch != "mlp"))
         files.append(path)
     for (name, model, spec, frames), played in zip(models, play_without_faasrl(files, tmp_path),
                                                    strict=True):

@@ -31,6 +31,8 @@ def job(model: dict[str, Any] | None = None, env_id: str = "CartPole-v1", algori
     (job({"cnn": "nature"}, env_id="Pendulum-v1", algorithm="sac"),
      "hyperparameters.model.cnn"),
     (job({"shared_trunk": True}, algorithm="dqn"), "hyperparameters.model.shared_trunk"),
+    ({**job({"cnn": "impala"}, env_id="ALE/Pong-v5"), "controller": {"name": "nitro"}},
+     "hyperparameters.model.cnn"),  # no R-operator for its pools
     (job(algorithm="dqn", hidden=0), "hyperparameters.hidden"),  # the one width of before
     (job(hidden=64), "hyperparameters.hidden"),  # PPO never took one
     (job(adam_eps=0), "hyperparameters.adam_eps"),

@@ -14,6 +14,7 @@ from torch import nn
 
 from faasrl.algorithms import algorithm
 from faasrl.jobs.spec import JobSpec
+from faasrl.rl.cnn import Residual
 from faasrl.rl.model_spec import ActorCriticModelSpec, NetworkError, trunk
 from faasrl.rl.policy import ActorCritic, PolicySpec, policy_spec_for
 
@@ -111,3 +112,19 @@ def test_a_policy_spec_of_before_means_the_network_of_before():
         spec = PolicySpec.from_dict(stored)
         assert (spec.activation, spec.shared_trunk) == want
         assert PolicySpec.from_dict(spec.to_dict()) == spec
+
+
+@pytest.mark.parametrize("name", ["ppo", "dqn"])
+def test_the_impala_cnn_is_three_residual_stacks(name: str):
+    """16, 32, 32 channels, each stack halving the frame (84 -> 42 -> 21 -> 11)."""
+    model = build(name, "ALE/Pong-v5", {"model": {"cnn": "impala", "hidden": [256]}})
+    assert (model.spec.arch, model.spec.cnn, model.spec.hidden) == ("impala", "impala", (256,))
+    trunk_ = model.trunk if isinstance(model, ActorCritic) else model.online.trunk
+    convs = trunk_[0]
+    assert [m.out_channels for m in convs if isinstance(m, nn.Conv2d)] == [16, 32, 32]
+    assert sum(isinstance(m, Residual) for m in convs) == 6
+    assert trunk_[1].in_features == 32 * 11 * 11
+    frames = torch.randint(0, 256, (3, 4, 84, 84), dtype=torch.uint8)
+    out = model.get_value(frames) if isinstance(model, ActorCritic) else model.online(frames)
+    assert out.shape[0] == 3 and torch.isfinite(out).all()
+    assert trunk(ActorCriticModelSpec(cnn="impala"), (3, 10, 10), "uint8") == "impala"

@@ -134,9 +134,13 @@ class JobManager:
             return
         dtype, shape = env_transition_layout(spec.env_id)["obs"]
         try:
-            trunk(model, shape, dtype)
+            cnn = trunk(model, shape, dtype)
         except NetworkError as exc:
             raise InvalidJobField(f"hyperparameters.model.{exc.field}", exc.message) from None
+        if cnn == "impala" and spec.controller.name == "nitro":
+            raise InvalidJobField("hyperparameters.model.cnn", "nitro's surrogate Hessian has "
+                                  "no R-operator for the IMPALA CNN's pools and residual "
+                                  "blocks: take nature, or another controller")
 
     def _check_replay(self, spec: JobSpec) -> None:
         """The env's actions are the algorithm's kind, and the replay memory fits the buffer

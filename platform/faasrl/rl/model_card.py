@@ -17,7 +17,8 @@ carries.
 ``name`` and its inputs ``of`` (``"obs"``, the observation after ``observation.input``, or an
 earlier step's name). A step either has ``layers`` (its inputs concatenated along the last
 axis, then each layer in turn: linear or conv2d with its sizes and weight tensors,
-an activation of :data:`faasrl.rl.model_spec.ACTIVATIONS`, flatten) or a ``rule`` from
+an activation of :data:`faasrl.rl.model_spec.ACTIVATIONS`, flatten, maxpool2d, or residual:
+its own ``layers`` applied to the input and added to it) or a ``rule`` from
 :data:`RULES`, whose ``formula`` it repeats. The step
 named ``action`` is the policy's deterministic action, the one faasrl's evaluation takes.
 """
@@ -31,6 +32,7 @@ from torch import nn
 
 from faasrl.algorithms.dqn import QLearner
 from faasrl.algorithms.sac import LOG_STD_MAX, LOG_STD_MIN, SoftActorCritic
+from faasrl.rl.cnn import Residual
 from faasrl.rl.envs import env_preprocessing
 from faasrl.rl.model_spec import ACTIVATIONS
 from faasrl.rl.policy import OBS_CLIP, OBS_EPS, PIXEL_SCALE, ActorCritic, PolicySpec
@@ -59,6 +61,11 @@ def describe_layer(module: nn.Module, name: str) -> dict[str, Any]:
                 "kernel": module.kernel_size[0], "stride": module.stride[0],
                 "padding": module.padding[0], "weight": f"{name}.weight",
                 "bias": f"{name}.bias"}
+    if isinstance(module, nn.MaxPool2d):
+        return {"op": "maxpool2d", "kernel": module.kernel_size, "stride": module.stride,
+                "padding": module.padding}
+    if isinstance(module, Residual):
+        return {"op": "residual", "layers": describe_layers(module.block, f"{name}.block")}
     if type(module) in _OPS:
         return {"op": _OPS[type(module)]}
     raise ValueError(f"{name}: no description for a {type(module).__name__} layer")
@@ -132,7 +139,7 @@ def _soft_actor_critic(model: SoftActorCritic) -> dict[str, Any]:
 def _network(spec: PolicySpec, model: nn.Module) -> dict[str, Any]:
     """The network's shape in the model section's words (what a job would ask to get it)."""
     return {"hidden": list(spec.hidden), "activation": spec.activation,
-            "cnn": "nature" if spec.arch == "cnn" else None, "shared_trunk": spec.shared_trunk,
+            "cnn": spec.cnn, "shared_trunk": spec.shared_trunk,
             "dueling": isinstance(model, QLearner)}
 
 
@@ -153,7 +160,7 @@ def _observation(spec: PolicySpec, model: nn.Module) -> dict[str, Any]:
         obs["normalization"] = {"mean": "obs_mean", "var": "obs_var", "count": "obs_count",
                                 "eps": OBS_EPS, "clip": OBS_CLIP}
     else:  # frames: the actor-critic's CNN and DQN's network on uint8 observations
-        pixels = spec.arch == "cnn" if isinstance(model, ActorCritic) else \
+        pixels = spec.arch != "mlp" if isinstance(model, ActorCritic) else \
             isinstance(model, QLearner) and model.online.pixels
         divide_by = PIXEL_SCALE if pixels else 1.0
         obs["input"] = f"float32(obs) / {divide_by:g}"

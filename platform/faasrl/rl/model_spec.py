@@ -5,9 +5,9 @@ No torch here: the gateway validates job specs with it. The torch side builds wh
 
 ``hidden`` are the widths of the fully connected layers: the whole MLP over flat observations,
 or the layers after a CNN's convolutions. ``activation`` follows each of them (a CNN's
-convolutions keep their ReLUs). ``cnn`` picks the convolutional trunk for image observations;
-``auto`` takes the Nature CNN for 3-D uint8 observations (stacked frames, channels first) large
-enough for it, and an MLP over the flattened observation otherwise.
+convolutions keep their ReLUs). ``cnn`` picks the convolutional trunk for image observations
+(nature or impala); ``auto`` takes the Nature CNN for 3-D uint8 observations (stacked frames,
+channels first) large enough for it, and an MLP over the flattened observation otherwise.
 """
 
 from __future__ import annotations
@@ -22,8 +22,9 @@ from faasrl.inputs import STRICT, Integer
 ACTIVATIONS: dict[str, str] = {"tanh": "Tanh", "relu": "ReLU", "elu": "ELU", "gelu": "GELU",
                                "silu": "SiLU", "leaky_relu": "LeakyReLU"}
 Activation = Literal[tuple(ACTIVATIONS)]  # type: ignore[valid-type]
-# Convolutional trunks -> the smallest height and width they take.
-CNNS: dict[str, int] = {"nature": 36}
+# Convolutional trunks -> the smallest height and width they take (nature: Mnih et al.'s three
+# convolutions; impala: Espeholt et al.'s residual stacks, rl/cnn.py).
+CNNS: dict[str, int] = {"nature": 36, "impala": 1}
 Cnn = Literal[("auto", "none", *CNNS)]  # type: ignore[valid-type]
 Width = Annotated[Integer, Field(ge=1, le=16_384)]
 

@@ -17,6 +17,7 @@ import torch
 from torch import nn
 from torch.distributions import Categorical, Normal
 
+from faasrl.rl.cnn import flat_size, impala_cnn
 from faasrl.rl.envs import env_family, make_env, obs_dtype
 from faasrl.rl.model_spec import ACTIVATIONS, trunk
 
@@ -25,7 +26,8 @@ if TYPE_CHECKING:
 
 _OBS_DTYPES = ("float32", "uint8")
 _ACTION_KINDS = ("discrete", "continuous")
-_ARCHS = ("mlp", "cnn")
+# The model section's ``cnn`` -> PolicySpec.arch ("cnn", the Nature CNN, keeps its old name).
+ARCHS: dict[str | None, str] = {None: "mlp", "nature": "cnn", "impala": "impala"}
 # What features() does to a raw observation (model files state the same: rl/model_card.py).
 OBS_EPS, OBS_CLIP = 1e-8, 10.0  # normalised: clip((obs - mean) / sqrt(var + eps), -clip, clip)
 PIXEL_SCALE = 255.0  # CNN input without normalisation: obs / PIXEL_SCALE
@@ -36,8 +38,9 @@ LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)  # a standard normal's log-density is
 class PolicySpec:
     """Shapes and architecture of a network; JSON-friendly via ``to_dict``.
 
-    ``hidden`` is the MLP's layer widths, or for ``arch="cnn"`` the fully connected widths after
-    the Nature CNN's convolutions (``(512,)`` for Atari), each followed by ``activation``.
+    ``hidden`` is the MLP's layer widths, or for ``arch="cnn"`` (the Nature CNN) and
+    ``"impala"`` the fully connected widths after the convolutions (``(512,)`` for Atari), each
+    followed by ``activation``.
     ``shared_trunk``: the actor-critic's heads sit on one trunk (else each has its own MLP).
     Left out (specs stored before they existed), both are what such a network had: tanh and
     separate trunks for an MLP, relu and a shared trunk after a CNN.
@@ -57,19 +60,24 @@ class PolicySpec:
 
     def __post_init__(self) -> None:
         # Specs travel between processes: reject a bad one here, not deep inside a forward pass.
-        cnn = self.arch == "cnn"
+        cnn = self.arch != "mlp"
         if self.activation is None:
             object.__setattr__(self, "activation", "relu" if cnn else "tanh")
         if self.shared_trunk is None:
             object.__setattr__(self, "shared_trunk", cnn)
         for name, value, allowed in (("obs_dtype", self.obs_dtype, _OBS_DTYPES),
                                      ("action_kind", self.action_kind, _ACTION_KINDS),
-                                     ("arch", self.arch, _ARCHS),
+                                     ("arch", self.arch, tuple(ARCHS.values())),
                                      ("activation", self.activation, tuple(ACTIVATIONS))):
             if value not in allowed:
                 raise ValueError(f"PolicySpec.{name} must be one of {allowed}, not {value!r}")
         if cnn and not self.shared_trunk:
             raise ValueError("PolicySpec.shared_trunk: a CNN trunk is shared by both heads")
+
+    @property
+    def cnn(self) -> str | None:
+        """The model section's name of the CNN (None: an MLP)."""
+        return next(cnn for cnn, arch in ARCHS.items() if arch == self.arch)
 
     @property
     def action_shape(self) -> tuple[int, ...]:
@@ -123,7 +131,7 @@ def with_network(spec: PolicySpec, model: ModelSpec, **fixed: Any) -> PolicySpec
     (:func:`faasrl.rl.model_spec.trunk` raises when they cannot take it), and the fields an
     algorithm fixes (``fixed``: the off-policy networks' ``normalize_obs``, ``shared_trunk``)."""
     cnn = trunk(model, spec.obs_shape, spec.obs_dtype)
-    return replace(spec, **{"arch": "mlp" if cnn is None else "cnn",
+    return replace(spec, **{"arch": ARCHS[cnn],
                             "hidden": tuple(model.hidden), "activation": model.activation,
                             "shared_trunk": getattr(model, "shared_trunk", None), **fixed})
 
@@ -179,6 +187,18 @@ def _nature_cnn(obs_shape: tuple[int, ...], hidden: tuple[int, ...], act: str = 
     return nn.Sequential(convs, *_layers(n_in, hidden, act))
 
 
+def _trunk(spec: PolicySpec) -> nn.Sequential:
+    """A shared trunk: the spec's CNN (or a flatten) and its fully connected layers."""
+    if spec.arch == "cnn":
+        return _nature_cnn(spec.obs_shape, spec.hidden, spec.activation)
+    if spec.arch == "impala":
+        convs = impala_cnn(spec.obs_shape, _init)
+        return nn.Sequential(convs, *_layers(flat_size(convs, spec.obs_shape), spec.hidden,
+                                             spec.activation))
+    return nn.Sequential(nn.Flatten(),
+                         *_layers(math.prod(spec.obs_shape), spec.hidden, spec.activation))
+
+
 def _sample(dist: Categorical | Normal, generator: torch.Generator | None) -> torch.Tensor:
     """``dist.sample()``, but drawing from ``generator`` (torch's global RNG when None)."""
     if isinstance(dist, Categorical):
@@ -208,9 +228,7 @@ class ActorCritic(nn.Module):
             self.actor = _mlp(n_in, spec.hidden, spec.action_dim, 0.01, act)
             self.critic = _mlp(n_in, spec.hidden, 1, 1.0, act)
         else:
-            self.trunk = _nature_cnn(spec.obs_shape, spec.hidden, act) if spec.arch == "cnn" \
-                else nn.Sequential(nn.Flatten(),
-                                   *_layers(math.prod(spec.obs_shape), spec.hidden, act))
+            self.trunk = _trunk(spec)
             self.actor = _init(nn.Linear(spec.hidden[-1], spec.action_dim), 0.01)
             self.critic = _init(nn.Linear(spec.hidden[-1], 1), 1.0)
         if spec.action_kind == "continuous":
@@ -254,7 +272,7 @@ class ActorCritic(nn.Module):
         if self.spec.normalize_obs:
             x = (obs.to(torch.float64) - self.obs_mean) / torch.sqrt(self.obs_var + OBS_EPS)
             x = x.clamp(-OBS_CLIP, OBS_CLIP).to(torch.float32)
-        elif self.spec.arch == "cnn":
+        elif self.spec.arch != "mlp":
             x = obs.to(torch.float32) / PIXEL_SCALE
         else:
             x = obs.to(torch.float32)

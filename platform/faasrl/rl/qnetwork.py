@@ -7,6 +7,7 @@ import math
 import torch
 from torch import nn
 
+from faasrl.rl.cnn import flat_size, impala_cnn
 from faasrl.rl.policy import PIXEL_SCALE, PolicySpec, activation
 
 
@@ -19,7 +20,7 @@ def _dense(n_in: int, spec: PolicySpec) -> list[nn.Module]:
 
 
 def _trunk(spec: PolicySpec) -> nn.Sequential:
-    """An MLP over flat observations, or the Nature CNN over stacked uint8 frames, then the
+    """An MLP over flat observations, or a CNN (Nature's, IMPALA's) over uint8 frames, then the
     spec's fully connected layers (torch's default init, as Ape-X's)."""
     if spec.arch == "cnn":
         convs = nn.Sequential(
@@ -29,6 +30,9 @@ def _trunk(spec: PolicySpec) -> nn.Sequential:
         with torch.no_grad():
             n_in = convs(torch.zeros(1, *spec.obs_shape)).shape[1]
         return nn.Sequential(convs, *_dense(n_in, spec))
+    if spec.arch == "impala":
+        convs = impala_cnn(spec.obs_shape)
+        return nn.Sequential(convs, *_dense(flat_size(convs, spec.obs_shape), spec))
     return nn.Sequential(nn.Flatten(), *_dense(math.prod(spec.obs_shape), spec))
 
 
