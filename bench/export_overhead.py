@@ -56,14 +56,14 @@ def model_files(repeats: int) -> list[dict[str, Any]]:
         spec = policy_spec_for(env_id)
         model = ActorCritic(spec)
         state = model.state_dict()
-        card = model_card(model, spec, env_id=env_id, algorithm="ppo")
+        card = model_card(model, env_id=env_id, algorithm="ppo")
         old = {"env_id": env_id, "policy": card["policy"], "version": "1"}
         new = {**card, "version": "1"}
         out.append({
             "env": env_id, "bytes_old": len(encode_tensors(state, metadata=old)),
             "bytes_card": len(encode_tensors(state, metadata=new)),
-            "card_s": median_s(lambda m=model, s=spec, e=env_id:
-                               model_card(m, s, env_id=e, algorithm="ppo"), repeats),
+            "card_s": median_s(lambda m=model, e=env_id:
+                               model_card(m, env_id=e, algorithm="ppo"), repeats),
             "encode_old_s": median_s(lambda s=state, m=old: encode_tensors(s, metadata=m),
                                      repeats),
             "encode_card_s": median_s(lambda s=state, m=new: encode_tensors(s, metadata=m),

@@ -2,9 +2,11 @@
 
     python examples/load_model.py model.safetensors   # from: faasrl jobs export JOB --model
 
-Works for every algorithm's file (PPO, IMPACT/Stellaris, DQN, SAC): its metadata says all that
-is used here: ``architecture.forward`` (steps of layers and combination rules, in order),
-``observation`` (the input formula), ``action_space`` and ``env``.
+Works for every algorithm's file (PPO, IMPACT/Stellaris, DQN, SAC) and every network a job's
+``model`` section asks for: its metadata says all that is used here: ``architecture.forward``
+(steps of layers and combination rules, in order), ``observation`` (the input formula),
+``action_space`` and ``env``; ``architecture.network`` sums the network up (widths,
+activation, CNN, shared trunk, dueling).
 """
 
 import importlib
@@ -20,7 +22,10 @@ LAYERS = {"linear": lambda s: torch.nn.Linear(s["in"], s["out"]),
           "conv2d": lambda s: torch.nn.Conv2d(s["in"], s["out"], s["kernel"], s["stride"],
                                               s["padding"]),
           "tanh": lambda s: torch.nn.Tanh(), "relu": lambda s: torch.nn.ReLU(),
-          "flatten": lambda s: torch.nn.Flatten()}
+          "elu": lambda s: torch.nn.ELU(), "gelu": lambda s: torch.nn.GELU(),
+          "silu": lambda s: torch.nn.SiLU(), "leaky_relu": lambda s: torch.nn.LeakyReLU(),
+          "flatten": lambda s: torch.nn.Flatten(),
+          "maxpool2d": lambda s: torch.nn.MaxPool2d(s["kernel"], s["stride"], s["padding"])}
 RULES = {"argmax": lambda x, step, b: x[0].argmax(-1),
          "clip": lambda x, step, b: x[0].clamp(b["low"], b["high"]),
          "first": lambda x, step, b: x[0][..., :step["n"]],
@@ -28,6 +33,17 @@ RULES = {"argmax": lambda x, step, b: x[0].argmax(-1),
          "to_bounds": lambda x, step, b: (b["high"] + b["low"]) / 2
          + (b["high"] - b["low"]) / 2 * x[0],
          "dueling": lambda x, step, b: x[0] + x[1] - x[1].mean(-1, keepdim=True)}
+
+
+class Residual(torch.nn.Module):
+    """x + block(x) (the IMPALA CNN's residual blocks)."""
+
+    def __init__(self, block):
+        super().__init__()
+        self.block = block
+
+    def forward(self, x):
+        return x + self.block(x)
 
 
 def load_model(path):
@@ -41,10 +57,12 @@ def load_model(path):
     norm = obs_in.get("normalization")
 
     def net(layers):
-        modules = [LAYERS[x["op"]](x) for x in layers]
-        for module, x in zip(modules, layers, strict=True):
+        modules = []
+        for x in layers:
+            module = Residual(net(x["layers"])) if x["op"] == "residual" else LAYERS[x["op"]](x)
             if "weight" in x:
                 module.load_state_dict({"weight": w[x["weight"]], "bias": w[x["bias"]]})
+            modules.append(module)
         return torch.nn.Sequential(*modules)
 
     nets = {s["name"]: net(s["layers"]) for s in steps if "layers" in s}

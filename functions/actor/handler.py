@@ -74,11 +74,10 @@ MEMORY_SHARE = 0.75  # of the container's memory limit: above it, other jobs' st
 class _Job:
     def __init__(self, job: JobContext):
         cfg = job.hyperparameters
-        self.spec = PolicySpec.from_dict(job.policy_spec())
         self.module = algorithm(cfg.algorithm)
         self.offpolicy = "offpolicy" in self.module.EXECUTIONS
-        self.policy = self.module.make_model(self.spec, cfg) if self.offpolicy \
-            else ActorCritic(self.spec)
+        self.policy = self.module.make_model(PolicySpec.from_dict(job.policy_spec()), cfg)
+        self.spec: PolicySpec = self.policy.spec
         self.policy.eval()
         self.version: int | None = None
         self.rollouts: dict[int, Rollout] = {}

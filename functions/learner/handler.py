@@ -66,13 +66,7 @@ from faasrl.rl.diagnostics import action_distributions, gradient_noise_scale, me
 from faasrl.rl.env_loader import ensure
 from faasrl.rl.hessian import surrogate_hessian_extremes
 from faasrl.rl.model_card import model_card
-from faasrl.rl.policy import (
-    ActorCritic,
-    PolicySpec,
-    obs_batch_stats,
-    policy_spec_for,
-    policy_spec_from,
-)
+from faasrl.rl.policy import PolicySpec, obs_batch_stats, policy_spec_for, policy_spec_from
 
 DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
@@ -80,22 +74,21 @@ _learners: dict[str, _Learner] = {}
 R = TypeVar("R", UpdateResult, TrainResult)
 
 
-def _adam(model: torch.nn.Module, learning_rate: float) -> torch.optim.Optimizer:
-    # fused: one kernel for all parameters; on the CPU the per-tensor loop costs ~15 % of an update
-    return torch.optim.Adam(model.parameters(), lr=learning_rate, eps=1e-5, fused=True)
-
-
 class _Learner:
-    def __init__(self, spec: PolicySpec, learning_rate: float):
-        self.spec = spec
-        self.model = ActorCritic(spec).to(DEVICE)
-        self.optimizer = _adam(self.model, learning_rate)
+    """A job's model and optimizer, as its algorithm builds them, kept warm (``spec``: the
+    model's, its network included)."""
+
+    def __init__(self, job: JobContext, module: ModuleType):
+        self.model = module.make_model(PolicySpec.from_dict(job.policy_spec()),
+                                       job.hyperparameters).to(DEVICE)
+        self.spec: PolicySpec = self.model.spec
+        self.optimizer = module.make_optimizer(self.model, job.hyperparameters)
         self.version: int | None = None
 
 
-def _metadata(job: JobContext, model: torch.nn.Module, spec: PolicySpec) -> dict[str, str]:
+def _metadata(job: JobContext, model: torch.nn.Module) -> dict[str, str]:
     """What a published version says about itself (rl/model_card.py)."""
-    return model_card(model, spec, env_id=job.env_id, algorithm=job.hyperparameters.algorithm,
+    return model_card(model, env_id=job.env_id, algorithm=job.hyperparameters.algorithm,
                       env=job.env, description=job.env_description)
 
 
@@ -123,25 +116,24 @@ def init(call: InitArgs, store: ParameterStore) -> InitResult:
     module = algorithm(cfg.algorithm)
     spec = _policy_spec(job)
     torch.manual_seed(job.seed)
-    model = module.make_model(spec, cfg) if "offpolicy" in module.EXECUTIONS \
-        else ActorCritic(spec)
-    store.publish(0, model.state_dict(), _metadata(job, model, spec))
-    return InitResult(policy=spec.to_dict(), version=0,
+    model = module.make_model(spec, cfg)
+    store.publish(0, model.state_dict(), _metadata(job, model))
+    return InitResult(policy=model.spec.to_dict(), version=0,
                       parameters=sum(p.numel() for p in model.parameters()),
                       algorithm_state=algorithm(job.hyperparameters.algorithm)
                       .initial_state(job.hyperparameters))
 
 
-def _warm(job: JobContext, store: ParameterStore, version: int) -> _Learner:
-    """The job's learner at ``version``: kept from the last round, else loaded from Redis."""
-    learning_rate = job.hyperparameters.learning_rate
+def _warm(job: JobContext, module: ModuleType, store: ParameterStore, version: int
+          ) -> _Learner:
+    """The job's learner at ``version``: kept from the last call, else loaded from Redis."""
     learner = _learners.get(job.id)
     if learner is None:
-        learner = _learners[job.id] = _Learner(PolicySpec.from_dict(job.policy_spec()),
-                                               learning_rate)
+        learner = _learners[job.id] = _Learner(job, module)
     if learner.version != version:
-        learner.optimizer = _load_version(store, version, learner.model,
-                                          lambda: _adam(learner.model, learning_rate))
+        learner.optimizer = _load_version(
+            store, version, learner.model,
+            lambda: module.make_optimizer(learner.model, job.hyperparameters))
         learner.version = version
     return learner
 
@@ -163,10 +155,11 @@ class _GradientLearner:
     """A job's networks in a warm learner container: the current policy, a second one for
     peers' and target policies."""
 
-    def __init__(self, spec: PolicySpec):
-        self.spec = spec
-        self.model = ActorCritic(spec).to(DEVICE)
-        self.other = ActorCritic(spec).to(DEVICE)
+    def __init__(self, job: JobContext, module: ModuleType):
+        spec, cfg = PolicySpec.from_dict(job.policy_spec()), job.hyperparameters
+        self.model = module.make_model(spec, cfg).to(DEVICE)
+        self.other = module.make_model(spec, cfg).to(DEVICE)
+        self.spec: PolicySpec = self.model.spec
         self.version: int | None = None
 
 
@@ -198,8 +191,7 @@ def gradient(call: GradientArgs, store: ParameterStore) -> GradientResult:
     r = _redis(job)
     learner = _gradient_learners.get(job.id)
     if learner is None:
-        learner = _gradient_learners[job.id] = _GradientLearner(
-            PolicySpec.from_dict(job.policy_spec()))
+        learner = _gradient_learners[job.id] = _GradientLearner(job, module)
     spec = learner.spec
     t0 = time.monotonic()
     clock = store.latest()
@@ -258,7 +250,7 @@ def update(call: UpdateArgs, store: ParameterStore) -> UpdateResult:
     r = _redis(job)
     if (done := _published(r, job, store, version)) is not None:
         return done
-    learner = _warm(job, store, version)
+    learner = _warm(job, module, store, version)
     spec = learner.spec
     schema: TrajectorySchema = module.batch_schema(spec, job.envs_per_actor)
     stream = TrajectoryStream(r, job.id)
@@ -299,7 +291,7 @@ def update(call: UpdateArgs, store: ParameterStore) -> UpdateResult:
                        read_s=t1 - t0, update_s=t2 - t1, device=str(DEVICE))
     # One transaction: the weights, the optimizer, this result and the acknowledgement of the
     # batches, so that a learner invoked again finds either all of them or none.
-    store.publish(version + 1, learner.model.state_dict(), _metadata(job, learner.model, spec),
+    store.publish(version + 1, learner.model.state_dict(), _metadata(job, learner.model),
                   optimizer=learner.optimizer.state_dict(),
                   also=lambda pipe: (pipe.set(update_key(job.id), out.model_dump_json()),
                                      stream.ack(batches, pipe)))
@@ -322,44 +314,17 @@ def _published(r: Any, job: JobContext, store: ParameterStore, version: int,
     return done.model_copy(update={"replayed": True})
 
 
-class _OffPolicyLearner:
-    """An off-policy job's model (target networks included) and optimizer, kept warm."""
-
-    def __init__(self, job: JobContext, module: ModuleType):
-        self.spec = PolicySpec.from_dict(job.policy_spec())
-        self.model = module.make_model(self.spec, job.hyperparameters).to(DEVICE)
-        self.optimizer = module.make_optimizer(self.model, job.hyperparameters)
-        self.version: int | None = None
-
-
-_off_policy_learners: dict[str, _OffPolicyLearner] = {}
-
-
-def _warm_off_policy(job: JobContext, module: ModuleType, store: ParameterStore,
-                     version: int) -> _OffPolicyLearner:
-    """The job's learner at ``version``: kept from the last call, else loaded from Redis."""
-    learner = _off_policy_learners.get(job.id)
-    if learner is None:
-        learner = _off_policy_learners[job.id] = _OffPolicyLearner(job, module)
-    if learner.version != version:
-        learner.optimizer = _load_version(
-            store, version, learner.model,
-            lambda: module.make_optimizer(learner.model, job.hyperparameters))
-        learner.version = version
-    return learner
-
-
 def train(call: TrainArgs, store: ParameterStore) -> TrainResult:
     job, version, cfg = call.job, call.version, call.job.hyperparameters
     module = _algorithm(job, "offpolicy")
     r = _redis(job)
-    learner = _off_policy_learners.get(job.id)
+    learner = _learners.get(job.id)
     # A learner warm at this version published nothing newer (one learner runs per job):
     # only a cold or stale one checks whether this call was answered before (a round trip).
     if (learner is None or learner.version != version) and \
             (done := _published(r, job, store, version, TrainResult)) is not None:
         return done
-    learner = _warm_off_policy(job, module, store, version)
+    learner = _warm(job, module, store, version)
     t0 = time.monotonic()
     raw = r.get(call.sample)
     if raw is None:
@@ -383,7 +348,7 @@ def train(call: TrainArgs, store: ParameterStore) -> TrainResult:
                       publish_s=0.0, device=str(DEVICE))
     # One transaction, as in update mode: a retried call finds all of it or none.
     store.publish(version + 1, learner.model.state_dict(),
-                  _metadata(job, learner.model, learner.spec),
+                  _metadata(job, learner.model),
                   optimizer=learner.optimizer.state_dict() if call.save_optimizer else None,
                   also=lambda pipe: (pipe.set(update_key(job.id), out.model_dump_json()),
                                      pipe.set(out.priorities, priorities, ex=600),

@@ -36,7 +36,7 @@ from typing import Any
 
 import torch
 
-from faasrl.algorithms import annealed_lr
+from faasrl.algorithms import algorithm, annealed_lr
 from faasrl.contracts import (
     PARAMETER_ARGS,
     FlushArgs,
@@ -52,7 +52,7 @@ from faasrl.data.keys import parameter_state_key
 from faasrl.data.params import ParameterStore
 from faasrl.rl.aggregation import AggregationRule, build_rule, combine
 from faasrl.rl.model_card import model_card
-from faasrl.rl.policy import ActorCritic, PolicySpec
+from faasrl.rl.policy import PolicySpec
 
 DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
@@ -71,13 +71,13 @@ class _Server:
         job = call.job
         r = self.redis = _redis(job)
         self.job = job.id
-        self.spec = PolicySpec.from_dict(job.policy_spec())
-        self.model = ActorCritic(self.spec).to(DEVICE)
+        module = algorithm(job.hyperparameters.algorithm)
+        self.model = module.make_model(PolicySpec.from_dict(job.policy_spec()),
+                                       job.hyperparameters).to(DEVICE)
         self.clock = store.latest()
         weights, _ = store.load(self.clock)
         self.model.load_state_dict(weights)
-        self.optimizer = torch.optim.Adam(self.model.parameters(),
-                                          lr=job.hyperparameters.learning_rate, eps=1e-5)
+        self.optimizer = module.make_optimizer(self.model, job.hyperparameters)
         saved = store.load_optimizer()
         if saved is not None and saved[1] == self.clock:
             self.optimizer.load_state_dict(saved[0])
@@ -141,7 +141,7 @@ def _aggregate(server: _Server, store: ParameterStore, stream: GradientStream,
     stats["aggregations"] += 1
     stats["reasons"][reason] = stats["reasons"].get(reason, 0) + 1
     store.publish(server.clock, server.model.state_dict(),
-                  model_card(server.model, server.spec, env_id=call.job.env_id,
+                  model_card(server.model, env_id=call.job.env_id,
                              algorithm=call.job.hyperparameters.algorithm, env=call.job.env,
                              description=call.job.env_description),
                   optimizer=server.optimizer.state_dict(),

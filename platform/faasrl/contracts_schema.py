@@ -18,6 +18,7 @@ from pydantic import BaseModel, TypeAdapter
 from faasrl.contracts import (
     ActorArgs,
     BufferArgs,
+    DescribeResult,
     EvaluateResult,
     ExploreResult,
     FlushResult,
@@ -38,7 +39,7 @@ DIALECT = "https://json-schema.org/draft/2020-12/schema"  # what pydantic genera
 # Per function kind: its args' union, and the result model each mode answers with.
 CONTRACTS: dict[str, tuple[Any, dict[str, type[BaseModel]]]] = {
     "actor": (ActorArgs, {"rollout": RolloutResult, "evaluate": EvaluateResult,
-                           "explore": ExploreResult}),
+                           "explore": ExploreResult, "describe": DescribeResult}),
     "learner": (LearnerArgs, {"init": InitResult, "update": UpdateResult,
                                "gradient": GradientResult, "train": TrainResult}),
     "parameter": (ParameterArgs, {"step": StepResult, "flush": FlushResult}),

@@ -16,7 +16,7 @@ from faasrl.data.params import ParameterStore
 from faasrl.rl.policy import ActorCritic, PolicySpec
 from faasrl.runtime.server import Context
 
-SPEC = PolicySpec((4,), "float32", "discrete", 2, hidden=(8,))
+SPEC = PolicySpec((4,), "float32", "discrete", 2, hidden=(8,))  # the jobs' model: hidden [8]
 JOBS = ("a", "b", "c")
 
 
@@ -40,7 +40,7 @@ def _rollout(actor: ModuleType, job: str, round_: int, memory_mb: int) -> bool:
     args = {"mode": "rollout", "round": round_, "slot": 0, "version": 0,
             "job": {"id": job, "env_id": "CartPole-v1", "policy": SPEC.to_dict(), "seed": 1,
                     "envs_per_actor": 2, "steps_per_actor": 8,
-                    "hyperparameters": {"algorithm": "ppo"}}}
+                    "hyperparameters": {"algorithm": "ppo", "model": {"hidden": [8]}}}}
     context = Context("inv", "actor", memory_mb, time.monotonic() + 60)
     return actor.main(args, context)["envs_started"]
 

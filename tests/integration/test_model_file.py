@@ -22,6 +22,7 @@ from faasrl.client import Client
 from faasrl.code_archive import digest, pack
 from faasrl.data.codec import decode_tensors, encode_tensors
 from faasrl.env_code import EnvCode
+from faasrl.jobs.spec import JobSpec
 from faasrl.rl.env_loader import install
 from faasrl.rl.envs import describe
 from faasrl.rl.model_card import FORMAT, model_card
@@ -115,13 +116,13 @@ def assert_same_outputs(name: str, model: torch.nn.Module, spec: PolicySpec,
     assert len(np.unique(played["values"], axis=0)) > 1  # a constant network proves little
 
 
-def make_model(name: str, spec: PolicySpec, hyperparameters: dict[str, Any] | None = None
+def make_model(name: str, env_id: str, hyperparameters: dict[str, Any] | None = None
                ) -> torch.nn.Module:
-    """The model a job's learner builds for ``name`` (functions/learner/handler.py: init)."""
-    module = algorithm(name)
-    if "offpolicy" not in module.EXECUTIONS:
-        return ActorCritic(spec)
-    return module.make_model(spec, module.Config(**hyperparameters or {}))
+    """The model a job's learner builds (functions/learner/handler.py: init): the job spec's
+    Config, with its env family's defaults."""
+    cfg = JobSpec.model_validate({"algorithm": name, "env_id": env_id,
+                                  "hyperparameters": hyperparameters or {}}).hyperparameters
+    return algorithm(name).make_model(policy_spec_for(env_id), cfg)
 
 
 def spread(model: torch.nn.Module) -> None:
@@ -134,30 +135,54 @@ def spread(model: torch.nn.Module) -> None:
                 m.weight.mul_(100.0)
 
 
+def network(hidden: list[int], activation: str, **more: Any) -> dict[str, Any]:
+    return {"model": {"hidden": hidden, "activation": activation, **more}}
+
+
 # Seeded by their index: seeds whose untrained heads act differently from state to state.
-CASES = [("ppo", "CartPole-v1"), ("ppo", "Pendulum-v1"), ("ppo", "Hopper-v5"),
-         ("ppo", "ALE/Pong-v5"), ("dqn", "ALE/Pong-v5"), ("dqn", "CartPole-v1"),
-         ("sac", "Pendulum-v1"), ("sac", "Hopper-v5")]
+# The default networks (DQN's on Pong as one width of before: one 256-wide layer after the
+# CNN), then others a job's model section asks for.
+CASES: list[tuple[str, str, dict[str, Any]]] = [
+    ("ppo", "CartPole-v1", {}), ("ppo", "Pendulum-v1", {}), ("ppo", "Hopper-v5", {}),
+    ("ppo", "ALE/Pong-v5", {}), ("dqn", "ALE/Pong-v5", {"hidden": 256}),
+    ("dqn", "CartPole-v1", {}),
+    ("sac", "Pendulum-v1", {}), ("sac", "Hopper-v5", {}),
+    ("ppo", "CartPole-v1", network([32, 16], "elu")),
+    ("ppo", "Hopper-v5", network([32, 16], "gelu", shared_trunk=True)),
+    ("dqn", "CartPole-v1", network([32, 16], "elu")),
+    ("impact", "CartPole-v1", network([32, 16], "leaky_relu", shared_trunk=True)),
+    ("ppo", "ALE/Pong-v5", network([64, 32], "silu")),
+    ("dqn", "ALE/Pong-v5", network([64], "tanh")),
+    ("sac", "Pendulum-v1", network([32, 16], "silu")),
+    ("ppo", "ALE/Pong-v5", {"model": {"hidden": [64], "activation": "relu", "cnn": "impala"}}),
+    ("dqn", "ALE/Pong-v5", {"model": {"hidden": [64], "activation": "relu", "cnn": "impala"}}),
+]
 
 
 def test_the_loader_reproduces_every_algorithms_models_without_faasrl(tmp_path: Path):
     models, files = [], []
-    for i, (name, env_id) in enumerate(CASES):
-        spec = policy_spec_for(env_id)
+    for i, (name, env_id, hyperparameters) in enumerate(CASES):
         torch.manual_seed(i)
-        model = make_model(name, spec)
+        model = make_model(name, env_id, hyperparameters)
+        spec = model.spec
+        if "model" in hyperparameters:  # the network asked for is built, and the card says so
+            network = json.loads(model_card(model, env_id=env_id, algorithm=name)
+                                 ["architecture"])["network"]
+            assert {k: network[k] for k in hyperparameters["model"]} == \
+                hyperparameters["model"]
         spread(model)
         if spec.normalize_obs and isinstance(model, ActorCritic):  # far from (0, 1) defaults
             model.update_obs_stats(torch.randn(500, *spec.obs_shape) * 3.0 + 1.5)
         path = tmp_path / f"{i}.safetensors"
         path.write_bytes(encode_tensors(model.state_dict(), metadata={
-            **model_card(model, spec, env_id=env_id, algorithm=name), "version": "0"}))
-        models.append((name, model, spec))
+            **model_card(model, env_id=env_id, algorithm=name), "version": "0"}))
+        models.append((name, model, spec, "model" in hyperparameters and spec.arch != "mlp"))
         files.append(path)
-    for (name, model, spec), played in zip(models, play_without_faasrl(files, tmp_path),
-                                           strict=True):
-        assert_same_outputs(name, model, spec, played)
-        assert len(np.unique(played["actions"], axis=0)) > 1, (name, spec)
+    for (name, model, spec, frames), played in zip(models, play_without_faasrl(files, tmp_path),
+                                                   strict=True):
+        assert_same_outputs(name, model, spec, played)  # values differ from state to state
+        # Pong's first frames barely change: only the default CNNs' seeds found actions that do.
+        assert frames or len(np.unique(played["actions"], axis=0)) > 1, (name, spec)
 
 
 # Envs brought as code: the corridor's, flattened (Dict) and transposed (frames) observations;
@@ -176,15 +201,15 @@ def test_the_loader_plays_envs_brought_as_code_from_their_card(env_loader, tmp_p
         env = EnvCode(code_sha256=digest(archive), entry_point=entry_point,
                       max_episode_steps=10)
         description = describe("custom", env)
-        spec = policy_spec_from(description)
+        cfg = JobSpec.model_validate({"algorithm": name, "env": env.model_dump()}).hyperparameters
         torch.manual_seed(seed)
-        model = make_model(name, spec)
+        model = algorithm(name).make_model(policy_spec_from(description), cfg)
         spread(model)
         path = tmp_path / f"{i}.safetensors"
         path.write_bytes(encode_tensors(model.state_dict(), metadata={
-            **model_card(model, spec, env_id="custom", algorithm=name, env=env,
+            **model_card(model, env_id="custom", algorithm=name, env=env,
                          description=description), "version": "0"}))
-        models.append((name, model, spec))
+        models.append((name, model, model.spec))
         files.append(path)
     for (name, model, spec), played in zip(models, play_without_faasrl(files, tmp_path,
                                                                        CORRIDOR_DIR),
@@ -192,38 +217,52 @@ def test_the_loader_plays_envs_brought_as_code_from_their_card(env_loader, tmp_p
         assert_same_outputs(name, model, spec, played)
 
 
+OFF_POLICY = {"learning_starts": 64, "batch_size": 32}
 JOBS: dict[str, dict[str, Any]] = {
     "ppo": {"env_id": "CartPole-v1", "envs_per_actor": 2, "steps_per_actor": 32},
-    "impact": {"algorithm": "impact", "env_id": "CartPole-v1", "envs_per_actor": 2,
-               "steps_per_actor": 32},
-    "dqn": {"algorithm": "dqn", "env_id": "CartPole-v1", "steps_per_actor": 64,
-            "hyperparameters": {"learning_starts": 64, "batch_size": 32, "hidden": 128}},
-    "sac": {"algorithm": "sac", "env_id": "Pendulum-v1", "steps_per_actor": 64,
-            "hyperparameters": {"learning_starts": 64, "batch_size": 32, "hidden": 64}},
+    "ppo-elu-shared": {"env_id": "CartPole-v1", "envs_per_actor": 2, "steps_per_actor": 32,
+                       "hyperparameters": network([32, 16], "elu", shared_trunk=True)},
+    "impact-gelu": {"algorithm": "impact", "env_id": "CartPole-v1", "envs_per_actor": 2,
+                    "steps_per_actor": 32, "hyperparameters": network([32, 16], "gelu")},
+    "dqn-elu": {"algorithm": "dqn", "env_id": "CartPole-v1", "steps_per_actor": 64,
+                "hyperparameters": {**OFF_POLICY, **network([32, 16], "elu")}},
+    "dqn-one-width": {"algorithm": "dqn", "env_id": "CartPole-v1", "steps_per_actor": 64,
+                      "hyperparameters": {**OFF_POLICY, "hidden": 128}},
+    "sac-silu": {"algorithm": "sac", "env_id": "Pendulum-v1", "steps_per_actor": 64,
+                 "hyperparameters": {**OFF_POLICY, **network([32, 16], "silu")}},
 }
-# The hidden widths each job's network has (the classic-control policy's, or the job's Config's).
-HIDDEN = {"ppo": [64, 64], "impact": [64, 64], "dqn": [128, 128], "sac": [64, 64]}
+# The network each job has: the classic-control default, or the job's (DQN's one width of
+# before: two layers that wide).
+NETWORK = {"ppo": ([64, 64], "tanh"), "ppo-elu-shared": ([32, 16], "elu"),
+           "impact-gelu": ([32, 16], "gelu"), "dqn-elu": ([32, 16], "elu"),
+           "dqn-one-width": ([128, 128], "relu"), "sac-silu": ([32, 16], "silu")}
 
 
-@pytest.mark.parametrize("name", list(JOBS))
+@pytest.mark.parametrize("case", list(JOBS))
 def test_a_jobs_downloaded_model_describes_itself_and_plays_without_faasrl(
-        name: str, client: Client, tmp_path: Path):
-    job = client.submit({**JOBS[name], "controller": {"name": "fixed", "actors": 1},
+        case: str, client: Client, tmp_path: Path):
+    name = JOBS[case].get("algorithm", "ppo")
+    job = client.submit({**JOBS[case], "controller": {"name": "fixed", "actors": 1},
                          "evaluation_episodes": 0, "stop": {"max_rounds": 2}})
     done = succeeded(client, job["id"])
     blob = client.model(job["id"])
     weights, meta = decode_tensors(blob)
     assert (meta["format"], meta["algorithm"], meta["env_id"]) == \
-        (FORMAT, name, JOBS[name]["env_id"])
+        (FORMAT, name, JOBS[case]["env_id"])
     assert int(meta["version"]) > 0  # a version a learner (or parameter function) published
     policy = json.loads(meta["policy"])
-    assert policy["hidden"] == HIDDEN[name]
+    assert (policy["hidden"], policy["activation"]) == NETWORK[case]
+    assert done["policy"] == policy  # the job's record says the network it trains
+    network = json.loads(meta["architecture"])["network"]
+    assert (network["hidden"], network["activation"], network["dueling"]) == \
+        (*NETWORK[case], name == "dqn")
     linears = [x for step in json.loads(meta["architecture"])["forward"]
                for x in step.get("layers", []) if x["op"] == "linear"]
-    assert {x["out"] for x in linears} >= set(HIDDEN[name])
+    assert {x["out"] for x in linears} >= set(NETWORK[case][0])
     assert {x["weight"] for x in linears} <= set(weights)
-    spec = PolicySpec.from_dict(policy)
-    model = make_model(name, spec, done["spec"]["hyperparameters"])
+    model = make_model(name, JOBS[case]["env_id"], done["spec"]["hyperparameters"])
+    assert model.spec.to_dict() == policy
+    spec = model.spec
     model.load_state_dict(weights)
     path = tmp_path / "job.safetensors"
     path.write_bytes(blob)

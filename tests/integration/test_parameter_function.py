@@ -16,7 +16,7 @@ from faasrl.data.params import ParameterStore
 from faasrl.rl.policy import ActorCritic, PolicySpec
 
 JOB = "pf-test"
-SPEC = PolicySpec((4,), "float32", "discrete", 2, hidden=(8,))
+SPEC = PolicySpec((4,), "float32", "discrete", 2, hidden=(8,))  # the job's model: hidden [8]
 
 
 @pytest.fixture
@@ -40,7 +40,8 @@ def r(r):
 def _args(mode: str, rule: dict, learners: int = 3, **kw) -> dict:
     job = {"id": JOB, "env_id": "CartPole-v1", "policy": SPEC.to_dict(), "seed": 1,
            "envs_per_actor": 4, "steps_per_actor": 32,
-           "hyperparameters": {"algorithm": "ppo", "learning_rate": 1e-2, "anneal_lr": False}}
+           "hyperparameters": {"algorithm": "ppo", "learning_rate": 1e-2, "anneal_lr": False,
+                               "model": {"hidden": [8]}}}
     return {"mode": mode, "job": job, "round": 1, "session": "s1", "total_rounds": 10,
             "learners": learners, "aggregation": rule, "optimizer_step": "weighted_mean",
             "keep": 8, **kw}

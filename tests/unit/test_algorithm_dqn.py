@@ -3,6 +3,7 @@ prioritized Huber loss, the dueling head, and a learner call (target sync, prior
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -68,7 +69,7 @@ def test_td_loss_weights_each_huber_term_and_returns_the_new_priorities():
 
 def test_the_dueling_head_averages_to_the_state_value():
     torch.manual_seed(0)
-    net = DuelingQNetwork(SPEC, hidden=16)
+    net = DuelingQNetwork(replace(SPEC, hidden=(16, 16), activation="relu"))
     obs = torch.randn(5, 4)
     q = net(obs)
     value = net.value(net.trunk(obs)).squeeze(1)
@@ -77,8 +78,8 @@ def test_the_dueling_head_averages_to_the_state_value():
 
 def test_the_cnn_trunk_takes_uint8_frames():
     frames = PolicySpec(obs_shape=(4, 84, 84), obs_dtype="uint8", action_kind="discrete",
-                        action_dim=6, arch="cnn")
-    q = DuelingQNetwork(frames, hidden=32)(torch.zeros(2, 4, 84, 84, dtype=torch.uint8))
+                        action_dim=6, arch="cnn", hidden=(32,))
+    q = DuelingQNetwork(frames)(torch.zeros(2, 4, 84, 84, dtype=torch.uint8))
     assert q.shape == (2, 6)
 
 
@@ -92,7 +93,7 @@ def _batch(rows: int, generator: torch.Generator) -> dict[str, torch.Tensor]:
 
 def test_a_learner_call_steps_once_per_batch_syncs_the_target_and_returns_priorities():
     torch.manual_seed(0)
-    cfg = Config(hidden=16, target_update=3, learning_rate=1e-2, batch_size=8)
+    cfg = Config(model={"hidden": [16, 16]}, target_update=3, learning_rate=1e-2, batch_size=8)
     model, g = dqn.make_model(SPEC, cfg), torch.Generator().manual_seed(0)
     optimizer = dqn.make_optimizer(model, cfg)
     batches = [_batch(8, g) for _ in range(4)]
@@ -109,7 +110,7 @@ def test_a_learner_call_steps_once_per_batch_syncs_the_target_and_returns_priori
 
 
 def test_the_edge_priority_is_the_double_dqn_td_error():
-    cfg = Config(hidden=16)
+    cfg = Config(model={"hidden": [16, 16]})
     model = dqn.make_model(SPEC, cfg)
     batch = _batch(5, torch.Generator().manual_seed(1))
     want = (double_dqn_targets(model.online, model.target, batch["next_obs"],
@@ -119,7 +120,7 @@ def test_the_edge_priority_is_the_double_dqn_td_error():
 
 
 def test_acting_greedily_takes_the_argmax_and_the_last_actor_explores_least():
-    cfg = Config(hidden=16)
+    cfg = Config(model={"hidden": [16, 16]})
     model, obs = dqn.make_model(SPEC, cfg), torch.randn(200, 4)
     greedy = model.online(obs).argmax(1)
     assert torch.equal(dqn.act(model, obs, cfg, slot=0, actors=1, generator=None,

@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import math
 from collections.abc import Iterator
+from dataclasses import replace
 
 import pytest
 import torch
@@ -42,7 +43,7 @@ def _one_thread() -> Iterator[None]:
     torch.set_num_threads(threads)
 
 
-SMALL = Config(hidden=32, batch_size=64, learning_starts=64, learning_rate=3e-3)
+SMALL = Config(model={"hidden": [32, 32]}, batch_size=64, learning_starts=64, learning_rate=3e-3)
 
 
 def _batch(n: int = 64, seed: int = 0) -> dict[str, torch.Tensor]:
@@ -78,7 +79,7 @@ class _Affine(nn.Module):
 def test_soft_target_bootstraps_the_smaller_target_critic_minus_the_entropy_term(monkeypatch):
     spec = PolicySpec(obs_shape=(1,), obs_dtype="float32", action_kind="continuous",
                       action_dim=1, action_low=(-1.0,), action_high=(1.0,))
-    model = make_model(spec, Config(hidden=8, entropy_coef=0.5))
+    model = make_model(spec, Config(model={"hidden": [8, 8]}, entropy_coef=0.5))
     next_actions, log_probs = torch.tensor([[0.5], [-0.5], [-0.5]]), torch.tensor([-1.0, 2.0, 2.0])
     monkeypatch.setattr(model, "sample", lambda obs, generator=None: (next_actions, log_probs))
     model.q1_target, model.q2_target = _Affine(2.0), _Affine(-1.0)
@@ -124,7 +125,7 @@ def test_the_temperature_grows_when_entropy_is_below_target_and_shrinks_above(lo
                         initial_state(SMALL))
     assert (stats["entropy"] < model.target_entropy) == grows  # target: -2
     assert (model.log_alpha.item() > before) == grows
-    fixed = Config(hidden=32, autotune=False)
+    fixed = Config(model={"hidden": [32, 32]}, autotune=False)
     model = _with_log_std(make_model(SPEC, fixed), log_std)
     train(model, make_optimizer(model, fixed), [_batch()], fixed, initial_state(fixed))
     assert model.log_alpha.item() == before
@@ -132,7 +133,8 @@ def test_the_temperature_grows_when_entropy_is_below_target_and_shrinks_above(lo
 
 def test_polyak_averaging_moves_each_target_parameter_tau_of_the_way():
     torch.manual_seed(0)
-    online, target = QNetwork(3, 2, 8), QNetwork(3, 2, 8)
+    small = replace(SPEC, hidden=(8, 8), activation="relu")
+    online, target = QNetwork(3, 2, small), QNetwork(3, 2, small)
     old, kept = copy.deepcopy(target), copy.deepcopy(online)
     soft_update(target, online, 0.25)
     for t, t0, o, o0 in zip(target.parameters(), old.parameters(), online.parameters(),

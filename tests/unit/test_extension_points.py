@@ -36,9 +36,6 @@ from faasrl.workflow.job import Workflow
 # Every family env_family names, by an id of each: a module's FAMILY_DEFAULTS covers them all.
 FAMILIES = {env_family(env_id) for env_id in ("CartPole-v1", "Hopper-v5", "ALE/Pong-v5",
                                               "MyCorridor-v0")}
-# Algorithms whose modules do not build their own model and optimizer yet: the networks-from-
-# the-spec work adds make_model/make_optimizer to them, and then these xfails fail (strict).
-WITHOUT_MAKE_MODEL = {"ppo", "impact"}
 
 
 def protocol_members(protocol: type) -> dict[str, Any]:
@@ -197,17 +194,7 @@ def test_config_titles_are_unique():
 
 @pytest.mark.parametrize("name", list(ALGORITHMS))
 def test_every_algorithm_module_has_the_surface_of_its_executions(name: str):
-    assert algorithm_problems(ALGORITHMS[name], name,
-                              skip={"make_model", "make_optimizer"}) == []
-
-
-@pytest.mark.parametrize("name", [
-    pytest.param(name, marks=pytest.mark.xfail(
-        strict=True, reason="the handlers build this algorithm's networks and optimizer "
-                            "themselves; its module gains make_model/make_optimizer with the "
-                            "networks-from-the-spec work (this then passes: drop the mark)"))
-    if name in WITHOUT_MAKE_MODEL else name for name in ALGORITHMS])
-def test_every_algorithm_module_builds_its_model_and_optimizer(name: str):
+    """Its executions' members, and its own model and optimizer (no handler builds them)."""
     assert algorithm_problems(ALGORITHMS[name], name) == []
 
 

@@ -16,6 +16,14 @@ GAUSSIAN = PolicySpec(obs_shape=(3,), obs_dtype="float32", action_kind="continuo
                       action_dim=2, action_low=(-1.0, -1.0), action_high=(1.0, 1.0),
                       normalize_obs=True)
 ATARI = policy_spec_for("ALE/Pong-v5")
+# Networks a job's model section asks for: other activations in the fused heads, a shared trunk.
+ELU = PolicySpec(obs_shape=(4,), obs_dtype="float32", action_kind="discrete", action_dim=3,
+                 hidden=(16, 8), activation="elu")
+RELU_GAUSSIAN = PolicySpec(obs_shape=(3,), obs_dtype="float32", action_kind="continuous",
+                           action_dim=2, action_low=(-1.0, -1.0), action_high=(1.0, 1.0),
+                           hidden=(16,), activation="relu")
+SHARED = PolicySpec(obs_shape=(4,), obs_dtype="float32", action_kind="discrete", action_dim=3,
+                    hidden=(16, 8), activation="gelu", shared_trunk=True)
 
 
 def _model(spec: PolicySpec, seed: int = 0) -> ActorCritic:
@@ -47,7 +55,8 @@ def _step(model: ActorCritic, obs: torch.Tensor, steps: int, seed: int = 0
     return tuple(torch.from_numpy(x) for x in (actions, logprobs, values, outputs))
 
 
-@pytest.mark.parametrize("spec", [DISCRETE, GAUSSIAN, ATARI], ids=["mlp", "gaussian", "cnn"])
+@pytest.mark.parametrize("spec", [DISCRETE, GAUSSIAN, ATARI, ELU, RELU_GAUSSIAN, SHARED],
+                         ids=["mlp", "gaussian", "cnn", "elu", "relu-gaussian", "shared-gelu"])
 def test_log_probs_and_values_match_the_reference_forward(spec):
     model = _model(spec)
     obs = _obs(spec, 5)

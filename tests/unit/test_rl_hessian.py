@@ -74,6 +74,13 @@ CARTPOLE_64 = PolicySpec((4,), "float32", "discrete", 2, hidden=(64, 64))
 HOPPER_LIKE = PolicySpec((5,), "float32", "continuous", 3, (-1.0,) * 3, (1.0,) * 3,
                          hidden=(16, 16), normalize_obs=True)
 ATARI_LIKE = PolicySpec((2, 36, 36), "uint8", "discrete", 4, arch="cnn", hidden=(16,))
+# Networks from a model section: other activations (f'' by autograd), a shared MLP trunk.
+ELU_SHARED = PolicySpec((4,), "float32", "discrete", 3, hidden=(32, 16), activation="elu",
+                        shared_trunk=True)
+GELU = PolicySpec((4,), "float32", "discrete", 2, hidden=(16, 8), activation="gelu")
+SILU_CONTINUOUS = PolicySpec((5,), "float32", "continuous", 2, (-1.0,) * 2, (1.0,) * 2,
+                             hidden=(16,), activation="silu")
+LEAKY = PolicySpec((4,), "float32", "discrete", 2, hidden=(16,), activation="leaky_relu")
 
 
 def _model_and_batch(spec: PolicySpec, n: int) -> tuple[ActorCritic, dict[str, torch.Tensor]]:
@@ -91,8 +98,10 @@ def _model_and_batch(spec: PolicySpec, n: int) -> tuple[ActorCritic, dict[str, t
     return model, batch
 
 
-@pytest.mark.parametrize("spec", [CARTPOLE_64, PENDULUM, HOPPER_LIKE, ATARI_LIKE],
-                         ids=["cartpole", "pendulum", "normalized-obs", "cnn"])
+@pytest.mark.parametrize("spec", [CARTPOLE_64, PENDULUM, HOPPER_LIKE, ATARI_LIKE, ELU_SHARED,
+                                  GELU, SILU_CONTINUOUS, LEAKY],
+                         ids=["cartpole", "pendulum", "normalized-obs", "cnn", "elu-shared",
+                              "gelu", "silu-continuous", "leaky-relu"])
 def test_surrogate_hvp_equals_autograds_double_backward(spec):
     model, batch = _model_and_batch(spec, 48)
     (ref, dim), (new, new_dim) = _autograd_hvp(model, batch), _new_hvp(model, batch)
@@ -152,8 +161,8 @@ def test_surrogate_hvp_and_extremes_match_the_exact_hessian(spec):
 
 def test_surrogate_hvp_refuses_a_layer_it_cannot_differentiate():
     model = ActorCritic(CARTPOLE)
-    model.actor[1] = torch.nn.SiLU()
-    with pytest.raises(TypeError, match="SiLU"):
+    model.actor[1] = torch.nn.Softplus()
+    with pytest.raises(TypeError, match="Softplus"):
         _new_hvp(model, batch_for(CARTPOLE))
 
 

@@ -18,8 +18,18 @@ What every algorithm module exposes (the next one copies this list;
     be unique) and exported as ``Config`` too; the single source of its hyper-parameters,
     their bounds and defaults; a field ``algorithm: Literal[NAME]`` tags it in the job spec's
     union. Every Config has ``learning_rate`` and ``anneal_lr`` (the optimizer the learner or
-    the parameter function owns: :func:`annealed_lr`) and ``gamma`` (actors bootstrap episodes
-    cut by a time limit with it, and MuJoCo envs normalise rewards with it).
+    the parameter function owns: :func:`annealed_lr`), ``adam_eps`` (its Adam's ε), ``gamma``
+    (actors bootstrap episodes cut by a time limit with it, and MuJoCo envs normalise rewards
+    with it) and ``model``, the network (:mod:`faasrl.rl.model_spec`: hidden widths,
+    activation, CNN; PPO's and IMPACT's shared trunk too).
+``make_model(spec: PolicySpec, cfg) -> nn.Module``
+    the network of ``cfg.model`` over the env's observations and actions (``spec``, as
+    :func:`faasrl.rl.policy.policy_spec_for` reads them), target networks included; its
+    ``spec`` is the one it was built from, network included (what the job record and the model
+    file show). Actors, learners and the parameter function all build their model with it.
+``make_optimizer(model, cfg)``
+    the optimizer of ``model`` (one Adam with ``cfg.adam_eps``, or SAC's several, with
+    ``state_dict``/``load_state_dict``): the learner's, or the parameter function's.
 ``FAMILY_DEFAULTS``
     per env family (``faasrl.rl.envs.env_family``: classic, mujoco, atari, other), the job-spec
     fields it fills when a job leaves them out: ``envs_per_actor``, ``steps_per_actor`` and

@@ -16,12 +16,14 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import Field
 
 from faasrl.algorithms.offpolicy import ReplayConfig
+from faasrl.rl.model_spec import ModelSpec
 
 try:  # functions train with torch; the gateway (no torch) only validates Config
     import torch
     from torch import nn
     from torch.nn import functional
 
+    from faasrl.rl.policy import with_network
     from faasrl.rl.qnetwork import DuelingQNetwork
 except ModuleNotFoundError:
     torch = nn = functional = None  # type: ignore[assignment]
@@ -38,8 +40,10 @@ class DQNConfig(ReplayConfig):
     """DQN's hyper-parameters (Ape-X's and the long-haul paper's where they give them)."""
 
     algorithm: Literal["dqn"] = "dqn"
-    hidden: int = Field(256, ge=1, le=4096, description="width of the dueling MLP's layers "
-                                                        "(of the CNN's dense layer for Atari)")
+    model: ModelSpec = Field(default_factory=ModelSpec,
+                             description="the dueling network's trunk (the value and advantage "
+                                         "streams are one linear layer each on it)")
+    adam_eps: float = Field(1.5e-4, gt=0, le=1, description="Adam's ε (Ape-X's)")
     target_update: int = Field(2_500, ge=1, description="gradient steps between target syncs")
     max_grad_norm: float = Field(40.0, gt=0)
     epsilon: float = Field(0.4, gt=0, le=1, description="Ape-X's base ε")
@@ -60,7 +64,7 @@ FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
                 "envs_per_actor": 1, "steps_per_actor": 64},
     # The long-haul paper's memory of 65,536 (ReplayConfig's default): each distinct frame is
     # held once (rl/frames.py), about 0.5 GB where whole stacks would take 3.7 GB.
-    "atari": {"hyperparameters": {"learning_rate": 1e-4, "hidden": 512,
+    "atari": {"hyperparameters": {"learning_rate": 1e-4, "model": {"hidden": [512]},
                                   "learning_starts": 5_000},
               "envs_per_actor": 1, "steps_per_actor": 256},
 }
@@ -68,22 +72,25 @@ FAMILY_DEFAULTS["other"] = FAMILY_DEFAULTS["mujoco"] = FAMILY_DEFAULTS["classic"
 
 
 class QLearner(nn.Module if nn is not None else object):  # type: ignore[misc]
-    """The online network and its target, published together."""
+    """The online network and its target, published together; ``spec`` says their network."""
 
-    def __init__(self, spec: PolicySpec, hidden: int):
+    def __init__(self, spec: PolicySpec):
         super().__init__()
-        self.online = DuelingQNetwork(spec, hidden)
-        self.target = DuelingQNetwork(spec, hidden)
+        self.spec = spec
+        self.online = DuelingQNetwork(spec)
+        self.target = DuelingQNetwork(spec)
         self.target.load_state_dict(self.online.state_dict())
         self.target.requires_grad_(False)
 
 
 def make_model(spec: PolicySpec, cfg: Config) -> QLearner:
-    return QLearner(spec, cfg.hidden)
+    """The network of ``cfg.model`` over ``spec``'s observations (no normalisation: frames are
+    scaled, vectors taken as they are; the dueling streams share the trunk)."""
+    return QLearner(with_network(spec, cfg.model, normalize_obs=False, shared_trunk=True))
 
 
 def make_optimizer(model: QLearner, cfg: Config) -> torch.optim.Optimizer:
-    return torch.optim.Adam(model.online.parameters(), lr=cfg.learning_rate, eps=1.5e-4)
+    return torch.optim.Adam(model.online.parameters(), lr=cfg.learning_rate, eps=cfg.adam_eps)
 
 
 def initial_state(cfg: Config) -> dict[str, Any]:

@@ -28,7 +28,13 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 from pydantic import BaseModel, Field
 
+from faasrl.algorithms.actor_critic import (  # noqa: F401 (make_*: the module surface)
+    FAMILY_MODELS,
+    make_model,
+    make_optimizer,
+)
 from faasrl.inputs import STRICT
+from faasrl.rl.model_spec import ActorCriticModelSpec
 
 try:  # functions train with torch; the gateway (no torch) only validates Config
     import torch
@@ -69,17 +75,22 @@ class IMPACTConfig(BaseModel):
     is_ratio_clip: float = Field(2.0, gt=0, description="clip of π_target/μ in the surrogate")
     target_update_frequency: int = Field(
         1, ge=1, le=64, description="the target network trails the policy by this many versions")
+    model: ActorCriticModelSpec = Field(default_factory=ActorCriticModelSpec,
+                                        description="the actor-critic network")
+    adam_eps: float = Field(1e-5, gt=0, le=1, description="Adam's ε (the parameter function's)")
 
 
 Config = IMPACTConfig  # the name the platform looks an algorithm's hyper-parameters up by
 
 
-# Per env family: vector envs per actor and steps per env per round (PPO's); the
-# hyper-parameters are Config's everywhere.
+# Per env family: vector envs per actor and steps per env per round (PPO's), and PPO's
+# networks; the other hyper-parameters are Config's everywhere.
 FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
     "classic": {"envs_per_actor": 4, "steps_per_actor": 128},
-    "mujoco": {"envs_per_actor": 1, "steps_per_actor": 2048},
-    "atari": {"envs_per_actor": 8, "steps_per_actor": 128},
+    "mujoco": {"hyperparameters": {"model": FAMILY_MODELS["mujoco"]},
+               "envs_per_actor": 1, "steps_per_actor": 2048},
+    "atari": {"hyperparameters": {"model": FAMILY_MODELS["atari"]},
+              "envs_per_actor": 8, "steps_per_actor": 128},
 }
 FAMILY_DEFAULTS["other"] = FAMILY_DEFAULTS["classic"]
 

@@ -7,10 +7,10 @@ besides ``NAME``, ``EXECUTIONS = ("offpolicy",)``, ``Config`` (a :class:`ReplayC
 
 ``ACTION_KINDS``
     the action spaces it handles (``"discrete"``, ``"continuous"``); a job on another is a 422.
-``make_model(spec: PolicySpec, cfg) -> nn.Module``
+``make_model(spec: PolicySpec, cfg) -> nn.Module`` (as every algorithm's)
     everything the learner trains, target networks included: its ``state_dict`` is one
     published version, which actors load whole (they need the target net for priorities).
-``make_optimizer(model, cfg)``
+``make_optimizer(model, cfg)`` (as every algorithm's)
     an object with ``state_dict``/``load_state_dict`` (one Adam, or SAC's several).
 ``act(model, obs, cfg, *, slot, actors, generator, explore=True) -> torch.Tensor``
     a vector env's actions; ``slot`` of ``actors`` picks an Ape-X actor's own ε.

@@ -14,7 +14,13 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 from pydantic import BaseModel, Field
 
+from faasrl.algorithms.actor_critic import (  # noqa: F401 (make_*: the module surface)
+    FAMILY_MODELS,
+    make_model,
+    make_optimizer,
+)
 from faasrl.inputs import STRICT
+from faasrl.rl.model_spec import ActorCriticModelSpec
 
 try:  # functions train with torch; the gateway (no torch) only validates Config
     import torch
@@ -67,6 +73,9 @@ class PPOConfig(BaseModel):
                                 "min(r, R') drifted toward random under their 10 passes), "
                                 "min(r, R') (paper) or none")
     rho: float = Field(1.0, gt=0, description="async: the truncation threshold ρ")
+    model: ActorCriticModelSpec = Field(default_factory=ActorCriticModelSpec,
+                                        description="the actor-critic network")
+    adam_eps: float = Field(1e-5, gt=0, le=1, description="Adam's ε (CleanRL's)")
 
 
 Config = PPOConfig  # the name the platform looks an algorithm's hyper-parameters up by
@@ -77,9 +86,11 @@ FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
     "classic": {"hyperparameters": {"learning_rate": 1e-3, "ent_coef": 0.0},
                 "envs_per_actor": 4, "steps_per_actor": 128},
     "mujoco": {"hyperparameters": {"learning_rate": 3e-4, "update_epochs": 10,
-                                   "num_minibatches": 32, "ent_coef": 0.0},
+                                   "num_minibatches": 32, "ent_coef": 0.0,
+                                   "model": FAMILY_MODELS["mujoco"]},
                "envs_per_actor": 1, "steps_per_actor": 2048},
-    "atari": {"hyperparameters": {"learning_rate": 2.5e-4, "clip_coef": 0.1},
+    "atari": {"hyperparameters": {"learning_rate": 2.5e-4, "clip_coef": 0.1,
+                                  "model": FAMILY_MODELS["atari"]},
               "envs_per_actor": 8, "steps_per_actor": 128},
 }
 FAMILY_DEFAULTS["other"] = FAMILY_DEFAULTS["classic"]

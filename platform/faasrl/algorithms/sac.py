@@ -23,13 +23,14 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import Field
 
 from faasrl.algorithms.offpolicy import ReplayConfig
+from faasrl.rl.model_spec import MLPModelSpec
 
 try:  # functions train with torch; the gateway (no torch) only validates Config
     import torch
     from torch import nn
     from torch.nn import functional
 
-    from faasrl.rl.policy import LOG_SQRT_2PI
+    from faasrl.rl.policy import LOG_SQRT_2PI, activation, with_network
 except ModuleNotFoundError:
     torch = nn = functional = None  # type: ignore[assignment]
 
@@ -60,8 +61,9 @@ class SACConfig(ReplayConfig):
                                                 "actors and learner wait to keep it")
     alpha: float = Field(0.0, ge=0, le=1,
                          description="prioritization; 0 = uniform replay, SAC's own")
-    hidden: int = Field(256, ge=1, le=4096,
-                        description="width of both hidden layers of the actor and each critic")
+    model: MLPModelSpec = Field(default_factory=MLPModelSpec,
+                                description="the hidden layers of the actor and each critic")
+    adam_eps: float = Field(1e-8, gt=0, le=1, description="Adam's ε (torch's default)")
     tau: float = Field(0.005, gt=0, le=1, description="Polyak step of the target critics")
     entropy_coef: float = Field(1.0, gt=0, description="the temperature α weighing the entropy "
                                                        "(its initial value with autotune)")
@@ -87,17 +89,21 @@ FAMILY_DEFAULTS["other"] = FAMILY_DEFAULTS["atari"] = FAMILY_DEFAULTS["classic"]
 LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0  # keeps the Gaussian from collapsing or going flat
 
 
-def _mlp(n_in: int, hidden: int, n_out: int) -> nn.Sequential:
-    return nn.Sequential(nn.Linear(n_in, hidden), nn.ReLU(), nn.Linear(hidden, hidden),
-                         nn.ReLU(), nn.Linear(hidden, n_out))
+def _mlp(n_in: int, spec: PolicySpec, n_out: int) -> nn.Sequential:
+    """The spec's hidden layers, each followed by its activation, then a linear output."""
+    layers: list[nn.Module] = []
+    for width in spec.hidden:
+        layers += [nn.Linear(n_in, width), activation(spec.activation)]
+        n_in = width
+    return nn.Sequential(*layers, nn.Linear(n_in, n_out))
 
 
 class QNetwork(nn.Module if nn is not None else object):  # type: ignore[misc]
     """Q(s, a) for an action in the unit box, shape (B,)."""
 
-    def __init__(self, obs_size: int, action_dim: int, hidden: int):
+    def __init__(self, obs_size: int, action_dim: int, spec: PolicySpec):
         super().__init__()
-        self.net = _mlp(obs_size + action_dim, hidden, 1)
+        self.net = _mlp(obs_size + action_dim, spec, 1)
 
     def forward(self, obs: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
         return self.net(torch.cat([obs.flatten(1).float(), actions], dim=1)).squeeze(1)
@@ -122,10 +128,12 @@ class SoftActorCritic(nn.Module if nn is not None else object):  # type: ignore[
 
     Observations are flattened float vectors (no normalisation: SAC learns MuJoCo without it).
     ``updates`` counts gradient steps, so actors know an untrained model when they load one.
+    ``spec`` says the networks (:func:`make_model` fills it from ``cfg.model``).
     """
 
     def __init__(self, spec: PolicySpec, cfg: Config):
         super().__init__()
+        self.spec = spec
         low = torch.tensor(spec.action_low, dtype=torch.float32)
         high = torch.tensor(spec.action_high, dtype=torch.float32)
         if spec.action_kind != "continuous" or not (low.isfinite().all() and
@@ -133,9 +141,9 @@ class SoftActorCritic(nn.Module if nn is not None else object):  # type: ignore[
             raise ValueError("SAC squashes actions into a box: it needs continuous actions "
                              "with finite bounds")
         obs_size, dims = math.prod(spec.obs_shape), spec.action_dim
-        self.actor = _mlp(obs_size, cfg.hidden, 2 * dims)  # a mean and a log-std per dimension
-        self.q1 = QNetwork(obs_size, dims, cfg.hidden)
-        self.q2 = QNetwork(obs_size, dims, cfg.hidden)
+        self.actor = _mlp(obs_size, spec, 2 * dims)  # a mean and a log-std per dimension
+        self.q1 = QNetwork(obs_size, dims, spec)
+        self.q2 = QNetwork(obs_size, dims, spec)
         self.q1_target = copy.deepcopy(self.q1).requires_grad_(False)
         self.q2_target = copy.deepcopy(self.q2).requires_grad_(False)
         self.log_alpha = nn.Parameter(torch.tensor(math.log(cfg.entropy_coef)))
@@ -170,10 +178,11 @@ class Optimizers:
     """The actor's, the critics' and the temperature's Adam, checkpointed as one."""
 
     def __init__(self, model: SoftActorCritic, cfg: Config):
-        self.actor = torch.optim.Adam(model.actor.parameters(), lr=cfg.policy_learning_rate)
+        self.actor = torch.optim.Adam(model.actor.parameters(), lr=cfg.policy_learning_rate,
+                                      eps=cfg.adam_eps)
         self.critic = torch.optim.Adam([*model.q1.parameters(), *model.q2.parameters()],
-                                       lr=cfg.learning_rate)
-        self.alpha = torch.optim.Adam([model.log_alpha], lr=cfg.learning_rate)
+                                       lr=cfg.learning_rate, eps=cfg.adam_eps)
+        self.alpha = torch.optim.Adam([model.log_alpha], lr=cfg.learning_rate, eps=cfg.adam_eps)
 
     def state_dict(self) -> dict[str, Any]:
         return {"actor": self.actor.state_dict(), "critic": self.critic.state_dict(),
@@ -186,7 +195,10 @@ class Optimizers:
 
 
 def make_model(spec: PolicySpec, cfg: Config) -> SoftActorCritic:
-    return SoftActorCritic(spec, cfg)
+    """The networks of ``cfg.model`` over ``spec``'s flattened observations, one each for the
+    actor and the critics (no normalisation)."""
+    return SoftActorCritic(with_network(spec, cfg.model, normalize_obs=False,
+                                        shared_trunk=False), cfg)
 
 
 def make_optimizer(model: SoftActorCritic, cfg: Config) -> Optimizers:

@@ -26,6 +26,7 @@ from faasrl.jobs.env_probe import EnvProbe
 from faasrl.jobs.errors import InvalidJobField
 from faasrl.jobs.spec import JobSpec
 from faasrl.jobs.store import ACTIVE, JobRecord, JobStore
+from faasrl.rl.model_spec import NetworkError, trunk
 from faasrl.workflow import WORKFLOWS
 from faasrl.workflow.job import JobRun
 
@@ -94,6 +95,7 @@ class JobManager:
         described = await self._probe.describe(spec, on_lambda)
         if spec.execution == "offpolicy":
             self._check_replay(spec, described)
+        self._check_network(spec, described)
         rec = JobRecord(id=uuid.uuid4().hex[:12], spec=spec, created_at=time.time(),
                         env_description=described)
         await self.store.save(rec)
@@ -129,6 +131,22 @@ class JobManager:
         if ctl.name == "minions-adapt" and not (spec.stop.target_reward or 0) > 0:
             raise InvalidJobField("stop.target_reward", "minions-adapt scales actors by the "
                                   "share of the target reached: set a positive target_reward")
+
+    def _check_network(self, spec: JobSpec, env: EnvDescription) -> None:
+        """The observations take the network the job's ``model`` section asks for (an MLP
+        takes any: only a named CNN, or separate trunks that an image's CNN forbids, needs a
+        look at the env's description)."""
+        model = spec.hyperparameters.model
+        if model.cnn in ("auto", "none") and getattr(model, "shared_trunk", None) is not False:
+            return
+        try:
+            cnn = trunk(model, tuple(env.obs_shape), env.obs_dtype)
+        except NetworkError as exc:
+            raise InvalidJobField(f"hyperparameters.model.{exc.field}", exc.message) from None
+        if cnn == "impala" and spec.controller.name == "nitro":
+            raise InvalidJobField("hyperparameters.model.cnn", "nitro's surrogate Hessian has "
+                                  "no R-operator for the IMPALA CNN's pools and residual "
+                                  "blocks: take nature, or another controller")
 
     def _check_replay(self, spec: JobSpec, env: EnvDescription) -> None:
         """The env's actions are the algorithm's kind, and the replay memory fits the buffer

@@ -82,6 +82,7 @@ class AsyncSettings(BaseModel):
 
 
 LEGACY = ("ppo", "impact")  # the algorithms before issue 16, whose layout is still accepted
+ONE_WIDTH = ("dqn", "sac")  # took one ``hidden`` width before the ``model`` section: still do
 
 
 def _ignored_before(key: str, config: type[BaseModel]) -> bool:
@@ -119,6 +120,27 @@ def _relocated(data: dict[str, Any], config: type[BaseModel]
             hp.setdefault(key, value)
             moved[("hyperparameters", key)] = loc
     return hp, asynchronous, moved
+
+
+def _legacy_hidden(hp: dict[str, Any], family: str) -> tuple[dict[str, Any], dict[Loc, Loc]]:
+    """DQN's and SAC's one ``hidden`` width of before the ``model`` section, as the network it
+    meant: two layers that wide, or one after Atari's CNN (an explicit ``model.hidden`` wins)."""
+    width = hp.get("hidden")
+    if not isinstance(width, int) or isinstance(width, bool) or \
+            not isinstance(hp.get("model", {}), dict):
+        return hp, {}
+    hp = {k: v for k, v in hp.items() if k != "hidden"}
+    widths = [width] if family == "atari" else [width, width]
+    hp["model"] = {"hidden": widths, **hp.get("model", {})}
+    here, there = ("hyperparameters", "model", "hidden"), ("hyperparameters", "hidden")
+    return hp, {**{(*here, i): there for i in range(len(widths))}, here: there}
+
+
+def _with_defaults(defaults: dict[str, Any], hp: dict[str, Any]) -> dict[str, Any]:
+    """The spec's hyper-parameters over the family's defaults, section by section (``model``:
+    a job that sets its activation keeps the family's widths)."""
+    return {**defaults, **hp, **{k: {**v, **hp[k]} for k, v in defaults.items()
+                                 if isinstance(v, dict) and isinstance(hp.get(k), dict)}}
 
 
 def _where(loc: Loc, moved: dict[Loc, Loc]) -> Loc:
@@ -254,7 +276,10 @@ class JobSpec(BaseModel):
             defaults = module.FAMILY_DEFAULTS[family]
             hp, data["asynchronous"], moved = _relocated({**data, "hyperparameters": hp},
                                                          module.Config)
-            data["hyperparameters"] = {**defaults.get("hyperparameters", {}), **hp}
+            if name in ONE_WIDTH:
+                hp, legacy = _legacy_hidden(hp, family)
+                moved.update(legacy)
+            data["hyperparameters"] = _with_defaults(defaults.get("hyperparameters", {}), hp)
             if data.get("execution") is None:
                 data["execution"] = module.EXECUTIONS[0]
             for key in ("envs_per_actor", "steps_per_actor"):

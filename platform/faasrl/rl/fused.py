@@ -24,21 +24,27 @@ from torch import nn
 
 from faasrl.rl.policy import ActorCritic
 
+Activation = nn.Module | None  # after a layer: None, or the policy's activation module
 
-def _layers(head: nn.Module) -> list[tuple[nn.Linear, bool]]:
-    """A head's linear layers, each with whether a tanh follows it (``policy._mlp``'s layout,
-    or one plain linear layer on a CNN trunk)."""
+
+def _layers(head: nn.Module) -> list[tuple[nn.Linear, Activation]]:
+    """A head's linear layers, each with the activation that follows it (``policy._mlp``'s
+    layout, or one plain linear layer on a shared trunk)."""
     if isinstance(head, nn.Linear):
-        return [(head, False)]
-    layers: list[tuple[nn.Linear, bool]] = []
+        return [(head, None)]
+    layers: list[tuple[nn.Linear, Activation]] = []
     for module in head:
         if isinstance(module, nn.Linear):
-            layers.append((module, False))
-        elif isinstance(module, nn.Tanh) and layers:
-            layers[-1] = (layers[-1][0], True)
+            layers.append((module, None))
+        elif layers and layers[-1][1] is None and not list(module.parameters()):
+            layers[-1] = (layers[-1][0], module)
         else:
             raise TypeError(f"cannot fuse a head with {type(module).__name__}")
     return layers
+
+
+def _same(a: Activation, b: Activation) -> bool:
+    return type(a) is type(b) and repr(a) == repr(b)
 
 
 class FusedPolicy:
@@ -48,16 +54,19 @@ class FusedPolicy:
 
     def __init__(self, policy: ActorCritic) -> None:
         self.policy = policy
-        self.layers: list[tuple[np.ndarray, np.ndarray, bool]] = []  # (weight.T, bias, tanh)
+        # (weight.T, bias, tanh after it, another activation after it or None)
+        self.layers: list[tuple[np.ndarray, np.ndarray, bool, Activation]] = []
         with torch.no_grad():
             pairs = zip(_layers(policy.actor), _layers(policy.critic), strict=True)
-            for i, ((actor, tanh), (critic, critic_tanh)) in enumerate(pairs):
-                if tanh != critic_tanh:
+            for i, ((actor, act), (critic, critic_act)) in enumerate(pairs):
+                if not _same(act, critic_act):
                     raise TypeError("the actor's and critic's layers differ: cannot fuse them")
                 weight = torch.cat([actor.weight, critic.weight]) if i == 0 \
                     else torch.block_diag(actor.weight, critic.weight)
+                tanh = isinstance(act, nn.Tanh)
                 self.layers.append((np.ascontiguousarray(weight.t().numpy()),
-                                    torch.cat([actor.bias, critic.bias]).numpy(), tanh))
+                                    torch.cat([actor.bias, critic.bias]).numpy(), tanh,
+                                    None if tanh else act))
             # None for categorical actions; the Gaussian's standard deviations
             self.std = None if policy.spec.action_kind == "discrete" \
                 else policy.log_std.exp().numpy()
@@ -82,11 +91,13 @@ class FusedPolicy:
         of :meth:`noise`); the heads' output goes to ``out`` (one step's slice of
         :meth:`outputs`), for :meth:`log_probs_and_values` to read once the rollout is over."""
         x = self.policy.features(torch.from_numpy(obs)).numpy()
-        for weight, bias, tanh in self.layers:
+        for weight, bias, tanh, act in self.layers:
             x = x @ weight
             x += bias
             if tanh:
                 np.tanh(x, out=x)
+            elif act is not None:
+                x = act(torch.from_numpy(x)).numpy()
         out[...] = x
         scores = x[:, :-1]
         return (scores + noise).argmax(-1) if self.std is None else scores + self.std * noise

@@ -6,7 +6,7 @@ entries), so λ_min and λ_max come from a Lanczos iteration that only needs Hes
 products.
 
 Each product is Pearlmutter's R-operator written out layer by layer over the actor's chain
-(Linear, Conv2d, Tanh, ReLU, Flatten) and its action head: a forward pass of tangents and a
+(Linear, Conv2d, the activations, Flatten) and its action head: a forward pass of tangents and a
 backward pass of the gradient's tangents, reusing the activations, gradients and activation
 derivatives that the model's own forward pass and one backward pass leave, once per request.
 Autograd's double backward on a retained graph computes the same products but re-derives the
@@ -35,6 +35,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from faasrl.rl.model_spec import ACTIVATIONS
 from faasrl.rl.policy import ActorCritic
 
 Tangents = dict[nn.Parameter, torch.Tensor]
@@ -165,7 +166,7 @@ class _Activation(_Layer):
 
     def __init__(self, module: nn.Tanh | nn.ReLU) -> None:
         super().__init__(module)
-        self.tanh = isinstance(module, nn.Tanh)
+        self.tanh = self.curved = isinstance(module, nn.Tanh)
         self.slope = self.curvature = torch.empty(0)
 
     def record(self, module: nn.Module, args: tuple[torch.Tensor, ...], y: torch.Tensor) -> None:
@@ -183,7 +184,31 @@ class _Activation(_Layer):
     def tangent_backward(self, rg: torch.Tensor, r: torch.Tensor | None, dp: Tangents,
                          hv: Tangents, *, need_input: bool) -> torch.Tensor:
         out = self.slope * rg
-        return out.addcmul_(self.curvature, r) if self.tanh and r is not None else out
+        return out.addcmul_(self.curvature, r) if self.curved and r is not None else out
+
+
+class _Elementwise(_Activation):
+    """Any other elementwise activation (ELU, GELU, SiLU, leaky ReLU): f'(z) and f''(z) from
+    autograd on the recorded input, once per request."""
+
+    def __init__(self, module: nn.Module) -> None:
+        super().__init__(module)
+        self.curved = True
+        self.second = torch.empty(0)
+
+    def record(self, module: nn.Module, args: tuple[torch.Tensor, ...], y: torch.Tensor) -> None:
+        _Layer.record(self, module, args, y)
+        with torch.enable_grad():
+            z = args[0].detach().requires_grad_()
+            (first,) = torch.autograd.grad(module.forward(z).sum(), z, create_graph=True)
+            second = torch.autograd.grad(first.sum(), z, allow_unused=True)[0] \
+                if first.requires_grad else None
+        self.slope = first.detach()
+        self.second = torch.zeros_like(self.slope) if second is None else second
+
+    def backward(self, g: torch.Tensor, *, need_input: bool) -> torch.Tensor:
+        self.curvature = self.second * g
+        return self.slope * g
 
 
 class _Flatten(_Layer):
@@ -201,6 +226,7 @@ class _Flatten(_Layer):
 
 
 _LAYERS: dict[type[nn.Module], type[_Layer]] = {
+    **{getattr(nn, name): _Elementwise for name in ACTIVATIONS.values()},
     nn.Linear: _Affine, nn.Conv2d: _Affine, nn.Tanh: _Activation, nn.ReLU: _Activation,
     nn.Flatten: _Flatten}
 

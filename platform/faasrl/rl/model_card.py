@@ -7,9 +7,10 @@ or for an env brought as code its ``code``: entry point, imports, kwargs, episod
 wrappers, :func:`faasrl.rl.envs.env_preprocessing`); ``observation``: its shape and dtype,
 and the formula that turns it into the network's input, with the tensors holding the running
 statistics; ``action_space``: discrete ``n``, or a box's shape and bounds; ``architecture``:
-the model's forward pass as data, the same shape for every algorithm (:data:`RULES`).
-``policy`` (faasrl's :class:`~faasrl.rl.policy.PolicySpec`, its ``hidden`` the widths the
-model really has) and ``version`` stay for faasrl's own readers. The layers are read off the
+the model's forward pass as data, the same shape for every algorithm (:data:`RULES`), and
+``network``, the job's ``model`` section as it was built (hidden widths, activation, CNN,
+shared trunk, dueling). ``policy`` (faasrl's :class:`~faasrl.rl.policy.PolicySpec`, the
+model's own) and ``version`` stay for faasrl's own readers. The layers are read off the
 modules themselves, so the card cannot describe a network other than the one whose weights it
 carries.
 
@@ -17,14 +18,15 @@ carries.
 ``name`` and its inputs ``of`` (``"obs"``, the observation after ``observation.input``, or an
 earlier step's name). A step either has ``layers`` (its inputs concatenated along the last
 axis, then each layer in turn: linear or conv2d with its sizes and weight tensors,
-tanh/relu/flatten) or a ``rule`` from :data:`RULES`, whose ``formula`` it repeats. The step
+an activation of :data:`faasrl.rl.model_spec.ACTIVATIONS`, flatten, maxpool2d, or residual:
+its own ``layers`` applied to the input and added to it) or a ``rule`` from
+:data:`RULES`, whose ``formula`` it repeats. The step
 named ``action`` is the policy's deterministic action, the one faasrl's evaluation takes.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from typing import Any
 
 from torch import nn
@@ -32,11 +34,14 @@ from torch import nn
 from faasrl.algorithms.dqn import QLearner
 from faasrl.algorithms.sac import LOG_STD_MAX, LOG_STD_MIN, SoftActorCritic
 from faasrl.env_code import EnvCode, EnvDescription
+from faasrl.rl.cnn import Residual
 from faasrl.rl.envs import env_preprocessing
+from faasrl.rl.model_spec import ACTIVATIONS
 from faasrl.rl.policy import OBS_CLIP, OBS_EPS, PIXEL_SCALE, ActorCritic, PolicySpec
 
 FORMAT = "faasrl.policy/2"
-_ACTIVATIONS = {nn.Tanh: "tanh", nn.ReLU: "relu", nn.Flatten: "flatten"}
+# Parameter-free layers -> their op (a leaky ReLU's slope is torch's default, 0.01).
+_OPS = {getattr(nn, cls): name for name, cls in ACTIVATIONS.items()} | {nn.Flatten: "flatten"}
 # The combination rules a forward step may use, over its inputs x0, x1 (last axis: features).
 RULES = {
     "argmax": "argmax(x0)",
@@ -58,9 +63,13 @@ def describe_layer(module: nn.Module, name: str) -> dict[str, Any]:
                 "kernel": module.kernel_size[0], "stride": module.stride[0],
                 "padding": module.padding[0], "weight": f"{name}.weight",
                 "bias": f"{name}.bias"}
-    for kind, op in _ACTIVATIONS.items():
-        if isinstance(module, kind):
-            return {"op": op}
+    if isinstance(module, nn.MaxPool2d):
+        return {"op": "maxpool2d", "kernel": module.kernel_size, "stride": module.stride,
+                "padding": module.padding}
+    if isinstance(module, Residual):
+        return {"op": "residual", "layers": describe_layers(module.block, f"{name}.block")}
+    if type(module) in _OPS:
+        return {"op": _OPS[type(module)]}
     raise ValueError(f"{name}: no description for a {type(module).__name__} layer")
 
 
@@ -81,11 +90,7 @@ def _rule(name: str, rule: str, of: list[str], **args: Any) -> dict[str, Any]:
     return {"name": name, "rule": rule, "of": of, **args, "formula": RULES[rule]}
 
 
-def _widths(layers: list[dict[str, Any]]) -> tuple[int, ...]:
-    return tuple(x["out"] for x in layers if x["op"] == "linear")
-
-
-def _actor_critic(model: ActorCritic) -> tuple[dict[str, Any], tuple[int, ...]]:
+def _actor_critic(model: ActorCritic) -> dict[str, Any]:
     discrete = model.spec.action_kind == "discrete"
     return {
         "class": "ActorCritic",
@@ -96,10 +101,10 @@ def _actor_critic(model: ActorCritic) -> tuple[dict[str, Any], tuple[int, ...]]:
                     _net("critic", ["trunk"], model.critic),
                     _rule("action", "argmax" if discrete else "clip", ["actor"])],
         "value": "critic",
-    }, model.spec.hidden
+    }
 
 
-def _q_learner(model: QLearner) -> tuple[dict[str, Any], tuple[int, ...]]:
+def _q_learner(model: QLearner) -> dict[str, Any]:
     """DQN: the online network; the target network's tensors (``target.*``) ride along."""
     trunk = _net("online.trunk", ["obs"], model.online.trunk)
     return {
@@ -110,10 +115,10 @@ def _q_learner(model: QLearner) -> tuple[dict[str, Any], tuple[int, ...]]:
                     _rule("q", "dueling", ["online.value", "online.advantage"]),
                     _rule("action", "argmax", ["q"])],
         "value": "q",
-    }, _widths(trunk["layers"])
+    }
 
 
-def _soft_actor_critic(model: SoftActorCritic) -> tuple[dict[str, Any], tuple[int, ...]]:
+def _soft_actor_critic(model: SoftActorCritic) -> dict[str, Any]:
     """SAC: the actor's squashed Gaussian, and the twin critics at the deterministic action
     (in the unit box, as they are trained); the target critics' tensors ride along."""
     dims = model.action_scale.numel()
@@ -130,15 +135,22 @@ def _soft_actor_critic(model: SoftActorCritic) -> tuple[dict[str, Any], tuple[in
                     _net("q1.net", ["flat", "unit_action"], model.q1.net),
                     _net("q2.net", ["flat", "unit_action"], model.q2.net)],
         "value": "q1.net",
-    }, _widths(actor["layers"])[:-1]
+    }
 
 
-def _architecture(model: nn.Module) -> tuple[dict[str, Any], tuple[int, ...]]:
-    """(the model's forward as data, its hidden widths) for each kind of model jobs publish."""
+def _network(spec: PolicySpec, model: nn.Module) -> dict[str, Any]:
+    """The network's shape in the model section's words (what a job would ask to get it)."""
+    return {"hidden": list(spec.hidden), "activation": spec.activation,
+            "cnn": spec.cnn, "shared_trunk": spec.shared_trunk,
+            "dueling": isinstance(model, QLearner)}
+
+
+def _architecture(model: nn.Module) -> dict[str, Any]:
+    """The model's forward as data, and its network, for each kind of model jobs publish."""
     for kind, describe in ((ActorCritic, _actor_critic), (QLearner, _q_learner),
                            (SoftActorCritic, _soft_actor_critic)):
         if isinstance(model, kind):
-            return describe(model)
+            return {**describe(model), "network": _network(model.spec, model)}
     raise ValueError(f"no model card for a {type(model).__name__}")
 
 
@@ -150,7 +162,7 @@ def _observation(spec: PolicySpec, model: nn.Module) -> dict[str, Any]:
         obs["normalization"] = {"mean": "obs_mean", "var": "obs_var", "count": "obs_count",
                                 "eps": OBS_EPS, "clip": OBS_CLIP}
     else:  # frames: the actor-critic's CNN and DQN's network on uint8 observations
-        pixels = spec.arch == "cnn" if isinstance(model, ActorCritic) else \
+        pixels = spec.arch != "mlp" if isinstance(model, ActorCritic) else \
             isinstance(model, QLearner) and model.online.pixels
         divide_by = PIXEL_SCALE if pixels else 1.0
         obs["input"] = f"float32(obs) / {divide_by:g}"
@@ -165,19 +177,19 @@ def _action_space(spec: PolicySpec) -> dict[str, Any]:
             "high": list(spec.action_high)}
 
 
-def model_card(model: nn.Module, spec: PolicySpec, *, env_id: str, algorithm: str,
-               env: EnvCode | None = None, description: EnvDescription | None = None
-               ) -> dict[str, str]:
-    """The metadata a published version of ``model`` carries (``version`` is added by the
-    parameter store). ``env``, ``description``: the job's env code and what its probe found
-    (whose ``preprocessing`` names the wrappers it saw applied)."""
-    architecture, hidden = _architecture(model)
+def model_card(model: nn.Module, *, env_id: str, algorithm: str, env: EnvCode | None = None,
+               description: EnvDescription | None = None) -> dict[str, str]:
+    """The metadata a published version of ``model`` (its ``spec`` says its spaces and
+    network) carries (``version`` is added by the parameter store). ``env``, ``description``:
+    the job's env code and what its probe found (whose ``preprocessing`` names the wrappers it
+    saw applied)."""
+    spec: PolicySpec = model.spec
     preprocessing = description.preprocessing if description is not None else None
     card = {
         "format": FORMAT, "algorithm": algorithm, "env_id": env_id,
         "env": preprocessing or env_preprocessing(env_id, spec.action_kind == "continuous",
                                                   env),
         "observation": _observation(spec, model), "action_space": _action_space(spec),
-        "architecture": architecture, "policy": replace(spec, hidden=hidden).to_dict(),
+        "architecture": _architecture(model), "policy": spec.to_dict(),
     }
     return {k: v if isinstance(v, str) else json.dumps(v) for k, v in card.items()}

@@ -8,8 +8,8 @@ the weights and the normalisation statistics.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import asdict, dataclass, replace
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -17,24 +17,33 @@ from torch import nn
 from torch.distributions import Categorical, Normal
 
 from faasrl.env_code import EnvCode, EnvDescription
+from faasrl.rl.cnn import flat_size, impala_cnn
 from faasrl.rl.envs import describe
+from faasrl.rl.model_spec import ACTIVATIONS, trunk
+
+if TYPE_CHECKING:
+    from faasrl.rl.model_spec import ModelSpec
 
 _OBS_DTYPES = ("float32", "uint8")
 _ACTION_KINDS = ("discrete", "continuous")
-_ARCHS = ("mlp", "cnn")
+# The model section's ``cnn`` -> PolicySpec.arch ("cnn", the Nature CNN, keeps its old name).
+ARCHS: dict[str | None, str] = {None: "mlp", "nature": "cnn", "impala": "impala"}
 # What features() does to a raw observation (model files state the same: rl/model_card.py).
 OBS_EPS, OBS_CLIP = 1e-8, 10.0  # normalised: clip((obs - mean) / sqrt(var + eps), -clip, clip)
 PIXEL_SCALE = 255.0  # CNN input without normalisation: obs / PIXEL_SCALE
 LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)  # a standard normal's log-density is -z^2/2 - this
-NATURE_CNN_MIN_SIZE = 36  # frames smaller than 36x36 do not fit its kernels: they take the MLP
 
 
 @dataclass(frozen=True)
 class PolicySpec:
-    """Shapes and architecture of an :class:`ActorCritic`; JSON-friendly via ``to_dict``.
+    """Shapes and architecture of a network; JSON-friendly via ``to_dict``.
 
-    ``hidden`` is the MLP's layer widths, or for ``arch="cnn"`` the fully connected widths after
-    the Nature CNN's convolutions (``(512,)`` for Atari).
+    ``hidden`` is the MLP's layer widths, or for ``arch="cnn"`` (the Nature CNN) and
+    ``"impala"`` the fully connected widths after the convolutions (``(512,)`` for Atari), each
+    followed by ``activation``.
+    ``shared_trunk``: the actor-critic's heads sit on one trunk (else each has its own MLP).
+    Left out (specs stored before they existed), both are what such a network had: tanh and
+    separate trunks for an MLP, relu and a shared trunk after a CNN.
     """
 
     obs_shape: tuple[int, ...]
@@ -46,14 +55,29 @@ class PolicySpec:
     arch: str = "mlp"
     hidden: tuple[int, ...] = (64, 64)
     normalize_obs: bool = False
+    activation: str | None = None
+    shared_trunk: bool | None = None
 
     def __post_init__(self) -> None:
         # Specs travel between processes: reject a bad one here, not deep inside a forward pass.
+        cnn = self.arch != "mlp"
+        if self.activation is None:
+            object.__setattr__(self, "activation", "relu" if cnn else "tanh")
+        if self.shared_trunk is None:
+            object.__setattr__(self, "shared_trunk", cnn)
         for name, value, allowed in (("obs_dtype", self.obs_dtype, _OBS_DTYPES),
                                      ("action_kind", self.action_kind, _ACTION_KINDS),
-                                     ("arch", self.arch, _ARCHS)):
+                                     ("arch", self.arch, tuple(ARCHS.values())),
+                                     ("activation", self.activation, tuple(ACTIVATIONS))):
             if value not in allowed:
                 raise ValueError(f"PolicySpec.{name} must be one of {allowed}, not {value!r}")
+        if cnn and not self.shared_trunk:
+            raise ValueError("PolicySpec.shared_trunk: a CNN trunk is shared by both heads")
+
+    @property
+    def cnn(self) -> str | None:
+        """The model section's name of the CNN (None: an MLP)."""
+        return next(cnn for cnn, arch in ARCHS.items() if arch == self.arch)
 
     @property
     def action_shape(self) -> tuple[int, ...]:
@@ -77,27 +101,32 @@ def policy_spec_for(env_id: str, env: EnvCode | None = None) -> PolicySpec:
 
 
 def policy_spec_from(description: EnvDescription) -> PolicySpec:
-    """The default policy for an env the describe probe found so (no env built): per family,
-    and the Nature CNN for frames (3-D uint8 observations) the CNN's kernels fit."""
-    obs_shape = tuple(description.obs_shape)
-    if description.family == "atari":
-        arch: dict[str, Any] = {"arch": "cnn", "hidden": (512,)}
-    elif description.family == "mujoco":
-        arch = {"arch": "mlp", "hidden": (256, 256), "normalize_obs": True}
-    elif description.obs_dtype == "uint8" and len(obs_shape) == 3 \
-            and min(obs_shape[1:]) >= NATURE_CNN_MIN_SIZE:
-        arch = {"arch": "cnn", "hidden": (512,)}
-    else:
-        arch = {"arch": "mlp", "hidden": (64, 64)}
+    """The policy's spaces for an env the describe probe found so (no env built), MuJoCo's
+    observations normalised; the network is the Config's ``model`` (:func:`with_network`)."""
     return PolicySpec(
-        obs_shape=obs_shape,
+        obs_shape=tuple(description.obs_shape),
         obs_dtype=description.obs_dtype,  # float64 envs (MuJoCo) are cast by the rollout
         action_kind=description.action_kind,
         action_dim=description.action_dim,
         action_low=tuple(description.action_low),
         action_high=tuple(description.action_high),
-        **arch,
+        normalize_obs=description.family == "mujoco",
     )
+
+
+def with_network(spec: PolicySpec, model: ModelSpec, **fixed: Any) -> PolicySpec:
+    """``spec`` with the network a Config's ``model`` section asks for over its observations
+    (:func:`faasrl.rl.model_spec.trunk` raises when they cannot take it), and the fields an
+    algorithm fixes (``fixed``: the off-policy networks' ``normalize_obs``, ``shared_trunk``)."""
+    cnn = trunk(model, spec.obs_shape, spec.obs_dtype)
+    return replace(spec, **{"arch": ARCHS[cnn],
+                            "hidden": tuple(model.hidden), "activation": model.activation,
+                            "shared_trunk": getattr(model, "shared_trunk", None), **fixed})
+
+
+def activation(name: str) -> nn.Module:
+    """The activation layer named ``name`` (:data:`faasrl.rl.model_spec.ACTIVATIONS`)."""
+    return getattr(nn, ACTIVATIONS[name])()
 
 
 @torch.no_grad()
@@ -118,15 +147,23 @@ def _init(layer: nn.Linear | nn.Conv2d, std: float = math.sqrt(2)) -> nn.Module:
     return layer
 
 
-def _mlp(n_in: int, hidden: tuple[int, ...], n_out: int, out_std: float) -> nn.Sequential:
+def _layers(n_in: int, hidden: tuple[int, ...], act: str) -> list[nn.Module]:
+    """Fully connected layers of widths ``hidden``, each followed by activation ``act``."""
     layers: list[nn.Module] = []
     for width in hidden:
-        layers += [_init(nn.Linear(n_in, width)), nn.Tanh()]
+        layers += [_init(nn.Linear(n_in, width)), activation(act)]
         n_in = width
-    return nn.Sequential(*layers, _init(nn.Linear(n_in, n_out), out_std))
+    return layers
 
 
-def _nature_cnn(obs_shape: tuple[int, ...], hidden: tuple[int, ...]) -> nn.Sequential:
+def _mlp(n_in: int, hidden: tuple[int, ...], n_out: int, out_std: float, act: str = "tanh"
+         ) -> nn.Sequential:
+    return nn.Sequential(*_layers(n_in, hidden, act),
+                         _init(nn.Linear(hidden[-1] if hidden else n_in, n_out), out_std))
+
+
+def _nature_cnn(obs_shape: tuple[int, ...], hidden: tuple[int, ...], act: str = "relu"
+                ) -> nn.Sequential:
     convs = nn.Sequential(
         _init(nn.Conv2d(obs_shape[0], 32, 8, stride=4)), nn.ReLU(),
         _init(nn.Conv2d(32, 64, 4, stride=2)), nn.ReLU(),
@@ -135,11 +172,19 @@ def _nature_cnn(obs_shape: tuple[int, ...], hidden: tuple[int, ...]) -> nn.Seque
     )
     with torch.no_grad():
         n_in = convs(torch.zeros(1, *obs_shape)).shape[1]
-    layers: list[nn.Module] = [convs]
-    for width in hidden:
-        layers += [_init(nn.Linear(n_in, width)), nn.ReLU()]
-        n_in = width
-    return nn.Sequential(*layers)
+    return nn.Sequential(convs, *_layers(n_in, hidden, act))
+
+
+def _trunk(spec: PolicySpec) -> nn.Sequential:
+    """A shared trunk: the spec's CNN (or a flatten) and its fully connected layers."""
+    if spec.arch == "cnn":
+        return _nature_cnn(spec.obs_shape, spec.hidden, spec.activation)
+    if spec.arch == "impala":
+        convs = impala_cnn(spec.obs_shape, _init)
+        return nn.Sequential(convs, *_layers(flat_size(convs, spec.obs_shape), spec.hidden,
+                                             spec.activation))
+    return nn.Sequential(nn.Flatten(),
+                         *_layers(math.prod(spec.obs_shape), spec.hidden, spec.activation))
 
 
 def _sample(dist: Categorical | Normal, generator: torch.Generator | None) -> torch.Tensor:
@@ -153,7 +198,8 @@ def _sample(dist: Categorical | Normal, generator: torch.Generator | None) -> to
 class ActorCritic(nn.Module):
     """PPO's actor-critic, CleanRL style.
 
-    MLP: separate Tanh actor and critic networks. CNN: a Nature CNN trunk shared by both heads.
+    The spec's network: separate actor and critic MLPs (CleanRL's, with tanh), or one trunk, an
+    MLP or a Nature CNN and its fully connected layers, shared by both heads.
     Discrete actions are Categorical; continuous ones a Normal with a state-independent learnable
     ``log_std``, sampled unclipped (the env clips). Every method takes raw observations (uint8 or
     float) on the model's device; sampling methods take an optional ``generator`` so a rollout's
@@ -163,13 +209,14 @@ class ActorCritic(nn.Module):
     def __init__(self, spec: PolicySpec) -> None:
         super().__init__()
         self.spec = spec
-        if spec.arch == "mlp":
+        act = spec.activation
+        if not spec.shared_trunk:
             n_in = math.prod(spec.obs_shape)
             self.trunk: nn.Module = nn.Flatten()
-            self.actor = _mlp(n_in, spec.hidden, spec.action_dim, 0.01)
-            self.critic = _mlp(n_in, spec.hidden, 1, 1.0)
+            self.actor = _mlp(n_in, spec.hidden, spec.action_dim, 0.01, act)
+            self.critic = _mlp(n_in, spec.hidden, 1, 1.0, act)
         else:
-            self.trunk = _nature_cnn(spec.obs_shape, spec.hidden)
+            self.trunk = _trunk(spec)
             self.actor = _init(nn.Linear(spec.hidden[-1], spec.action_dim), 0.01)
             self.critic = _init(nn.Linear(spec.hidden[-1], 1), 1.0)
         if spec.action_kind == "continuous":
@@ -213,7 +260,7 @@ class ActorCritic(nn.Module):
         if self.spec.normalize_obs:
             x = (obs.to(torch.float64) - self.obs_mean) / torch.sqrt(self.obs_var + OBS_EPS)
             x = x.clamp(-OBS_CLIP, OBS_CLIP).to(torch.float32)
-        elif self.spec.arch == "cnn":
+        elif self.spec.arch != "mlp":
             x = obs.to(torch.float32) / PIXEL_SCALE
         else:
             x = obs.to(torch.float32)
