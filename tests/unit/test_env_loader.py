@@ -13,6 +13,7 @@ import pytest
 import torch
 from helpers import CORRIDOR_DIR
 
+from faasrl.algorithms import algorithm, ppo
 from faasrl.code_archive import digest, pack
 from faasrl.env_code import EnvCode
 from faasrl.rl.env_loader import EnvError, ensure, install
@@ -182,8 +183,8 @@ def test_channels_last_frames_are_transposed_and_take_the_cnn(env_loader):
     assert description.obs_shape == [3, 48, 48]
     assert description.preprocessing["wrappers"] == [
         {"name": "TransposeObservation", "kwargs": {"axes": [2, 0, 1]}}]
-    spec = policy_spec_from(description)
-    assert spec.arch == "cnn" and spec.hidden == (512,)
+    spec = algorithm("ppo").make_model(policy_spec_from(description), ppo.Config()).spec
+    assert spec.arch == "cnn"  # model.cnn auto: the Nature CNN takes 48x48 frames
     obs, _ = make_env("custom", env).reset(seed=0)
     assert obs.shape == (3, 48, 48) and obs[0, :, 0].all() and not obs[1:].any()
     assert ActorCritic(spec).get_value(torch.as_tensor(obs)[None]).shape == (1,)

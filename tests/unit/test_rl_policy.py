@@ -9,6 +9,8 @@ import numpy as np
 import pytest
 import torch
 
+from faasrl.algorithms import algorithm
+from faasrl.jobs.spec import JobSpec
 from faasrl.rl.envs import check_env_id, env_family
 from faasrl.rl.policy import ActorCritic, PolicySpec, policy_spec_for
 
@@ -101,8 +103,10 @@ def test_spec_round_trips_through_json_and_rejects_nonsense():
                               "action_kind": "discrete", "hidden": (512,)}),
 ])
 def test_default_policy_per_env_family(env_id, family, expected):
+    """The env's spaces, and the network its family's PPO Config asks for."""
     assert env_family(env_id) == family
-    spec = policy_spec_for(env_id)
+    cfg = JobSpec.model_validate({"env_id": env_id}).hyperparameters
+    spec = algorithm("ppo").make_model(policy_spec_for(env_id), cfg).spec
     assert {k: getattr(spec, k) for k in expected} == expected
     model = ActorCritic(spec)
     obs = torch.zeros((2, *spec.obs_shape), dtype=getattr(torch, spec.obs_dtype))
