@@ -3,9 +3,10 @@ rewards are multiplied by ``REWARD_SCALE`` (the manifest's ``env``). The scaling
 outside its episode statistics, so the returns it reports stay the env's own, and a time limit's
 bootstrap (``gamma * V``, added by the rollout) is not scaled twice.
 
-    args: faasrl.contracts.ActorArgs: ``rollout`` and ``evaluate`` (``explore``, for off-policy
-          jobs, is refused)
-    result: faasrl.contracts.RolloutResult | EvaluateResult, as JSON
+    args: faasrl.contracts.ActorArgs: ``rollout``, ``evaluate`` and ``describe`` (the submit's
+          probe of the job's env, answered as the built-in actor does); ``explore``, for
+          off-policy jobs, is refused
+    result: faasrl.contracts.RolloutResult | EvaluateResult | DescribeResult, as JSON
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from gymnasium.wrappers import TransformReward
 from faasrl.algorithms import algorithm
 from faasrl.contracts import (
     ACTOR_ARGS,
+    DescribeArgs,
     EvaluateArgs,
     EvaluateResult,
     JobContext,
@@ -29,6 +31,7 @@ from faasrl.contracts import (
 from faasrl.data.connection import function_redis
 from faasrl.data.params import ParameterStore
 from faasrl.data.trajectories import TrajectoryStream
+from faasrl.rl.env_probe import answer
 from faasrl.rl.envs import make_vec_env
 from faasrl.rl.policy import ActorCritic, PolicySpec
 from faasrl.rl.rollout import Rollout, evaluate
@@ -43,6 +46,9 @@ _rollouts: dict[tuple[str, int], Rollout] = {}
 
 def main(args: dict[str, Any], context: Any) -> dict[str, Any]:
     call = parse(ACTOR_ARGS, args, "actor args")  # a ContractError names a malformed field
+    if isinstance(call, DescribeArgs):  # at submit: what the job's env is (faasrl builds it)
+        return answer(call, getattr(context, "memory_limit_in_mb", 0) or 0).model_dump(
+            mode="json")
     if not isinstance(call, RolloutArgs | EvaluateArgs):
         raise ValueError(f"scaled-actor runs rollouts and evaluations, not {call.mode!r}")
     job = call.job

@@ -44,7 +44,6 @@ from faasrl.algorithms import algorithm
 from faasrl.contracts import (
     ACTOR_ARGS,
     DescribeArgs,
-    DescribeResult,
     EvaluateArgs,
     EvaluateResult,
     ExploreArgs,
@@ -58,7 +57,7 @@ from faasrl.data.keys import env_code_key
 from faasrl.data.params import ParameterStore
 from faasrl.data.trajectories import TrajectoryStream
 from faasrl.rl.env_loader import ensure
-from faasrl.rl.env_probe import probe_in_child
+from faasrl.rl.env_probe import answer
 from faasrl.rl.envs import make_vec_env
 from faasrl.rl.explore import Explorer
 from faasrl.rl.policy import ActorCritic, PolicySpec
@@ -119,24 +118,11 @@ def _job(job: JobContext, memory_limit_mb: float) -> _Job:
     return _jobs[job.id]
 
 
-PROBE_MEMORY_SHARE = 0.5  # of the container's memory limit: the probe's child may use this much
-
-
-def describe(call: DescribeArgs, memory_limit_mb: float) -> DescribeResult:
-    """The submit's probe: in a child process, bounded by ``timeout_s`` and a share of the
-    container's memory (:mod:`faasrl.rl.env_probe`). An env that fails is an answer (error
-    and stage), not an error of the function."""
-    description, error, stage = probe_in_child(
-        call.env_id, call.env, call.code, call.timeout_s,
-        PROBE_MEMORY_SHARE * memory_limit_mb if memory_limit_mb else None)
-    return DescribeResult(description=description, error=error, stage=stage)
-
-
 def main(args: dict[str, Any], context: Any) -> dict[str, Any]:
     call = parse(ACTOR_ARGS, args, "actor args")
     memory_limit_mb = getattr(context, "memory_limit_in_mb", 0) or 0
     if isinstance(call, DescribeArgs):
-        return describe(call, memory_limit_mb).model_dump(mode="json")
+        return answer(call, memory_limit_mb).model_dump(mode="json")
     job, cfg = call.job, call.job.hyperparameters
     r = function_redis(job.model_dump(include={"redis"}))
     ensure(job.env, lambda: r.get(env_code_key(job.id)))

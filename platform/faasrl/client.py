@@ -14,6 +14,10 @@ import httpx
 from faasrl import code_archive
 from faasrl.manifest import FunctionSpec, load_manifest
 
+# A submit or resume may wait for the env's probe and its packages' install, which the gateway
+# bounds (env_probe_timeout_s, the install's own limit): connect promptly, read until it answers.
+SUBMIT_TIMEOUT = httpx.Timeout(10.0, read=None)
+
 
 class GatewayError(Exception):
     """A 4xx/5xx from the gateway, with its error type, message and offending fields."""
@@ -183,8 +187,10 @@ class Client:
     # -------------------------------------------------------------------- jobs
     def submit(self, spec: dict[str, Any], base: str | Path | None = None) -> dict[str, Any]:
         """Start a job. An env given as a folder (``env.code_dir``, relative to ``base``) is
-        packed and uploaded first, and the spec sent names the archive (``code_sha256``)."""
-        return self._call("POST", "/v1/jobs", json=self.upload_env(spec, base))
+        packed and uploaded first, and the spec sent names the archive (``code_sha256``). No
+        read timeout: the gateway bounds the submit (the env's probe, its packages' install)."""
+        return self._call("POST", "/v1/jobs", json=self.upload_env(spec, base),
+                          timeout=SUBMIT_TIMEOUT)
 
     def upload_env(self, spec: dict[str, Any], base: str | Path | None = None
                    ) -> dict[str, Any]:
@@ -209,7 +215,7 @@ class Client:
         return self._call("POST", f"/v1/jobs/{job_id}/cancel")
 
     def resume_job(self, job_id: str) -> dict[str, Any]:
-        return self._call("POST", f"/v1/jobs/{job_id}/resume")
+        return self._call("POST", f"/v1/jobs/{job_id}/resume", timeout=SUBMIT_TIMEOUT)
 
     def delete_job(self, job_id: str) -> None:
         self._call("DELETE", f"/v1/jobs/{job_id}")

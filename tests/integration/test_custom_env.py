@@ -16,6 +16,7 @@ from helpers import (
     REPO,
     at_round,
     finished,
+    fn,
     gateway_up,
     succeeded,
     wait_for,
@@ -200,3 +201,17 @@ def test_an_env_gets_the_packages_its_requirements_name(client: Client, pip_inde
                                            "code_sha256": client.upload_code(src)}})
     assert list(err.fields) == ["env"], err
     assert "faasrl-no-such-package" in err.fields["env"], err
+
+
+@pytest.mark.parametrize(("handler", "says"), [("fns:echo", "describe result"),
+                                               ("fns:boom", "ValueError: bad value")])
+def test_an_actor_function_that_cannot_describe_is_named(client: Client, handler: str,
+                                                         says: str):
+    """The probe asks the job's own actor function: one that answers no description (echo's
+    args back) or raises on describe makes the submit a 422 on actor_function, not on the
+    env, which may be fine."""
+    client.deploy(fn("no-describe", handler=handler))
+    err = refusal(client, {**SHORT, "env_id": "CartPole-v1", "actor_function": "no-describe"})
+    assert list(err.fields) == ["actor_function"], err
+    assert "cannot describe" in err.fields["actor_function"], err
+    assert says in err.fields["actor_function"], err

@@ -21,6 +21,9 @@ ARCHIVE = pack(CORRIDOR_DIR)
 SHA = digest(ARCHIVE)
 CODE = base64.b64encode(ARCHIVE).decode()
 
+# The policies published below are 8 wide: the job's Config names that network (actors build
+# the model its model section says).
+PPO_8 = {"algorithm": "ppo", "model": {"hidden": [8]}}
 
 def describe(client: Client, entry_point: str, timeout_s: float = 20.0, **env) -> dict:
     out = client.invoke("actor", {
@@ -82,7 +85,7 @@ def test_a_rollout_builds_the_jobs_env_from_its_archive_in_redis(client, r):
     ParameterStore(r, "custom-env").publish(0, ActorCritic(spec).state_dict())
     r.set(env_code_key("custom-env"), ARCHIVE)
     job = {"id": "custom-env", "env_id": "custom", "policy": spec.to_dict(), "seed": 1,
-           "envs_per_actor": 2, "steps_per_actor": 16, "hyperparameters": {"algorithm": "ppo"},
+           "envs_per_actor": 2, "steps_per_actor": 16, "hyperparameters": PPO_8,
            "env": {"code_sha256": SHA, "entry_point": "corridor:Corridor",
                    "kwargs": {"length": 40}, "max_episode_steps": 8}}
     out = client.invoke("actor", {"mode": "rollout", "job": job, "round": 0, "slot": 0,
@@ -98,7 +101,7 @@ def test_a_job_whose_env_raises_mid_step_fails_naming_the_env_and_the_step(clien
     ParameterStore(r, "bad-env").publish(0, ActorCritic(spec).state_dict())
     r.set(env_code_key("bad-env"), ARCHIVE)
     job = {"id": "bad-env", "env_id": "custom", "policy": spec.to_dict(), "seed": 1,
-           "envs_per_actor": 1, "steps_per_actor": 16, "hyperparameters": {"algorithm": "ppo"},
+           "envs_per_actor": 1, "steps_per_actor": 16, "hyperparameters": PPO_8,
            "env": {"code_sha256": SHA, "entry_point": "misbehaving:RaisesMidStep"}}
     out = client.invoke("actor", {"mode": "rollout", "job": job, "round": 0, "slot": 0,
                                   "version": 0})

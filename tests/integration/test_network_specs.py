@@ -8,6 +8,8 @@ from typing import Any
 import httpx
 import pytest
 
+from faasrl.client import SUBMIT_TIMEOUT
+
 PLATFORM = {"register_builtins": True}  # the manager checks the env once functions exist
 
 
@@ -38,6 +40,6 @@ def job(model: dict[str, Any] | None = None, env_id: str = "CartPole-v1", algori
     (job(adam_eps=0), "hyperparameters.adam_eps"),
 ])
 def test_a_network_that_cannot_be_built_is_a_422_naming_the_field(platform, body, field):
-    resp = httpx.post(f"{platform.url}/v1/jobs", json=body)
+    resp = httpx.post(f"{platform.url}/v1/jobs", json=body, timeout=SUBMIT_TIMEOUT)
     assert resp.status_code == 422, resp.text
     assert field in resp.json()["error"]["fields"], resp.json()

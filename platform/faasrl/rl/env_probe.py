@@ -29,10 +29,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
+from faasrl.contracts import DescribeArgs, DescribeResult
 from faasrl.env_code import EnvCode, EnvDescription, EnvStage
 
 PROBE_STEPS = 32  # random actions taken after reset (an episode that ends is reset)
 TIMED_OUT = "timed out"
+PROBE_MEMORY_SHARE = 0.5  # of the container's memory limit: the probe's child may use this much
 ANSI = re.compile(r"\x1b\[[0-9;]*m")  # gymnasium's logger colours its warnings
 
 
@@ -171,3 +173,14 @@ if __name__ == "__main__":
             os.fdopen(answer_fd, "w") as answer_file:
         tempfile.tempdir = tmp
         main(sys.stdin, answer_file)
+
+
+def answer(call: DescribeArgs, memory_limit_mb: float) -> DescribeResult:
+    """An actor function's answer to the submit's ``describe``: the probe in a child process,
+    bounded by ``timeout_s`` and a share of the container's memory (``memory_limit_mb``, 0:
+    none). An env that fails is an answer (error and stage), not an error of the function.
+    The built-in actor answers with it, and so can one of a user's own."""
+    description, error, stage = probe_in_child(
+        call.env_id, call.env, call.code, call.timeout_s,
+        PROBE_MEMORY_SHARE * memory_limit_mb if memory_limit_mb else None)
+    return DescribeResult(description=description, error=error, stage=stage)
