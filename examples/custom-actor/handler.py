@@ -85,8 +85,11 @@ def _policy(job: JobContext, version: int | None) -> tuple[ActorCritic, int, boo
     from the job's Redis only when the container holds another one."""
     store = ParameterStore(function_redis(job.model_dump(include={"redis"})), job.id)
     version = store.latest() if version is None else version
-    policy, held = _policies.get(job.id) or (ActorCritic(PolicySpec.from_dict(job.policy_spec())),
-                                             None)
+    if job.id not in _policies:  # the network the job's Config names, as the learner built it
+        cfg = job.hyperparameters
+        spec = PolicySpec.from_dict(job.policy_spec())
+        _policies[job.id] = (algorithm(cfg.algorithm).make_model(spec, cfg), None)
+    policy, held = _policies[job.id]
     fetched = held != version
     if fetched:
         weights, _ = store.load(version)
