@@ -179,7 +179,21 @@ def answer(call: DescribeArgs, memory_limit_mb: float) -> DescribeResult:
     """An actor function's answer to the submit's ``describe``: the probe in a child process,
     bounded by ``timeout_s`` and a share of the container's memory (``memory_limit_mb``, 0:
     none). An env that fails is an answer (error and stage), not an error of the function.
-    The built-in actor answers with it, and so can one of a user's own."""
+    The built-in actor answers with it, and so can one of a user's own.
+
+    A registered id (no ``env`` code: gymnasium's, ALE's or MuJoCo's own envs, no user's) is
+    probed in this process: a child's interpreter start and imports cost about 3 s of every
+    such submit (``make run``'s job started that much later), and there is nothing to bound."""
+    if call.env is None:
+        from faasrl.rl.env_loader import EnvError, last_lines
+
+        try:
+            return DescribeResult(description=probe(call.env_id, None, None), error=None,
+                                  stage=None)
+        except EnvError as exc:
+            return DescribeResult(description=None, error=exc.detail, stage=exc.stage)
+        except Exception as exc:  # an answer still: the probe's other stages raise EnvError
+            return DescribeResult(description=None, error=last_lines(exc), stage="make")
     description, error, stage = probe_in_child(
         call.env_id, call.env, call.code, call.timeout_s,
         PROBE_MEMORY_SHARE * memory_limit_mb if memory_limit_mb else None)
