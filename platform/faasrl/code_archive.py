@@ -17,6 +17,7 @@ from pathlib import Path
 
 SKIP_DIRS = {"__pycache__", ".git", ".venv", ".mypy_cache", ".pytest_cache", ".ruff_cache"}
 MAX_UNPACKED_BYTES = 256 * 1024 * 1024
+NO_ARCHIVE = "no uploaded code archive has this digest (POST /v1/code)"  # an unknown code_sha256
 SHA256_PATTERN = r"^[0-9a-f]{64}$"  # how an archive is named (code_sha256): its hex sha256
 _EPOCH = (1980, 1, 1, 0, 0, 0)
 

@@ -24,6 +24,7 @@ from collections.abc import Awaitable, Callable
 
 from redis.asyncio import Redis
 
+from faasrl.code_archive import NO_ARCHIVE
 from faasrl.contracts import ContractError, DescribeArgs, DescribeResult, parse
 from faasrl.env_code import EnvDescription
 from faasrl.env_layers import NO_LAYERS_ON_LAMBDA
@@ -36,7 +37,6 @@ from faasrl.rl.env_probe import TIMED_OUT
 
 CACHE_KEY = "faasrl:env-descriptions"  # a hash: probe_key -> EnvDescription (JSON)
 TIMEOUT_GRACE_S = 5.0  # the invocation's deadline beyond the probe's own: its answer first
-NO_ARCHIVE = "no uploaded code archive has this digest (POST /v1/code)"
 log = logging.getLogger(__name__)
 
 

@@ -8,6 +8,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from faasrl.code_archive import NO_ARCHIVE
 from faasrl.gateway.errors import FieldError
 from faasrl.gateway.schemas import FunctionStatsOut, PrewarmResult
 from faasrl.gateway.services import Services
@@ -29,7 +30,7 @@ async def deploy(svc: Services, spec: FunctionSpec) -> bool:
     fields, before anything is saved."""
     fields = svc.invoker.shortfall(spec)
     if spec.code_sha256 and not await svc.code.exists(spec.code_sha256):
-        fields["code_sha256"] = "no uploaded code archive has this digest (POST /v1/code)"
+        fields["code_sha256"] = NO_ARCHIVE
     if fields:
         raise FieldError(fields)
     replaced = is_registered(svc, spec.name)
