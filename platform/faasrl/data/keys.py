@@ -85,3 +85,8 @@ def priorities_key(job_id: str, version: int) -> str:
 def buffer_snapshot_key(job_id: str, part: int | None = None) -> str:
     """The replay memory's snapshot: a manifest (JSON) and its blob's parts."""
     return job_key(job_id, "buffer", "snapshot", *(() if part is None else (part,)))
+
+
+# Tenancy (faasrl.gateway.keys): namespaces and their quotas, and API keys (hashed), one hash each.
+NAMESPACES = "faasrl:namespaces"
+API_KEYS = "faasrl:api-keys"

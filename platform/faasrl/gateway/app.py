@@ -20,6 +20,7 @@ from faasrl.config import Settings
 from faasrl.data.connection import gateway_redis, without_credentials
 from faasrl.data.health import RedisHealth
 from faasrl.gateway.errors import BodyLimit, install_error_handlers
+from faasrl.gateway.keys import KeyStore
 from faasrl.gateway.memory import MB, MemoryCollector, MemoryWatch
 from faasrl.gateway.routers import (
     cluster,
@@ -117,8 +118,10 @@ def create_app(settings: Settings, redis_url: str, function_redis_url: str | Non
                              probe, settings.scheduler_folder, health=health,
                              outage_max_s=settings.redis_outage_max_s)
         registry.register(JobCollector(manager.running))
+        keys = KeyStore(redis)
+        await keys.load()
         svc = Services(settings, redis, invoker, registrations, records, registry, manager,
-                       code_store, memory)
+                       code_store, memory, keys)
         app.state.services = svc
         if settings.resume_jobs:
             await manager.start()

@@ -24,14 +24,16 @@ from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.types import Message, Receive, Scope, Send
 
-from faasrl.gateway.auth import authorized
+from faasrl.gateway.auth import NAMESPACE_HEADER, identify
 from faasrl.gateway.schemas import InvokeRequest
 from faasrl.gateway.services import Services, invocations
 from faasrl.manifest import FUNCTION_NAME
+from faasrl.namespaces import qualify
 
 _PATH = re.compile(rf"/v1/functions/({FUNCTION_NAME.strip('^$')})/invoke")
 _SYNC_QUERIES = (b"", b"mode=sync")
 _JSON_HEADERS = [(b"content-type", b"application/json")]
+_NAMESPACE = NAMESPACE_HEADER.encode()
 
 
 class FastInvoke:
@@ -48,7 +50,7 @@ class FastInvoke:
         if match is None:
             await self.app(scope, receive, send)
             return
-        content_type, authorization, length = b"", b"", b""
+        content_type, authorization, length, namespace = b"", b"", b"", b""
         for name, value in scope["headers"]:
             if name == b"content-type":
                 content_type = value
@@ -56,10 +58,15 @@ class FastInvoke:
                 authorization = value
             elif name == b"content-length":
                 length = value
+            elif name == _NAMESPACE:
+                namespace = value
         state = self.app.state
+        # A namespace header goes the long way: the route checks the namespace exists.
+        principal = None if namespace else identify(
+            state.settings, state.services.keys, authorization.decode("latin-1"))
         if (content_type != b"application/json" or not length.isdigit()
                 or int(length) > self._max_bytes
-                or not authorized(state.settings, authorization.decode("latin-1"))):
+                or principal is None or not principal.can_write):
             await self.app(scope, receive, send)
             return
         messages: list[Message] = []
@@ -79,7 +86,8 @@ class FastInvoke:
             return
         services: Services = state.services
         try:
-            payload = await invocations.run(services, match[1], request)
+            payload = await invocations.run(services, qualify(principal.namespace, match[1]),
+                                            request)
         except Exception as exc:  # answered by the app's handler for it, as the route's would be
             response = await self._handler(exc)(Request(scope), exc)
             await response(scope, receive, send)

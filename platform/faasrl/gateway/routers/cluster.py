@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Depends
 
-from faasrl.gateway.auth import require_token
+from faasrl.gateway.auth import authenticate
 from faasrl.gateway.schemas import ClusterOut, ErrorOut
 from faasrl.gateway.services import ServicesDep
 from faasrl.gateway.services.cluster import snapshot
 
 router = APIRouter(prefix="/v1/cluster", tags=["cluster"],
-                   dependencies=[Depends(require_token)], responses={401: {"model": ErrorOut}})
+                   dependencies=[Depends(authenticate)], responses={401: {"model": ErrorOut}})
 
 
 @router.get("", response_model=ClusterOut)

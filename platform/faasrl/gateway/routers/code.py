@@ -10,7 +10,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends, Request, Response, status
 
 from faasrl import code_archive
-from faasrl.gateway.auth import require_token
+from faasrl.gateway.auth import authenticate
 from faasrl.gateway.errors import FieldError
 from faasrl.gateway.schemas import INVALID_INPUT, REDIS_ERRORS, CodeOut, ErrorOut
 from faasrl.gateway.services import ServicesDep
@@ -19,7 +19,7 @@ from faasrl.gateway.services import ServicesDep
 # clients know how to send.
 ARCHIVE_MEDIA_TYPES = ("application/zip", "application/octet-stream")
 
-router = APIRouter(prefix="/v1/code", tags=["functions"], dependencies=[Depends(require_token)],
+router = APIRouter(prefix="/v1/code", tags=["functions"], dependencies=[Depends(authenticate)],
                    responses={401: {"model": ErrorOut}, 413: {"model": ErrorOut},
                               **INVALID_INPUT, **REDIS_ERRORS})
 

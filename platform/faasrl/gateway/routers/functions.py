@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Depends, HTTPException, Query, Response, status
 from fastapi.responses import JSONResponse
 
-from faasrl.gateway.auth import require_token
+from faasrl.gateway.auth import authenticate
 from faasrl.gateway.errors import FieldError
 from faasrl.gateway.schemas import (
     BODY_ERRORS,
@@ -28,7 +28,7 @@ from faasrl.invoker.records import INDEX_LEN
 from faasrl.manifest import FunctionSpec
 
 router = APIRouter(prefix="/v1/functions", tags=["functions"],
-                   dependencies=[Depends(require_token)],
+                   dependencies=[Depends(authenticate)],
                    responses={401: {"model": ErrorOut}, **INVALID_INPUT})
 
 

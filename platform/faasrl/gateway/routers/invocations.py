@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, HTTPException, Query
 
-from faasrl.gateway.auth import require_token
+from faasrl.gateway.auth import authenticate
 from faasrl.gateway.schemas import (
     INVALID_INPUT,
     REDIS_ERRORS,
@@ -19,7 +19,7 @@ from faasrl.invoker.records import INDEX_LEN, FinalStatus
 from faasrl.manifest import FUNCTION_NAME
 
 router = APIRouter(prefix="/v1/invocations", tags=["invocations"],
-                   dependencies=[Depends(require_token)],
+                   dependencies=[Depends(authenticate)],
                    responses={401: {"model": ErrorOut}, **INVALID_INPUT, **REDIS_ERRORS})
 
 

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Depends, Header, HTTPException, Query, Request, R
 from fastapi.responses import StreamingResponse
 from pydantic import BeforeValidator
 
-from faasrl.gateway.auth import require_token
+from faasrl.gateway.auth import authenticate
 from faasrl.gateway.errors import FieldError
 from faasrl.gateway.schemas import BODY_ERRORS, INVALID_INPUT, REDIS_ERRORS, ErrorOut, JobId
 from faasrl.gateway.services import ServicesDep, jobs
@@ -18,7 +18,7 @@ from faasrl.jobs.manager import JobConflict, JobNotFound
 from faasrl.jobs.spec import JobSpec
 from faasrl.jobs.store import JobRecord
 
-router = APIRouter(prefix="/v1/jobs", tags=["jobs"], dependencies=[Depends(require_token)],
+router = APIRouter(prefix="/v1/jobs", tags=["jobs"], dependencies=[Depends(authenticate)],
                    responses={401: {"model": ErrorOut}, 404: {"model": ErrorOut},
                               **INVALID_INPUT, **REDIS_ERRORS})
 

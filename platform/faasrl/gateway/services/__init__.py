@@ -16,6 +16,7 @@ from prometheus_client import CollectorRegistry
 from redis.asyncio import Redis
 
 from faasrl.config import Settings
+from faasrl.gateway.keys import KeyStore
 from faasrl.gateway.memory import MemoryWatch
 from faasrl.invoker import Invoker, RecordStore
 from faasrl.invoker.registry import CodeStore, FunctionRegistry
@@ -33,6 +34,7 @@ class Services:
     jobs: JobManager
     code: CodeStore
     memory: MemoryWatch
+    keys: KeyStore
     background: set[asyncio.Task[Any]] = field(default_factory=set)
 
     def spawn(self, coro: Any) -> None:
