@@ -42,6 +42,7 @@ from faasrl.invoker.pool import (
 from faasrl.invoker.records import InvocationRecord, RecordStore, micro
 from faasrl.invoker.resources import Resources
 from faasrl.invoker.runtime_client import RuntimeClient, RuntimeGone
+from faasrl.invoker.tenant import Tenant
 from faasrl.manifest import FunctionSpec
 
 log = logging.getLogger(__name__)
@@ -216,13 +217,15 @@ class Invoker:
                      invocation_id: str | None = None,
                      on_running: Callable[[InvocationRecord], None] | None = None,
                      affinity: str | None = None, placement: str | None = None,
-                     client_context: dict[str, Any] | None = None) -> InvocationRecord:
+                     client_context: dict[str, Any] | None = None,
+                     tenant: Tenant | None = None) -> InvocationRecord:
         """Run one invocation to its end and return its record.
 
         ``affinity``: prefer the warm container that last ran an invocation with this key.
         ``placement``: ``local`` or a service backend's name (``lambda``); default: the
         function's own placement. ``client_context``: Lambda's ClientContext (``client``,
         ``custom``, ``env``), handed to a local handler as ``context.client_context``.
+        ``tenant``: who it is for (default: its function's own, ``Tenant.of_function``).
 
         Raises ``InvokerError`` when the invocation is refused (unknown function, queue full,
         no container in time); everything that happens once it runs is in the record.
@@ -238,8 +241,9 @@ class Invoker:
             for attempt in (1, 2):
                 rec.attempts = attempt
                 try:
-                    assign, waited = await self._acquire(function, f"{rec.id}/{attempt}",
-                                                         retry=attempt > 1, affinity=affinity)
+                    assign, waited = await self._acquire(
+                        function, f"{rec.id}/{attempt}", retry=attempt > 1, affinity=affinity,
+                        tenant=tenant or Tenant.of_function(function))
                 except StartFailed as exc:
                     rec.status, rec.error = "error", {"type": exc.kind, "message": exc.message}
                     break
@@ -320,13 +324,13 @@ class Invoker:
         return rec
 
     async def _acquire(self, function: str, waiter: str, *, retry: bool,
-                       affinity: str | None) -> tuple[Assign, float]:
+                       affinity: str | None, tenant: Tenant) -> tuple[Assign, float]:
         fut: asyncio.Future[Assign] = asyncio.get_running_loop().create_future()
         self._waiters[waiter] = fut
         t0 = time.monotonic()
         try:
             self._apply(self._pool.request(function, waiter, t0, retry=retry,
-                                          affinity=affinity))
+                                          affinity=affinity, tenant=tenant))
             assign = await fut
         except asyncio.CancelledError:
             self._waiters.pop(waiter, None)

@@ -55,6 +55,7 @@ from faasrl.invoker.errors import (
     StartFailed,
 )
 from faasrl.invoker.resources import Resources
+from faasrl.invoker.tenant import Tenant
 from faasrl.manifest import FunctionSpec
 
 STEM_HEADROOM_MB = 128  # of its memory, beyond what a stem cell uses, a function must have
@@ -106,6 +107,7 @@ class Waiter:
     since: float
     container: str | None = None  # the starting container it will get
     affinity: str | None = None  # the key whose home (the container that last served it) it wants
+    tenant: Tenant | None = None  # who it is for (None: its function's own)
 
 
 # Actions the invoker carries out.
@@ -240,7 +242,7 @@ class Pool:
 
     # --------------------------------------------------------------- invocations
     def request(self, function: str, waiter: str, now: float, *, retry: bool = False,
-                affinity: str | None = None) -> list[Action]:
+                affinity: str | None = None, tenant: Tenant | None = None) -> list[Action]:
         """An invocation wants a container; a retry goes to the head of the line.
 
         ``affinity`` names state a warm container may hold for this caller (a training job's
@@ -250,7 +252,7 @@ class Pool:
         self.spec(function)
         ahead = any(w.function == function and w.container is None
                     and not self._waits_for_home(w) for w in self._queue.values())
-        self._queue[waiter] = Waiter(waiter, function, now, affinity=affinity)
+        self._queue[waiter] = Waiter(waiter, function, now, affinity=affinity, tenant=tenant)
         if retry:
             self._queue = {waiter: self._queue.pop(waiter), **self._queue}
         # Behind a waiter of its function that the last pass left waiting, a new waiter gets

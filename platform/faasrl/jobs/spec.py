@@ -243,6 +243,8 @@ class JobSpec(BaseModel):
     steps_per_actor: int = Field(ge=1, le=100_000, description="steps per env per round; "
                                  + _family_defaults("steps_per_actor"))
     seed: int = Field(1, ge=0, le=2**31 - 1)
+    priority: float = Field(1.0, gt=0, le=100, description="its share of contended capacity "
+                                                           "relative to other jobs'")
     stop: StopConditions = Field(default_factory=StopConditions)
     pricing: Pricing = Field(default_factory=Pricing)
     evaluation_episodes: int = Field(20, ge=0, le=1000)

@@ -12,6 +12,7 @@ from redis.exceptions import WatchError
 from faasrl.data.keys import job_key, job_prefix
 from faasrl.env_code import EnvDescription
 from faasrl.jobs.spec import JobSpec
+from faasrl.namespaces import DEFAULT
 
 INDEX = "faasrl:jobs"
 JobStatus = Literal["pending", "running", "succeeded", "failed", "cancelled", "interrupted"]
@@ -41,6 +42,7 @@ class Evaluation(BaseModel):
 class JobRecord(BaseModel):
     id: str
     spec: JobSpec
+    namespace: str = Field(DEFAULT, description="whose job it is")
     status: JobStatus = "pending"
     stop_reason: str | None = None
     error: str | None = None

@@ -38,6 +38,7 @@ from faasrl.data.keys import env_code_key, latest_key, optimizer_keys, params_ke
 from faasrl.data.ops import put_weights
 from faasrl.invoker import InvocationRecord, Invoker, InvokerError
 from faasrl.invoker.registry import CodeStore
+from faasrl.invoker.tenant import Tenant
 from faasrl.jobs.checkpoint import read_checkpoint, write_checkpoint
 from faasrl.jobs.cost import serverful_cost
 from faasrl.jobs.function_calls import evaluate_args, init_args, result
@@ -146,6 +147,7 @@ class JobRun:
         self.schedulers = schedulers
         self.folder = checkpoints / record.id
         self.credentials = acl.JobCredentials.new(record.id)  # its functions' Redis user
+        self.tenant = Tenant(record.id, record.namespace, record.spec.priority)  # its share
         self.paused_s = 0.0  # time spent waiting for Redis (reset per row)
         self.stop_requested: str | None = None  # the status to end with: see _stop_if_requested
         self.history: list[dict[str, Any]] = []
@@ -456,7 +458,7 @@ class JobRun:
         placement = spec.placement.actors if function == spec.actor_function else "local"
         try:
             return await self.invoker.invoke(function, args, affinity=affinity,
-                                             placement=placement)
+                                             placement=placement, tenant=self.tenant)
         except InvokerError as exc:
             raise JobError(f"{function}: {exc.kind}: {exc.message}") from exc
 

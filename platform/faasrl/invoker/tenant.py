@@ -1,0 +1,23 @@
+"""Who an invocation is for, as the pool shares capacity and holds quotas.
+
+``key`` is the sharer (a job's id; a plain invocation's function), ``namespace`` whose quota it
+counts against, ``weight`` its share relative to others that contend (a job's ``priority``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from faasrl.namespaces import namespace_of
+
+
+@dataclass(frozen=True, slots=True)
+class Tenant:
+    key: str
+    namespace: str
+    weight: float = 1.0
+
+    @classmethod
+    def of_function(cls, function: str) -> Tenant:
+        """A plain invocation's: its function's, in the function's namespace."""
+        return cls(function, namespace_of(function))
