@@ -374,7 +374,18 @@ BAD_PATH_PARAMETERS = [
     ("GET", "/v1/jobs/{job_id}/events", "abc~", "job_id"),
     ("POST", "/v1/jobs/{job_id}/cancel", "abc.def", "job_id"),
     ("POST", "/v1/jobs/{job_id}/resume", "é", "job_id"),
+    ("GET", "/v1/namespaces/{namespace}", "Lab_A", "namespace"),
+    ("DELETE", "/v1/namespaces/{namespace}", "lab.a", "namespace"),
+    ("PUT", "/v1/namespaces/{namespace}/quota", "-lab", "namespace"),
+    ("PATCH", "/v1/namespaces/{namespace}/quota", "x" * 33, "namespace"),
+    ("POST", "/v1/namespaces/{namespace}/keys", "LAB", "namespace"),
+    ("GET", "/v1/namespaces/{namespace}/keys", "lab_a", "namespace"),
+    ("DELETE", "/v1/namespaces/{namespace}/keys/{key_id}", "frl_0123", "key_id"),
 ]
+# The other path parameters of a route, well formed; and a body its method takes.
+GOOD_PATH_VALUES = {"namespace": "default", "key_id": "0123456789ab"}
+BODIES = {("PUT", "/v1/functions/{name}"): {"handler": "fns:echo"},
+          ("POST", "/v1/functions/{name}/prewarm"): {"count": 1}}
 
 
 def test_bad_path_parameters_are_422_naming_them(platform):
@@ -385,11 +396,11 @@ def test_bad_path_parameters_are_422_naming_them(platform):
     with httpx.Client(base_url=platform.url) as http:
         for method, template, value, name in BAD_PATH_PARAMETERS:
             op = doc["paths"][template][method.lower()]
-            (param,) = [p for p in op["parameters"] if p["in"] == "path"]
-            assert param["name"] == name and param["schema"]["pattern"], (method, template)
-            path = template.replace("{" + name + "}", value)
-            body = {"PUT": {"handler": "fns:echo"}, "POST": {"count": 1} if
-                    path.endswith("/prewarm") else {}}.get(method)
+            params = {p["name"]: p for p in op["parameters"] if p["in"] == "path"}
+            assert params[name]["schema"]["pattern"], (method, template)
+            path = template.replace("{" + name + "}", value).format(**GOOD_PATH_VALUES)
+            body = BODIES.get((method, template),
+                              {} if method in ("POST", "PUT", "PATCH") else None)
             resp = http.request(method, path, json=body)
             assert resp.status_code == 422, (method, path, resp.text)
             assert list(resp.json()["error"]["fields"]) == [name], (method, path, resp.text)

@@ -13,15 +13,13 @@ from typing import Any
 import httpx
 import pytest
 import redis
+from helpers import seed_job
 from typer.testing import CliRunner
 
 from faasrl.cli import app
 from faasrl.client import Client, GatewayError
-from faasrl.data.keys import job_key
 from faasrl.embedded import EmbeddedPlatform
 from faasrl.gateway.keys import sigv4_secret
-from faasrl.jobs.spec import JobSpec
-from faasrl.jobs.store import INDEX, JobRecord
 
 TOKEN = "namespaces-test-token"
 PLATFORM = {"token": TOKEN}  # conftest's platform
@@ -38,16 +36,6 @@ def status_of(call: Callable[[], Any]) -> int:
     except GatewayError as exc:
         return exc.status
     return 200
-
-
-def seed_job(r: redis.Redis, job_id: str, namespace: str, status: str, cost_usd: float,
-             finished_at: float | None = None) -> None:
-    """A job record of ``namespace`` as the job store keeps it (no run behind it)."""
-    rec = JobRecord(id=job_id, spec=JobSpec(env_id="CartPole-v1"), namespace=namespace,
-                    status=status, created_at=time.time() - 3 * 86400, cost_usd=cost_usd,
-                    finished_at=finished_at)
-    r.set(job_key(job_id, "record"), rec.model_dump_json())
-    r.zadd(INDEX, {job_id: rec.created_at})
 
 
 def test_the_token_creates_namespaces_and_keys_that_act_in_their_own(
