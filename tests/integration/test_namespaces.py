@@ -50,7 +50,10 @@ def test_the_token_creates_namespaces_and_keys_that_act_in_their_own(
     assert exc.value.status == 409
     for bad, field in (({"name": "Lab_A"}, "name"), ({"name": "x" * 40}, "name"),
                        ({"name": "lab-c", "quota": {"cores": -1}}, "quota.cores"),
-                       ({"name": "lab-c", "quota": {"disk": 1}}, "quota.disk")):
+                       ({"name": "lab-c", "quota": {"disk": 1}}, "quota.disk"),
+                       ({"name": "lab-c", "quota": {"jobs": "2"}}, "quota.jobs"),
+                       ({"name": "lab-c", "quota": {"cores": True}}, "quota.cores"),
+                       ({"name": 7}, "name")):
         resp = httpx.post(f"{platform.url}/v1/namespaces", json=bad,
                           headers={"Authorization": f"Bearer {TOKEN}"})
         assert resp.status_code == 422 and field in resp.json()["error"]["fields"], resp.text

@@ -15,11 +15,21 @@ NamespaceName = Annotated[str, Path(pattern=NAMESPACE_NAME, description="a names
 KeyId = Annotated[str, Path(pattern=KEY_ID, description="an API key's id")]
 
 
+class QuotaIn(Quota):
+    """A quota as a request gives it: strict numbers, as every body's (``inputs.STRICT``)."""
+
+    model_config = STRICT
+
+    def quota(self) -> Quota:
+        """As a ``Quota`` (the limits given, so that a PATCH knows which)."""
+        return Quota.model_validate(self.model_dump(exclude_unset=True))
+
+
 class NamespaceCreate(BaseModel):
     model_config = STRICT
 
     name: str = Field(pattern=NAMESPACE_NAME, description="lower-case letters, digits and '-'")
-    quota: Quota = Field(default_factory=Quota, description="left out: no limits")
+    quota: QuotaIn = Field(default_factory=QuotaIn, description="left out: no limits")
 
 
 class UsageOut(BaseModel):

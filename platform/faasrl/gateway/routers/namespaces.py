@@ -19,12 +19,12 @@ from faasrl.gateway.namespace_schemas import (
     NamespaceCreate,
     NamespaceName,
     NamespaceOut,
+    QuotaIn,
     WhoamiOut,
 )
 from faasrl.gateway.schemas import BODY_ERRORS, INVALID_INPUT, REDIS_ERRORS, ErrorOut
 from faasrl.gateway.services import ServicesDep
 from faasrl.gateway.services import namespaces as service
-from faasrl.namespaces import Quota
 
 _ERRORS = {401: {"model": ErrorOut}, 403: {"model": ErrorOut}, 404: {"model": ErrorOut},
            **INVALID_INPUT, **REDIS_ERRORS}
@@ -47,7 +47,7 @@ async def create_namespace(body: NamespaceCreate, principal: PrincipalDep, svc: 
                            ) -> NamespaceOut:
     """Create a namespace, with its quota (left out: no limits). The gateway's token only."""
     service.require_root(principal, None, "create namespaces")
-    namespace = await service.create(svc, body.name, body.quota)
+    namespace = await service.create(svc, body.name, body.quota.quota())
     return await service.described(svc, namespace, await svc.jobs.list())
 
 
@@ -68,23 +68,20 @@ async def get_namespace(namespace: NamespaceName, principal: PrincipalDep, svc: 
 
 
 @router.put("/{namespace}/quota", response_model=NamespaceOut, responses=BODY_ERRORS)
-async def put_quota(namespace: NamespaceName, body: Quota, principal: PrincipalDep,
+async def put_quota(namespace: NamespaceName, body: QuotaIn, principal: PrincipalDep,
                     svc: ServicesDep) -> NamespaceOut:
     """Replace the quota: a limit left out is no limit. The gateway's token only."""
-    service.require_root(principal, namespace, "change quotas")
-    found = service.visible(svc, principal, namespace)
-    updated = await service.set_quota(svc, found, body)
+    updated = await service.set_quota(svc, principal, namespace, body.quota(),
+                                      replace=True)
     return await service.described(svc, updated, await svc.jobs.list())
 
 
 @router.patch("/{namespace}/quota", response_model=NamespaceOut, responses=BODY_ERRORS)
-async def patch_quota(namespace: NamespaceName, body: Quota, principal: PrincipalDep,
+async def patch_quota(namespace: NamespaceName, body: QuotaIn, principal: PrincipalDep,
                       svc: ServicesDep) -> NamespaceOut:
     """Change the limits given (null: no limit), keep the others. The gateway's token only."""
-    service.require_root(principal, namespace, "change quotas")
-    found = service.visible(svc, principal, namespace)
-    quota = found.quota.model_copy(update=body.model_dump(exclude_unset=True))
-    updated = await service.set_quota(svc, found, quota)
+    updated = await service.set_quota(svc, principal, namespace, body.quota(),
+                                      replace=False)
     return await service.described(svc, updated, await svc.jobs.list())
 
 

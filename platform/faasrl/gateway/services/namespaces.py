@@ -126,9 +126,16 @@ async def create(svc: Services, name: str, quota: Quota) -> Namespace:
     return namespace
 
 
-async def set_quota(svc: Services, namespace: Namespace, quota: Quota) -> Namespace:
+async def set_quota(svc: Services, principal: Principal, name: str, quota: Quota, *,
+                    replace: bool) -> Namespace:
+    """Give ``name`` the quota (``replace``) or change the limits ``quota`` sets (the
+    gateway's token only)."""
+    require_root(principal, name, "change quotas")
+    namespace = visible(svc, principal, name)
+    if not replace:
+        quota = namespace.quota.model_copy(update=quota.model_dump(exclude_unset=True))
     await svc.keys.save_namespace(namespace.model_copy(update={"quota": quota}))
-    updated = svc.keys.namespace(namespace.name)
+    updated = svc.keys.namespace(name)
     assert updated is not None
     return updated
 
