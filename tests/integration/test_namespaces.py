@@ -5,6 +5,8 @@ and the ``faasrl namespaces`` / ``faasrl keys`` commands end to end."""
 
 from __future__ import annotations
 
+import asyncio
+import json
 import re
 import time
 from collections.abc import Callable
@@ -14,12 +16,15 @@ import httpx
 import pytest
 import redis
 from helpers import seed_job
+from redis.asyncio import Redis
 from typer.testing import CliRunner
 
 from faasrl.cli import app
 from faasrl.client import Client, GatewayError
+from faasrl.data.keys import API_KEYS
 from faasrl.embedded import EmbeddedPlatform
-from faasrl.gateway.keys import sigv4_secret
+from faasrl.gateway.keys import KeyStore, sigv4_secret
+from faasrl.gateway.services.namespaces import write_key_use
 
 TOKEN = "namespaces-test-token"
 PLATFORM = {"token": TOKEN}  # conftest's platform
@@ -155,6 +160,29 @@ def test_a_keys_last_use_is_listed_and_outlives_a_restart(
     again = make_platform(token=TOKEN)
     with again.client() as root:
         assert root.keys("lab-a")[0]["last_used_at"] == pytest.approx(used, abs=1e-3)
+
+
+def test_the_gateway_task_writes_last_uses_while_it_runs(redis_url: str) -> None:
+    async def stored_use() -> float | None:
+        r = Redis.from_url(redis_url)
+        keys = KeyStore(r)
+        await keys.load()
+        record, key = await keys.create_key("default", "read")
+        assert keys.principal(key) is not None  # a use, noted in memory only
+        task = asyncio.create_task(write_key_use(keys, every_s=0.05))
+        try:
+            deadline = time.monotonic() + 10.0
+            while time.monotonic() < deadline:
+                used = json.loads(await r.hget(API_KEYS, record.id))["last_used_at"]
+                if used is not None:
+                    return used
+                await asyncio.sleep(0.02)
+            return None
+        finally:
+            task.cancel()
+            await r.aclose()
+
+    assert asyncio.run(stored_use()) is not None
 
 
 def test_usage_spend_and_deletion(platform: EmbeddedPlatform, client: Client,
