@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 import redis
-from helpers import seed_job
+from helpers import fn, seed_job
 from redis.asyncio import Redis
 from typer.testing import CliRunner
 
@@ -25,6 +25,7 @@ from faasrl.data.keys import API_KEYS
 from faasrl.embedded import EmbeddedPlatform
 from faasrl.gateway.keys import KeyStore, sigv4_secret
 from faasrl.gateway.services.namespaces import write_key_use
+from faasrl.jobs.cost import Pricing
 
 TOKEN = "namespaces-test-token"
 PLATFORM = {"token": TOKEN}  # conftest's platform
@@ -194,10 +195,19 @@ def test_usage_spend_and_deletion(platform: EmbeddedPlatform, client: Client,
     seed_job(r, "lab-a-today", "lab-a", "succeeded", 0.5, finished_at=now - 3600)
     seed_job(r, "lab-a-last-week", "lab-a", "succeeded", 10.0, finished_at=now - 7 * 86400)
     seed_job(r, "default-job", "default", "running", 3.0)
+    # A function of default's own (no job runs it): its invocations are billed as Lambda's.
+    client.deploy(fn("greet", "fns:echo"))
+    records = [client.invoke("greet", {"n": i}) for i in range(3)]
+    pricing = Pricing()
+    billed = sum(r["billed_ms"] / 1000 * r["memory_mb"] / 1024 * pricing.lambda_gb_s
+                 + pricing.lambda_request for r in records)
     usage = client.namespace("lab-a")["usage"]
     assert usage["jobs"] == 1
     assert usage["spend_usd_per_day"] == pytest.approx(0.75)
-    assert client.namespace("default")["usage"]["spend_usd_per_day"] == pytest.approx(3.0)
+    default = client.namespace("default")["usage"]
+    assert default["spend_usd_per_day"] == pytest.approx(3.0 + billed)
+    assert default["containers"] == 1 and default["cores"] == pytest.approx(0.1)
+    assert default["memory_mb"] == 256
 
     with pytest.raises(GatewayError) as exc:
         client.delete_namespace("default")
