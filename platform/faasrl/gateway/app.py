@@ -25,6 +25,7 @@ from faasrl.gateway.memory import MB, MemoryCollector, MemoryWatch
 from faasrl.gateway.routers import (
     cluster,
     code,
+    dead_letters,
     functions,
     invocations,
     jobs,
@@ -32,7 +33,7 @@ from faasrl.gateway.routers import (
     system,
     ui,
 )
-from faasrl.gateway.services import Services
+from faasrl.gateway.services import Services, events
 from faasrl.gateway.services import functions as function_service
 from faasrl.invoker import Invoker, InvokerConfig, Pool, RecordStore, node_capacity
 from faasrl.invoker.metrics import InvokerMetrics, PoolCollector, RecordCollector
@@ -125,6 +126,7 @@ def create_app(settings: Settings, redis_url: str, function_redis_url: str | Non
         app.state.services = svc
         if settings.resume_jobs:
             await manager.start()
+        await events.resume(svc)  # asynchronous invocations an earlier gateway left
         log.info("gateway up: %s backend, capacity %s, %d functions", settings.backend,
                  capacity, len(invoker.functions()))
         try:
@@ -151,7 +153,8 @@ def create_app(settings: Settings, redis_url: str, function_redis_url: str | Non
     install_error_handlers(app)
     lambda_api.install_error_handler(app)
     app.add_middleware(BodyLimit, max_bytes=settings.max_payload_bytes)
-    for module in (system, functions, code, invocations, cluster, jobs, lambda_api, ui):
+    for module in (system, functions, dead_letters, code, invocations, cluster, jobs, lambda_api,
+                   ui):
         app.include_router(module.router)
     ui.install(app)
     return app
