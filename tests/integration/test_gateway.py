@@ -366,6 +366,10 @@ BAD_PATH_PARAMETERS = [
     ("POST", "/v1/functions/{name}/invoke", "bad.name", "name"),
     ("POST", "/v1/functions/{name}/prewarm", "-starts-with-a-dash", "name"),
     ("GET", "/v1/functions/{name}/stats", "bad.name", "name"),
+    ("GET", "/v1/functions/{name}/dead-letters", "bad.name", "name"),
+    ("POST", "/v1/functions/{name}/dead-letters/redrive", "bad.name", "name"),
+    ("DELETE", "/v1/functions/{name}/dead-letters/{letter_id}", "bad.name", "name"),
+    ("DELETE", "/v1/functions/{name}/dead-letters/{letter_id}", "not-an-id", "letter_id"),
     ("GET", "/v1/invocations/{invocation_id}", "no-such-id", "invocation_id"),
     ("GET", "/v1/jobs/{job_id}", "abc.def", "job_id"),
     ("DELETE", "/v1/jobs/{job_id}", "abc.def", "job_id"),
@@ -382,12 +386,14 @@ def test_bad_path_parameters_are_422_naming_them(platform):
     with_parameters = {(method.upper(), path) for path, ops in doc["paths"].items()
                        if path.startswith("/v1/") and "{" in path for method in ops}
     assert with_parameters == {(m, p) for m, p, _, _ in BAD_PATH_PARAMETERS}  # none left out
+    valid = {"name": "t", "letter_id": "0" * 32}  # a route's other parameters
     with httpx.Client(base_url=platform.url) as http:
         for method, template, value, name in BAD_PATH_PARAMETERS:
             op = doc["paths"][template][method.lower()]
-            (param,) = [p for p in op["parameters"] if p["in"] == "path"]
-            assert param["name"] == name and param["schema"]["pattern"], (method, template)
-            path = template.replace("{" + name + "}", value)
+            params = {p["name"]: p for p in op["parameters"] if p["in"] == "path"}
+            assert all(p["schema"]["pattern"] for p in params.values()), (method, template)
+            assert name in params, (method, template)
+            path = template.replace("{" + name + "}", value).format(**valid)
             body = {"PUT": {"handler": "fns:echo"}, "POST": {"count": 1} if
                     path.endswith("/prewarm") else {}}.get(method)
             resp = http.request(method, path, json=body)
