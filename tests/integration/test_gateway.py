@@ -475,7 +475,8 @@ def test_405_allows_every_method_of_the_path(platform):
             ("OPTIONS", "/v1/functions", "GET, HEAD, POST"),
             ("PUT", "/v1/jobs", "GET, HEAD, POST"),
             ("POST", "/v1/jobs/abc", "DELETE, GET, HEAD"),
-            ("GET", "/v1/jobs/abc/cancel", "POST")):
+            ("GET", "/v1/jobs/abc/cancel", "POST"),
+            ("DELETE", "/v1/functions/t/dead-letters/redrive", "POST")):  # not a letter's id
         resp = httpx.request(method, f"{base}{path}")
         assert resp.status_code == 405 and resp.headers["allow"] == allowed, (method, path)
         assert resp.json()["error"]["type"] == "MethodNotAllowed"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from fastapi import APIRouter, Depends, HTTPException, Response, status
+from starlette.convertors import Convertor, register_url_convertor
 
 from faasrl.gateway.async_events import DeadLetter
 from faasrl.gateway.auth import PrincipalDep, authenticate
@@ -19,6 +20,23 @@ from faasrl.gateway.schemas import (
 )
 from faasrl.gateway.services import ServicesDep, dead_letters
 from faasrl.namespaces import qualify
+
+
+class _LetterPath(Convertor[str]):
+    """A dead letter's id in a path: anything but ``redrive`` (its sibling route), so a
+    malformed id still reaches the route (a 422 naming it) and ``DELETE .../redrive`` is a
+    405, not a letter named "redrive"."""
+
+    regex = "(?!redrive$)[^/]+"
+
+    def convert(self, value: str) -> str:
+        return value
+
+    def to_string(self, value: str) -> str:
+        return value
+
+
+register_url_convertor("dead_letter", _LetterPath())
 
 router = APIRouter(prefix="/v1/functions", tags=["functions"],
                    dependencies=[Depends(authenticate)],
@@ -47,7 +65,8 @@ async def redrive(name: FunctionName, body: RedriveRequest, principal: Principal
     return RedriveOut(redriven=out)
 
 
-@router.delete("/{name}/dead-letters/{letter_id}", status_code=status.HTTP_204_NO_CONTENT)
+@router.delete("/{name}/dead-letters/{letter_id:dead_letter}",
+                status_code=status.HTTP_204_NO_CONTENT)
 async def delete_dead_letter(name: FunctionName, letter_id: InvocationId,
                              principal: PrincipalDep, svc: ServicesDep) -> Response:
     if not await dead_letters.delete(svc, qualify(principal.namespace, name), letter_id):
