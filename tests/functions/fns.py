@@ -64,6 +64,14 @@ def fail_times(args, context):
     return {"runs": runs}
 
 
+def slow_first(args, context):
+    """Sleeps ``s`` seconds on its first run (marked by the file ``marker``), then returns."""
+    if not os.path.exists(args["marker"]):
+        open(args["marker"], "w").close()
+        time.sleep(args["s"])
+    return {"pid": os.getpid()}
+
+
 def hog(args, context):
     return len(bytearray(args["mb"] * 1024 * 1024))
 

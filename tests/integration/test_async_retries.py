@@ -176,6 +176,21 @@ def test_a_retry_waiting_when_the_gateway_stops_runs_after_its_restart(make_plat
     assert done["status"] == "success" and done["retry_of"] == iid
 
 
+def test_an_attempt_running_when_the_gateway_stops_is_retried_after_its_restart(
+        make_platform, tmp_path):
+    first = make_platform(**PLATFORM)
+    with first.client() as client:
+        client.deploy(fn("t", handler="fns:slow_first"))
+        iid = client.invoke_async("t", {"marker": counter(tmp_path), "s": 60})
+        wait_for(lambda: client.invocation(iid)["status"] == "running", what="it to run")
+    first.stop()
+    with make_platform(**PLATFORM).client() as client:
+        done = client.wait(iid, timeout_s=20)
+        cancelled = client.invocation(iid)
+    assert done["status"] == "success" and done["retry_of"] == iid
+    assert cancelled["error"]["type"] == "Cancelled" and cancelled["retried_by"] == done["id"]
+
+
 def test_bad_input_is_a_422_naming_the_field(client: Client):
     for field, value in (("maximum_retry_attempts", 3), ("maximum_event_age_s", 59),
                          ("maximum_event_age_s", 21601), ("on_success", "no spaces"),

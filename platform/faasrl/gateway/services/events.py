@@ -40,10 +40,16 @@ async def submit(svc: Services, spec: FunctionSpec, args: Any, *,
     event = Event(invocation_id or new_invocation_id(), spec.name, args, now, [], now,
                   {k: v for k, v in options.items() if v is not None})
     event.attempts.append(event.id)
-    await svc.records.put_now(InvocationRecord(event.id, spec.name, memory_mb=spec.memory_mb,
-                                               backend=svc.invoker.backend_name,
-                                               requested_at=now))
-    await svc.events.save(event)
+    rec = InvocationRecord(event.id, spec.name, memory_mb=spec.memory_mb,
+                           backend=svc.invoker.backend_name, requested_at=now)
+    await svc.records.put_now(rec)
+    try:
+        await svc.events.save(event)
+    except RedisError as exc:  # refused (a 503): its record must not stay queued
+        rec.status, rec.finished_at = "error", time.time()
+        rec.error = {"type": "RedisUnavailable", "message": f"not accepted: {exc}"}
+        svc.records.put(rec)
+        raise
     svc.spawn(_guarded(run(svc, event), event))
     return event.id
 
@@ -76,6 +82,11 @@ async def run(svc: Services, event: Event) -> None:
 
 async def _resume(svc: Services, event: Event) -> None:
     found = await svc.records.get(event.attempts[-1])
+    if found is not None and found["retried_by"] and found["retried_by"] not in event.attempts:
+        # stopped between planning a retry and saving the event: the planned one runs
+        event.attempts.append(found["retried_by"])
+        event.due_at = time.time() + svc.settings.async_retry_base_s
+        found = None
     if found is not None and found["status"] != "queued":  # it ran before the gateway stopped
         rec = InvocationRecord(**found)
         if rec.status not in FINAL:  # the gateway died while it ran: no answer will come
