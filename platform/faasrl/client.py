@@ -163,17 +163,35 @@ class Client:
     def function_stats(self, name: str, window: int = 200) -> dict[str, Any]:
         return self._call("GET", f"/v1/functions/{name}/stats", params={"window": window})
 
-    def wait(self, invocation_id: str, timeout_s: float = 60.0, poll_s: float = 0.05
-             ) -> dict[str, Any]:
-        """Poll an async invocation until it has finished."""
+    def wait(self, invocation_id: str, timeout_s: float = 60.0, poll_s: float = 0.05,
+             follow_retries: bool = True) -> dict[str, Any]:
+        """Poll an async invocation until it has finished: with ``follow_retries``, its last
+        attempt's record (a failed attempt that is retried names the next in ``retried_by``)."""
         deadline = time.monotonic() + timeout_s
         while True:
             rec = self.invocation(invocation_id)
+            if follow_retries and rec.get("retried_by"):
+                invocation_id = rec["retried_by"]
+                continue
             if rec["status"] in ("success", "error", "timeout"):
                 return rec
             if time.monotonic() > deadline:
                 raise TimeoutError(f"invocation {invocation_id} still {rec['status']}")
             time.sleep(poll_s)
+
+    def dead_letters(self, name: str) -> list[dict[str, Any]]:
+        """``name``'s asynchronous invocations that failed for good, newest first."""
+        return self._call("GET", f"/v1/functions/{name}/dead-letters")
+
+    def redrive(self, name: str, letter_id: str | None = None) -> list[dict[str, str]]:
+        """Invoke a dead letter again (``letter_id``), or every one (None); each redriven
+        letter's id and its new invocation's."""
+        body = {"id": letter_id} if letter_id is not None else {"all": True}
+        return self._call("POST", f"/v1/functions/{name}/dead-letters/redrive",
+                          json=body)["redriven"]
+
+    def delete_dead_letter(self, name: str, letter_id: str) -> None:
+        self._call("DELETE", f"/v1/functions/{name}/dead-letters/{letter_id}")
 
     def prewarm(self, name: str, count: int) -> dict[str, int]:
         return self._call("POST", f"/v1/functions/{name}/prewarm", json={"count": count})

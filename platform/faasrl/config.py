@@ -100,6 +100,9 @@ class Settings(BaseSettings):
     stop_grace_s: float = Field(2.0, ge=0, description="SIGTERM to SIGKILL")
     timeout_grace_s: float = Field(1.0, ge=0, description="past a run's deadline before the kill")
     maintain_interval_s: float = Field(0.25, gt=0, description="keep-alive/min-warm tick")
+    async_retry_base_s: float = Field(
+        60.0, gt=0, le=3600, description="back-off before an asynchronous invocation's first "
+        "retry; each further retry waits twice as long (Lambda: 1 minute, then 2)")
     record_ttl_s: int = Field(86400, gt=0, description="how long Redis keeps invocation records")
     record_max_mb: float = Field(512, gt=0, description="what invocation records may take of "
                                  "Redis's memory; the oldest leave first (to the archive)")

@@ -20,6 +20,8 @@ from faasrl.inputs import STRICT, load_yaml
 
 MANIFEST_NAMES = ("manifest.yaml", "manifest.yml", "manifest.json")
 FUNCTION_NAME = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$"  # also the API's {name} path parameter
+MAX_RETRY_ATTEMPTS = 2  # Lambda's default and limit for asynchronous invocations
+MAX_EVENT_AGE_S = 6 * 3600  # Lambda's default and limit: six hours
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -107,6 +109,22 @@ class FunctionSpec(BaseModel):
                                             description="where it runs on Lambda")
     ray: RayPlacement | None = Field(None, description="where on a Ray cluster its containers "
                                                        "go (Ray backend; others ignore it)")
+    # Asynchronous invocations (Lambda's semantics; synchronous ones are never retried).
+    maximum_retry_attempts: int = Field(
+        MAX_RETRY_ATTEMPTS, ge=0, le=MAX_RETRY_ATTEMPTS,
+        description="retries of a failed asynchronous invocation (with back-off); what still "
+                    "fails lands in the function's dead-letter list")
+    maximum_event_age_s: int = Field(
+        MAX_EVENT_AGE_S, ge=60, le=MAX_EVENT_AGE_S,
+        description="an asynchronous invocation older than this is not retried but "
+                    "dead-lettered")
+    on_success: str | None = Field(
+        None, pattern=FUNCTION_NAME, description="a function of the same namespace invoked "
+        "asynchronously with Lambda's destination record after an asynchronous success")
+    on_failure: str | None = Field(
+        None, pattern=FUNCTION_NAME, description="a function of the same namespace invoked "
+        "asynchronously with Lambda's destination record once an asynchronous invocation is "
+        "dead-lettered")
 
     @field_validator("env")
     @classmethod
@@ -115,6 +133,14 @@ class FunctionSpec(BaseModel):
         if bad:
             raise ValueError(f"not valid environment variable names: {', '.join(sorted(bad))}")
         return env
+
+    @field_validator("on_success", "on_failure")
+    @classmethod
+    def _not_itself(cls, destination: str | None, info: ValidationInfo) -> str | None:
+        if destination is not None and destination == info.data.get("name"):
+            raise ValueError("a function cannot be its own destination (each invocation would "
+                             "invoke it again)")
+        return destination
 
     @field_validator("placement")
     @classmethod

@@ -53,6 +53,25 @@ def crash_first(args, context):
     return {"pid": os.getpid()}
 
 
+def fail_times(args, context):
+    """Raises on its first ``fail`` runs (counted in the file ``counter``), then succeeds."""
+    with open(args["counter"], "a+") as f:
+        f.write("x")
+        f.seek(0)
+        runs = len(f.read())
+    if runs <= args["fail"]:
+        raise RuntimeError(f"failing run {runs} of {args['fail']}")
+    return {"runs": runs}
+
+
+def slow_first(args, context):
+    """Sleeps ``s`` seconds on its first run (marked by the file ``marker``), then returns."""
+    if not os.path.exists(args["marker"]):
+        open(args["marker"], "w").close()
+        time.sleep(args["s"])
+    return {"pid": os.getpid()}
+
+
 def hog(args, context):
     return len(bytearray(args["mb"] * 1024 * 1024))
 

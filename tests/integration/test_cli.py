@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import REPO, Platforms, pid_alive, wait_for
+from helpers import REPO, Platforms, fn, pid_alive, wait_for
 
 from faasrl import code_archive
 from faasrl.client import Client
@@ -240,3 +240,24 @@ def test_token_without_a_platform_says_where_it_looked(tmp_path: Path):
     out = subprocess.run([*FAASRL, "token", "--state-dir", str(tmp_path)], env=env,
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 1 and str(tmp_path / "token") in out.stdout + out.stderr
+
+
+def test_dead_letters_listed_redriven_and_deleted(tmp_path: Path, platforms: Platforms):
+    up = Up(platforms, tmp_path / "state")
+    with Client(up.url, up.token) as client:
+        client.deploy(fn("t", handler="fns:boom", maximum_retry_attempts=0))
+        ids = [up.cli("invoke", "t", "--async", "--json", str(n)).stdout.strip()
+               for n in range(2)]
+        wait_for(lambda: len(client.dead_letters("t")) == 2, what="two dead letters")
+        listing = up.cli("dead-letters", "t").stdout
+        assert all(i in listing for i in ids) and "ValueError" in listing
+        assert "RetriesExhausted" in listing and "2 dead letter(s)" in listing
+        out = up.cli("dead-letters", "t", "--redrive", ids[0]).stdout
+        assert f"redrove {ids[0]} as invocation" in out
+        up.cli("dead-letters", "t", "--delete", ids[1])
+        both = up.cli("dead-letters", "t", "--redrive-all", "--delete", ids[1], check=False)
+        assert both.returncode == 2 and "one of" in both.stdout + both.stderr
+        wait_for(lambda: [d["args"] for d in client.dead_letters("t")] == [0],
+                 what="the redriven one to fail again")
+        missing = up.cli("dead-letters", "t", "--delete", ids[1], check=False)
+        assert missing.returncode == 1 and "no dead letter" in missing.stdout

@@ -366,6 +366,10 @@ BAD_PATH_PARAMETERS = [
     ("POST", "/v1/functions/{name}/invoke", "bad.name", "name"),
     ("POST", "/v1/functions/{name}/prewarm", "-starts-with-a-dash", "name"),
     ("GET", "/v1/functions/{name}/stats", "bad.name", "name"),
+    ("GET", "/v1/functions/{name}/dead-letters", "bad.name", "name"),
+    ("POST", "/v1/functions/{name}/dead-letters/redrive", "bad.name", "name"),
+    ("DELETE", "/v1/functions/{name}/dead-letters/{letter_id}", "bad.name", "name"),
+    ("DELETE", "/v1/functions/{name}/dead-letters/{letter_id}", "not-an-id", "letter_id"),
     ("GET", "/v1/invocations/{invocation_id}", "no-such-id", "invocation_id"),
     ("GET", "/v1/jobs/{job_id}", "abc.def", "job_id"),
     ("DELETE", "/v1/jobs/{job_id}", "abc.def", "job_id"),
@@ -392,7 +396,8 @@ def test_bad_path_parameters_are_422_naming_them(platform):
     with_parameters = {(method.upper(), path) for path, ops in doc["paths"].items()
                        if path.startswith("/v1/") and "{" in path for method in ops}
     assert with_parameters == {(m, p) for m, p, _, _ in BAD_PATH_PARAMETERS}  # none left out
-    valid = {"namespace": "default", "key_id": "0" * 12}  # a route's other parameters
+    valid = {"namespace": "default", "key_id": "0" * 12, "name": "t",  # a route's others
+             "letter_id": "0" * 32}
     with httpx.Client(base_url=platform.url) as http:
         for method, template, value, name in BAD_PATH_PARAMETERS:
             op = doc["paths"][template][method.lower()]
@@ -481,7 +486,8 @@ def test_405_allows_every_method_of_the_path(platform):
             ("OPTIONS", "/v1/functions", "GET, HEAD, POST"),
             ("PUT", "/v1/jobs", "GET, HEAD, POST"),
             ("POST", "/v1/jobs/abc", "DELETE, GET, HEAD"),
-            ("GET", "/v1/jobs/abc/cancel", "POST")):
+            ("GET", "/v1/jobs/abc/cancel", "POST"),
+            ("DELETE", "/v1/functions/t/dead-letters/redrive", "POST")):  # not a letter's id
         resp = httpx.request(method, f"{base}{path}")
         assert resp.status_code == 405 and resp.headers["allow"] == allowed, (method, path)
         assert resp.json()["error"]["type"] == "MethodNotAllowed"

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from browsing import click_link, css, until
-from helpers import fn
+from helpers import fn, wait_for
 
 from faasrl.client import Client
 
@@ -143,3 +143,22 @@ def test_dashboard_follows_a_job_and_shows_functions_and_invocations(
     # without one (a policy violation, a missing file or a JavaScript error would be here).
     errors = [e["message"] for e in browser.get_log("browser") if e["level"] == "SEVERE"]
     assert all("401 (Unauthorized)" in m for m in errors), errors
+
+
+def test_a_functions_dead_letters_are_shown_and_redriven(browser: Any, make_platform) -> None:
+    platform = make_platform(token=TOKEN, async_retry_base_s=0.1)
+    with Client(platform.url, TOKEN) as client:
+        client.deploy(fn("flaky", "fns:boom", maximum_retry_attempts=1))
+        failed = client.invoke_async("flaky", {"x": 7})
+        wait_for(lambda: client.dead_letters("flaky"), timeout_s=20, what="a dead letter")
+        browser.get(platform.url + "/ui/")
+        css(browser, "#token").send_keys(TOKEN + "\n")
+        browser.get(f"{platform.url}/ui/#/functions/flaky")
+        until(browser, "the dead letter", lambda: failed[:12] in css(browser, "#dead-letters").text)
+        row = css(browser, "#dead-letters").text
+        assert "RetriesExhausted" in row and "ValueError: bad value" in row and '{"x":7}' in row
+        css(browser, "#redrive-all").click()
+        until(browser, "the redrive said", lambda: "redrove 1 as new invocations" in
+              css(browser, "#redrive-result").text)
+        wait_for(lambda: [d["id"] for d in client.dead_letters("flaky")] not in ([], [failed]),
+                 timeout_s=20, what="the redriven invocation to fail again")

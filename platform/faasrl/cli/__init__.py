@@ -15,6 +15,7 @@ from faasrl.client import GatewayError
 from faasrl.manifest import ManifestError
 
 for command in (up.up, up.token, up.status, functions.invoke, functions.invocations,
+                functions.dead_letters,
                 jobs.submit, jobs.run, jobs.plot):
     app.command()(command)
 app.add_typer(functions.functions_app, name="functions")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Annotated
 
@@ -89,3 +90,33 @@ def invocations(
                       f"{r['queue_s'] * 1e3:.1f}", f"{r['init_s'] * 1e3:.1f}",
                       f"{r['run_s'] * 1e3:.1f}", cpu, str(r["billed_ms"]))
     console.print(table)
+
+
+def dead_letters(
+    function: Annotated[str, typer.Argument(help="function name")],
+    redrive: Annotated[str | None, typer.Option(help="invoke this dead letter again")] = None,
+    redrive_all: Annotated[bool, typer.Option(help="invoke every dead letter again")] = False,
+    delete: Annotated[str | None, typer.Option(help="delete this dead letter")] = None,
+) -> None:
+    """Asynchronous invocations that failed for good (after their retries), newest first;
+    redrive or delete them."""
+    if sum((redrive is not None, redrive_all, delete is not None)) > 1:
+        raise typer.BadParameter("give one of --redrive, --redrive-all, --delete")
+    with connect() as client:
+        if delete is not None:
+            client.delete_dead_letter(function, delete)
+            console.print(f"deleted dead letter {delete}")
+            return
+        if redrive is not None or redrive_all:
+            for out in client.redrive(function, redrive):
+                console.print(f"redrove {out['dead_letter']} as invocation {out['invocation']}")
+            return
+        letters = client.dead_letters(function)
+    table = Table("id", "failed", "condition", "attempts", "error", "args")
+    for d in letters:
+        error = f"{d['error'].get('type', '')}: {d['error'].get('message', '')}"
+        table.add_row(d["id"], time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(d["failed_at"])),
+                      d["condition"], str(d["attempts"]), error[:60],
+                      json.dumps(d["args"])[:40])
+    console.print(table)
+    console.print(f"{len(letters)} dead letter(s)")

@@ -90,3 +90,17 @@ def buffer_snapshot_key(job_id: str, part: int | None = None) -> str:
 # Tenancy (faasrl.gateway.keys): namespaces and their quotas, and API keys (hashed), one hash each.
 NAMESPACES = "faasrl:namespaces"
 API_KEYS = "faasrl:api-keys"
+
+
+# Asynchronous invocations (faasrl.gateway.async_events): those not finished yet (a hash, event id
+# -> the event as JSON: resumed at the next start), and per function (its qualified name) the
+# dead letters, a hash (id -> JSON) and their order (a sorted set scored by when each failed).
+ASYNC_EVENTS = "faasrl:async-events"
+
+
+def dead_letters_key(function: str) -> str:
+    return f"faasrl:dead-letters:{function}"
+
+
+def dead_letter_order_key(function: str) -> str:
+    return f"faasrl:dead-letters:{function}:order"

@@ -25,6 +25,7 @@ from faasrl.gateway.memory import MB, MemoryCollector, MemoryWatch
 from faasrl.gateway.routers import (
     cluster,
     code,
+    dead_letters,
     functions,
     invocations,
     jobs,
@@ -33,7 +34,7 @@ from faasrl.gateway.routers import (
     system,
     ui,
 )
-from faasrl.gateway.services import Services
+from faasrl.gateway.services import Services, events
 from faasrl.gateway.services import functions as function_service
 from faasrl.gateway.services import namespaces as namespace_service
 from faasrl.invoker import Invoker, InvokerConfig, Pool, RecordStore, node_capacity
@@ -128,6 +129,7 @@ def create_app(settings: Settings, redis_url: str, function_redis_url: str | Non
         svc.spawn(namespace_service.write_key_use(keys))
         if settings.resume_jobs:
             await manager.start()
+        await events.resume(svc)  # asynchronous invocations an earlier gateway left
         log.info("gateway up: %s backend, capacity %s, %d functions", settings.backend,
                  capacity, len(invoker.functions()))
         try:
@@ -155,8 +157,8 @@ def create_app(settings: Settings, redis_url: str, function_redis_url: str | Non
     install_error_handlers(app)
     lambda_api.install_error_handler(app)
     app.add_middleware(BodyLimit, max_bytes=settings.max_payload_bytes)
-    for module in (system, functions, code, invocations, cluster, jobs, namespaces, lambda_api,
-                   ui):
+    for module in (system, functions, dead_letters, code, invocations, cluster, jobs, namespaces,
+                   lambda_api, ui):
         app.include_router(module.router)
     app.include_router(namespaces.whoami_router)
     ui.install(app)

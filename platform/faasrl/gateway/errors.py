@@ -109,19 +109,26 @@ def _allowed_methods(request: Request, headers: dict[str, str] | None) -> str:
     first route whose path matched, though routes for other methods share that path."""
     methods = {m.strip() for m in (headers or {}).get("Allow", "").split(",") if m.strip()}
     path = request.scope.get("path", "")
-    for template, methods_of in _path_table(request.app):
-        if template.match(path):
+    matched = [(params, methods_of) for template, params, methods_of in _path_table(request.app)
+               if template.match(path)]
+    # A literal segment wins over a parameter (``.../dead-letters/redrive`` over
+    # ``.../dead-letters/{letter_id}``, whose route refuses that value), as routing does.
+    fewest = min((params for params, _ in matched), default=0)
+    for params, methods_of in matched:
+        if params == fewest:
             methods |= methods_of
     if "GET" in methods:
         methods.add("HEAD")  # Starlette answers HEAD wherever it answers GET
     return ", ".join(sorted(methods))
 
 
-def _path_table(app: FastAPI) -> list[tuple[re.Pattern[str], set[str]]]:
-    """(path regex, methods) per path of the OpenAPI document, built once per app."""
+def _path_table(app: FastAPI) -> list[tuple[re.Pattern[str], int, set[str]]]:
+    """(path regex, its parameters, methods) per path of the OpenAPI document, built once
+    per app."""
     table = getattr(app.state, "path_methods", None)
     if table is None:
-        table = [(compile_path(path)[0], {m.upper() for m in ops if m in _HTTP_METHODS})
+        table = [(compile_path(path)[0], path.count("{"),
+                  {m.upper() for m in ops if m in _HTTP_METHODS})
                  for path, ops in app.openapi().get("paths", {}).items()]
         app.state.path_methods = table
     return table

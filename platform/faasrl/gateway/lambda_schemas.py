@@ -6,6 +6,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from faasrl.invoker.records import InvocationRecord
+
 EXECUTED_VERSION = "$LATEST"
 ACCOUNT_ID = "000000000000"  # the ARNs the local API names carry this account
 EVENT_PAYLOAD_MAX = 256 * 1024  # Lambda's limit for asynchronous invocations
@@ -27,3 +29,22 @@ class FunctionErrorOut(BaseModel):
     errorMessage: str
     errorType: str
     stackTrace: list[str] = Field(default_factory=list)
+
+
+def function_arn(region: str, name: str) -> str:
+    return f"arn:aws:lambda:{region}:{ACCOUNT_ID}:function:{name}"
+
+
+def function_error(rec: InvocationRecord, timeout_s: float) -> FunctionErrorOut:
+    """Lambda's payload for an invocation that failed (its Invoke answer, a destination's
+    ``responsePayload``)."""
+    err = rec.error or {}
+    if rec.status == "timeout":
+        return FunctionErrorOut(
+            errorType="Sandbox.Timedout",
+            errorMessage=f"RequestId: {rec.id} Error: Task timed out after "
+                         f"{timeout_s:.2f} seconds")
+    trace = err.get("traceback") or ""
+    return FunctionErrorOut(errorType=str(err.get("type", "Error")),
+                            errorMessage=str(err.get("message", "")),
+                            stackTrace=trace.splitlines(keepends=True))

@@ -6,10 +6,11 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from fastapi import Path
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 from faasrl.backends.base import ZygoteState
 from faasrl.data.keys import JOB_ID
+from faasrl.gateway.errors import FieldError
 from faasrl.inputs import STRICT, Integer
 from faasrl.manifest import FUNCTION_NAME, FunctionSpec
 
@@ -55,11 +56,33 @@ class InvocationOut(BaseModel):
     finished_at: float | None
     result: Any = None
     error: dict[str, Any] | None = None
+    retry_of: str | None = Field(None, description="on an asynchronous invocation's retry: "
+                                                   "the id it was accepted under")
+    retried_by: str | None = Field(None, description="on a failed asynchronous attempt that "
+                                                     "is retried: the next attempt's id")
 
 
 class InvocationAccepted(BaseModel):
     id: str
     status: Literal["queued"]
+
+
+class RedriveRequest(BaseModel):
+    """Which dead letters to invoke again: one by ``id``, or ``all``."""
+
+    model_config = STRICT
+
+    id: str | None = Field(None, pattern=INVOCATION_ID, description="a dead letter's id")
+    all: bool = Field(False, description="every dead letter of the function")
+
+
+class Redriven(BaseModel):
+    dead_letter: str
+    invocation: str = Field(description="the new asynchronous invocation's id")
+
+
+class RedriveOut(BaseModel):
+    redriven: list[Redriven]
 
 
 class PrewarmRequest(BaseModel):
@@ -205,7 +228,14 @@ class FunctionUpdate(FunctionSpec):
                              description="the path's name when left out; given, must equal it")
 
     def named(self, name: str) -> FunctionSpec:
-        return FunctionSpec.model_validate({**self.model_dump(exclude_unset=True), "name": name})
+        """The manifest under the path's name (``FieldError``: a check that needs the name,
+        such as a destination naming the function itself, fails)."""
+        try:
+            return FunctionSpec.model_validate({**self.model_dump(exclude_unset=True),
+                                                "name": name})
+        except ValidationError as exc:
+            raise FieldError({".".join(str(p) for p in e["loc"]): e["msg"]
+                              for e in exc.errors()}) from None
 
 
 def _errors(description: str) -> dict[str, Any]:

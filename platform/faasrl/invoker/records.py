@@ -54,6 +54,9 @@ class InvocationRecord:
     finished_at: float | None = None
     result: Any = None
     error: dict[str, Any] | None = None
+    # An asynchronous invocation's retries: each attempt has its own record.
+    retry_of: str | None = None  # on a retry: the first attempt's id (the id accepted)
+    retried_by: str | None = None  # on a failed attempt that is retried: the next one's id
 
     @property
     def uncontended_s(self) -> float:
@@ -84,7 +87,8 @@ class InvocationRecord:
 # Each field's default, in field order (those without one, None: ``from_stored`` fills them).
 _DEFAULTS: dict[str, Any] = {f.name: None if f.default is MISSING else f.default
                              for f in fields(InvocationRecord)}
-OFTEN_DEFAULT = ("cold", "stem_cell", "init_s", "node", "result", "error")
+OFTEN_DEFAULT = ("cold", "stem_cell", "init_s", "node", "result", "error", "retry_of",
+                 "retried_by")
 
 
 def from_stored(invocation_id: str, raw: bytes | str) -> dict[str, Any]:

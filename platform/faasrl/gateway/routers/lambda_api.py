@@ -29,11 +29,11 @@ from fastapi.responses import JSONResponse
 from faasrl.backends.aws_lambda import CLIENT_CONTEXT_MAX
 from faasrl.gateway import sigv4
 from faasrl.gateway.lambda_schemas import (
-    ACCOUNT_ID,
     EVENT_PAYLOAD_MAX,
     EXECUTED_VERSION,
-    FunctionErrorOut,
     LambdaErrorOut,
+    function_arn,
+    function_error,
 )
 from faasrl.gateway.memory import MemoryPressure
 from faasrl.gateway.services import Services, ServicesDep, invocations
@@ -116,7 +116,7 @@ async def invoke(function_name: str, request: Request, svc: ServicesDep,
         raise LambdaApiError(400, "ValidationException",
                              f"FunctionName: {function_name!r} is not a function name or ARN")
     name, qualifier = match.group(1), qualifier or match.group(2)
-    arn = f"arn:aws:lambda:{region}:{ACCOUNT_ID}:function:{name}"
+    arn = function_arn(region, name)
     if qualifier not in (None, EXECUTED_VERSION):
         raise LambdaApiError(404, "ResourceNotFoundException",
                              f"Function not found: {arn}:{qualifier} (only $LATEST here)")
@@ -169,7 +169,7 @@ async def invoke(function_name: str, request: Request, svc: ServicesDep,
         return Response(json.dumps(rec.result, separators=(",", ":")),
                         media_type="application/json", headers=headers)
     headers["X-Amz-Function-Error"] = "Unhandled"
-    return JSONResponse(_function_error(rec, spec.timeout_s).model_dump(), headers=headers)
+    return JSONResponse(function_error(rec, spec.timeout_s).model_dump(), headers=headers)
 
 
 def _client_context(header: str | None) -> dict[str, Any] | None:
@@ -199,19 +199,6 @@ def _refusal(exc: InvokerError, arn: str) -> LambdaApiError:
     if isinstance(exc, FunctionNotFound | FunctionGone):
         return LambdaApiError(404, "ResourceNotFoundException", f"Function not found: {arn}")
     return LambdaApiError(500, "ServiceException", f"{exc.kind}: {exc.message}")
-
-
-def _function_error(rec: InvocationRecord, timeout_s: float) -> FunctionErrorOut:
-    err = rec.error or {}
-    if rec.status == "timeout":
-        return FunctionErrorOut(
-            errorType="Sandbox.Timedout",
-            errorMessage=f"RequestId: {rec.id} Error: Task timed out after "
-                         f"{timeout_s:.2f} seconds")
-    trace = err.get("traceback") or ""
-    return FunctionErrorOut(errorType=str(err.get("type", "Error")),
-                            errorMessage=str(err.get("message", "")),
-                            stackTrace=trace.splitlines(keepends=True))
 
 
 def _tail_log(rec: InvocationRecord, svc: Services) -> str:

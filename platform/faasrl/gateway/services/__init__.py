@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Annotated, Any
 
 from fastapi import Depends, Request
@@ -16,6 +17,7 @@ from prometheus_client import CollectorRegistry
 from redis.asyncio import Redis
 
 from faasrl.config import Settings
+from faasrl.gateway.async_events import DeadLetterStore, EventStore
 from faasrl.gateway.keys import KeyStore
 from faasrl.gateway.memory import MemoryWatch
 from faasrl.invoker import Invoker, RecordStore
@@ -36,6 +38,15 @@ class Services:
     memory: MemoryWatch
     keys: KeyStore
     background: set[asyncio.Task[Any]] = field(default_factory=set)
+
+    @cached_property
+    def events(self) -> EventStore:
+        """Asynchronous invocations not finished yet (``gateway/async_events.py``)."""
+        return EventStore(self.redis)
+
+    @cached_property
+    def dead_letters(self) -> DeadLetterStore:
+        return DeadLetterStore(self.redis)
 
     def spawn(self, coro: Any) -> None:
         """Run a task the gateway owns (cancelled, and its record written, on shutdown)."""

@@ -40,10 +40,12 @@ async def deploy(svc: Services, spec: FunctionSpec) -> bool:
 
 
 async def delete(svc: Services, name: str) -> None:
-    """Forget a function; its waiting invocations fail, its containers retire."""
+    """Forget a function; its waiting invocations fail, its containers retire, its dead
+    letters go."""
     svc.invoker.spec(name)  # FunctionNotFound (404) before Redis is touched
     await svc.functions.delete(name)
     svc.invoker.unregister(name)
+    await svc.dead_letters.clear(name)
 
 
 def prewarm(svc: Services, name: str, count: int) -> PrewarmResult:

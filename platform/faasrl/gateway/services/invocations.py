@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from faasrl.gateway.memory import MB
 from faasrl.gateway.schemas import ArchiveOut, InvokeRequest, RecordsOut
-from faasrl.gateway.services import Services
-from faasrl.invoker.errors import FunctionNotFound, InvokerError
-from faasrl.invoker.invoker import new_invocation_id
-from faasrl.invoker.records import INDEX_LEN, InvocationRecord
+from faasrl.gateway.services import Services, events
+from faasrl.invoker.records import INDEX_LEN
 from faasrl.manifest import FunctionSpec
 
 STATUS_PAGE = 200  # records read at a time when looking for those that ended one way
@@ -28,30 +25,13 @@ async def accept(svc: Services, spec: FunctionSpec, args: Any, *,
                  affinity: str | None = None, placement: str | None = None,
                  client_context: dict[str, Any] | None = None) -> str:
     """Queue an invocation and return its id: its record says ``queued`` before this returns
-    (so a poll right after finds it), and it runs as a gateway task (cancelled, its record
-    written, on shutdown). The keywords are ``Invoker.invoke``'s. Refused while memory is
-    short (``MemoryWatch``): an async invocation can wait."""
+    (so a poll right after finds it), and it runs as a gateway task, retried on failure
+    (``gateway/async_events.py``). The keywords are ``Invoker.invoke``'s. Refused while
+    memory is short (``MemoryWatch``): an async invocation can wait."""
     svc.memory.admit("a new async invocation")
-    rec = InvocationRecord(invocation_id or new_invocation_id(), spec.name,
-                           memory_mb=spec.memory_mb, backend=svc.invoker.backend_name,
-                           requested_at=time.time())
-    await svc.records.put_now(rec)
-    svc.spawn(_run(svc, spec.name, args, rec.id, timeout_s=timeout_s, affinity=affinity,
-                   placement=placement, client_context=client_context))
-    return rec.id
-
-
-async def _run(svc: Services, name: str, args: Any, invocation_id: str, **options: Any
-               ) -> None:
-    try:
-        await svc.invoker.invoke(name, args, invocation_id=invocation_id,
-                                 on_running=svc.records.put, **options)
-    except FunctionNotFound as exc:  # deleted since it was accepted: no record was written
-        svc.records.put(InvocationRecord(invocation_id, name, status="error",
-                                         finished_at=time.time(),
-                                         error={"type": exc.kind, "message": exc.message}))
-    except InvokerError:
-        pass  # the invoker wrote the refusal into the record
+    return await events.submit(svc, spec, args, invocation_id=invocation_id,
+                               timeout_s=timeout_s, affinity=affinity, placement=placement,
+                               client_context=client_context)
 
 
 async def recent(svc: Services, function: str | None, limit: int,

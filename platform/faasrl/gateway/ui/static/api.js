@@ -28,12 +28,15 @@ function headers(extra = {}) {
   return out;
 }
 
-async function request(method, path, { query, signal, extraHeaders } = {}) {
+async function request(method, path, { query, signal, extraHeaders, json } = {}) {
   const url = new URL(path.replace(/^\//, ""), ROOT);
   for (const [k, v] of Object.entries(query || {})) {
     if (v !== undefined && v !== null && v !== "") url.searchParams.set(k, v);
   }
-  const resp = await fetch(url, { method, headers: headers(extraHeaders), signal,
+  const body = json === undefined ? undefined : JSON.stringify(json);
+  const extra = json === undefined ? extraHeaders : { ...extraHeaders,
+                                                      "Content-Type": "application/json" };
+  const resp = await fetch(url, { method, headers: headers(extra), signal, body,
                                   cache: "no-store" });
   if (resp.status === 401) throw new Unauthorized("the gateway wants a token");
   if (!resp.ok) {

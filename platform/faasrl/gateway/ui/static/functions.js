@@ -1,9 +1,9 @@
 // Functions and containers: every function with its containers by state, warm and cold
 // invocations, errors and run times; the node's capacity; one function's manifest, containers
-// and recent invocations.
+// recent invocations and dead letters (asynchronous invocations that failed for good).
 
-import { get } from "./api.js";
-import { fields, h, link, num, pre, seconds, table } from "./dom.js";
+import { get, post } from "./api.js";
+import { fields, h, link, num, pre, seconds, table, when } from "./dom.js";
 import { invocationColumns } from "./invocations.js";
 
 const STATES = ["starting", "idle", "busy", "stopping"];
@@ -78,13 +78,28 @@ export async function functionPage(body, name, { every }) {
   const summary = h("div");
   const containers = h("div");
   const recent = h("div");
+  const letters = h("div");
+  const lettersPath = `/v1/functions/${name}/dead-letters`;
+  const redriven = h("p", { id: "redrive-result", class: "muted" });
+  const redrive = h("button", { type: "button", id: "redrive-all", onclick: async (e) => {
+    e.target.disabled = true;
+    try {
+      const out = await post(`${lettersPath}/redrive`, { json: { all: true } });
+      redriven.textContent = `redrove ${out.redriven.length} as new invocations`;
+    } catch (err) {
+      redriven.textContent = String(err.message || err);
+    }
+  } }, "Redrive all");
   body.append(h("h1", {}, `Function ${name}`), summary, h("h2", {}, "Containers"), containers,
-              h("h2", {}, "Recent invocations"), recent, h("h2", {}, "Manifest"),
-              h("div", { id: "manifest" }, pre(spec)));
+              h("h2", {}, "Recent invocations"), recent, h("h2", {}, "Dead letters"),
+              h("p", { class: "muted" }, "Asynchronous invocations that failed after their " +
+                `retries (maximum_retry_attempts ${spec.maximum_retry_attempts}).`),
+              h("div", { class: "actions" }, redrive, redriven), letters,
+              h("h2", {}, "Manifest"), h("div", { id: "manifest" }, pre(spec)));
   every(2000, async () => {
-    const [stats, cluster, invocations] = await Promise.all([
+    const [stats, cluster, invocations, dead] = await Promise.all([
       get(`/v1/functions/${name}/stats`), get("/v1/cluster"),
-      get("/v1/invocations", { query: { function: name, limit: 20 } })]);
+      get("/v1/invocations", { query: { function: name, limit: 20 } }), get(lettersPath)]);
     summary.replaceChildren(fields([
       ...STAT_COLUMNS.map(([title, cell]) => [title, cell(stats)]),
       ["latency p50 (queue + run)", seconds(stats.latency_p50_s)],
@@ -105,5 +120,14 @@ export async function functionPage(body, name, { every }) {
     ], pool.containers, { id: "containers-table", empty: "No containers now." }));
     recent.replaceChildren(table(invocationColumns, invocations,
                                  { id: "function-invocations", empty: "None yet." }));
+    redrive.disabled = !dead.length;
+    letters.replaceChildren(table([
+      ["invocation", (d) => link(`#/invocations/${d.id}`, d.id.slice(0, 12))],
+      ["failed", (d) => when(d.failed_at)],
+      ["condition", (d) => d.condition],
+      ["attempts", (d) => num(d.attempts)],
+      ["error", (d) => `${d.error.type || ""}: ${d.error.message || ""}`],
+      ["args", (d) => JSON.stringify(d.args)],
+    ], dead, { id: "dead-letters", empty: "None." }));
   });
 }
