@@ -41,7 +41,7 @@ restarted until the node has memory to spare again.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -54,6 +54,7 @@ from faasrl.invoker.errors import (
     QueueTimeout,
     StartFailed,
 )
+from faasrl.invoker.fairshare import FairShare, Share
 from faasrl.invoker.resources import Resources
 from faasrl.invoker.tenant import Tenant
 from faasrl.manifest import FunctionSpec
@@ -87,6 +88,9 @@ class Container:
     retire: bool = False  # stop as soon as it is idle
     stop_reason: str | None = None
     keys: set[str] = field(default_factory=set)  # the affinity keys it is the home of
+    running: list[Tenant] = field(default_factory=list)  # whom its invocations in flight are for
+    share: float = 0.0  # what one invocation on it holds of the node (see FairShare)
+    prewarmed_for: Tenant | None = None  # who asked for it ahead (None: its function's min_warm)
 
 
 @dataclass
@@ -108,6 +112,11 @@ class Waiter:
     container: str | None = None  # the starting container it will get
     affinity: str | None = None  # the key whose home (the container that last served it) it wants
     tenant: Tenant | None = None  # who it is for (None: its function's own)
+    retry: bool = False  # a retry of an invocation whose container died: it goes first
+
+    @property
+    def who(self) -> Tenant:
+        return self.tenant or Tenant.of_function(self.function)
 
 
 # Actions the invoker carries out.
@@ -204,6 +213,7 @@ class Pool:
         self._stem_failures: dict[str, int] = {}  # per image
         self._stem_backoff_until: dict[str, float] = {}
         self._homes: dict[str, str] = {}  # affinity key -> the container that last served it
+        self._fair = FairShare()  # who got how much recently: the order waiters are served in
 
     # ----------------------------------------------------------------- functions
     def spec(self, name: str) -> FunctionSpec:
@@ -250,15 +260,17 @@ class Pool:
         reused instead of rebuilt (see the module docstring for when it waits for the home).
         """
         self.spec(function)
+        tenant = tenant or Tenant.of_function(function)
         ahead = any(w.function == function and w.container is None
-                    and not self._waits_for_home(w) for w in self._queue.values())
-        self._queue[waiter] = Waiter(waiter, function, now, affinity=affinity, tenant=tenant)
-        if retry:
-            self._queue = {waiter: self._queue.pop(waiter), **self._queue}
+                    and not self._waits_for_home(w) and w.who.weight >= tenant.weight
+                    for w in self._queue.values())
+        self._queue[waiter] = Waiter(waiter, function, now, affinity=affinity, tenant=tenant,
+                                     retry=retry)
         # Behind a waiter of its function that the last pass left waiting, a new waiter gets
         # nothing either, and nothing changed for the others: no pass (64 clients on 20
         # containers, 44 wait, and each answer brings a new request). A retry goes first. A
-        # waiter held for its busy home does not count: others may take what it leaves.
+        # waiter held for its busy home does not count: others may take what it leaves; nor
+        # does one of a lower weight: a higher one may preempt what that one could not.
         actions = self._dispatch(now) if retry or not ahead else []
         w = self._queue.get(waiter)
         if (w is not None and w.container is None and not retry
@@ -280,7 +292,9 @@ class Pool:
 
     def ready(self, cid: str, now: float) -> list[Action]:
         """A container finished starting: its handler is loaded."""
-        c = self._containers[cid]
+        c = self._containers.get(cid)
+        if c is None or c.state is State.STOPPING:  # preempted while it started
+            return []
         self._failures.pop(c.function, None)
         self._move(c, State.IDLE)
         c.idle_since, c.last_used = now, now
@@ -302,7 +316,7 @@ class Pool:
         for waiter in c.claims:
             if self._queue.pop(waiter, None) is not None:
                 actions.append(Reject(waiter, error))
-        self._remove(c)
+        self._remove(c, now)
         return actions + self._dispatch(now)
 
     def release(self, cid: str, now: float) -> list[Action]:
@@ -310,6 +324,8 @@ class Pool:
         c = self._containers[cid]
         c.inflight -= 1
         c.last_used = now
+        if c.running:  # with several in flight, which one ended is not known: the first
+            self._fair.stop(c.running.pop(0), c.share, now)
         if c.state is State.STOPPING:
             return []
         if c.inflight == 0:
@@ -317,7 +333,7 @@ class Pool:
             c.idle_since = now
         actions = self._stop_if_retired(c)
         if not actions:
-            w = self._next_for(c)
+            w = self._next_for(c, now)
             if w is not None:  # the container's cores change hands: nothing else fits now
                 return [self._assign(w, c, now, cold=False, bills_init=False)]
         return actions + self._dispatch(now)
@@ -342,7 +358,7 @@ class Pool:
         c = self._containers.get(cid)
         if c is None:
             return []
-        self._remove(c)
+        self._remove(c, now)
         return self._dispatch(now)
 
     # --------------------------------------------------------------- stem cells
@@ -387,8 +403,10 @@ class Pool:
         return counts
 
     # ------------------------------------------------------------ warm capacity
-    def prewarm(self, function: str, n: int, now: float) -> tuple[int, list[Action]]:
-        """Start containers until ``n`` of this function exist; returns how many were started."""
+    def prewarm(self, function: str, n: int, now: float, *, tenant: Tenant | None = None
+                ) -> tuple[int, list[Action]]:
+        """Start containers until ``n`` of this function exist; returns how many were started.
+        ``tenant``: who asked (a waiter of a higher weight may preempt what it started)."""
         spec = self.spec(function)
         budget = self._unclaimed_budget()
         actions: list[Action] = []
@@ -396,7 +414,7 @@ class Pool:
             if not self._can_start(spec, budget):
                 break
             budget = budget - need_of(spec)
-            actions.append(self._start(spec, now, prewarmed=True))
+            actions.append(self._start(spec, now, prewarmed=True, tenant=tenant))
         return len(actions), actions + self._dispatch(now)
 
     def tick(self, now: float) -> list[Action]:
@@ -414,6 +432,7 @@ class Pool:
             surplus = self._warm(name) - spec.min_warm
             actions += [self._stop(c, "keep-alive expired") for c in idle[:max(0, surplus)]]
         actions += self._stop_surplus_stems()
+        self._fair.forget_idle(now)
         return actions + self._top_up(now) + self._dispatch(now) + self._refill_stems(now)
 
     # ------------------------------------------------------------------- views
@@ -425,6 +444,11 @@ class Pool:
 
     def queued(self, function: str) -> int:
         return self._queued(function)
+
+    def share(self, tenant: Tenant, now: float) -> Share:
+        """``tenant``'s part of the node's recent usage against its fair share (the tenants
+        waiting now count as contending)."""
+        return self._fair.share(tenant, now, (w.who for w in self._queue.values()))
 
     @property
     def reserved(self) -> Resources:
@@ -468,8 +492,10 @@ class Pool:
         c.stop_reason = reason
         return Stop(c.id, reason)
 
-    def _remove(self, c: Container) -> None:
+    def _remove(self, c: Container, now: float) -> None:
         del self._containers[c.id]
+        for tenant in c.running:  # invocations that ended with it
+            self._fair.stop(tenant, c.share, now)
         for key in c.keys:
             del self._homes[key]
         self._count(c, -1)
@@ -482,6 +508,9 @@ class Pool:
         c.served += 1
         self._move(c, State.BUSY)
         c.last_used, c.idle_since = now, None
+        tenant = w.who
+        c.running.append(tenant)
+        self._fair.start(tenant, c.share, now)
         if w.affinity is not None and self._homes.get(w.affinity) != c.id:
             if (old := self._homes.get(w.affinity)) is not None:
                 self._containers[old].keys.discard(w.affinity)
@@ -489,17 +518,28 @@ class Pool:
             c.keys.add(w.affinity)
         return Assign(w.id, c.id, cold, bills_init)
 
-    def _start(self, spec: FunctionSpec, now: float, *, prewarmed: bool) -> Start:
+    def _start(self, spec: FunctionSpec, now: float, *, prewarmed: bool,
+               tenant: Tenant | None = None) -> Start:
         need = need_of(spec)
         gpus, self._free_gpus = tuple(self._free_gpus[:need.gpus]), self._free_gpus[need.gpus:]
         stem = self._stem_for(spec)
         if stem is not None:  # it becomes this container, id and memory: they are the same
             del self._stems[stem.id]  # container's now (so are its labels, which cannot change)
         c = Container(stem.id if stem is not None else self._new_id(), spec.name,
-                      self._generation[spec.name], need, gpus, prewarmed, now, last_used=now)
+                      self._generation[spec.name], need, gpus, prewarmed, now, last_used=now,
+                      prewarmed_for=tenant, share=self._share_of(spec))
         self._containers[c.id] = c
         self._count(c, +1)
         return Start(c.id, spec, gpus, stem.id if stem is not None else None)
+
+    def _share_of(self, spec: FunctionSpec) -> float:
+        """What one invocation of ``spec`` holds of the node: its container's dominant share
+        (the largest fraction of the node's cores, memory or GPUs), split among its slots."""
+        need, cap = need_of(spec), self.capacity
+        fractions = [need.cpu / cap.cpu if cap.cpu else 0.0,
+                     need.memory_mb / cap.memory_mb if cap.memory_mb else 0.0,
+                     need.gpus / cap.gpus if cap.gpus else 0.0]
+        return max(fractions) / max(1, spec.max_concurrency)
 
     def _holds_cores(self, c: Container) -> bool:
         """Memory and GPUs are held for a container's whole life; cores only while it starts
@@ -650,16 +690,26 @@ class Pool:
         return (w.affinity is not None and self._specs[w.function].affinity == "wait"
                 and self._home(w) is not None)
 
-    def _next_for(self, c: Container) -> Waiter | None:
-        """Who a released container goes to: the oldest waiter of its function it is the home
-        of, else the oldest one that has no other home to wait for."""
-        def waiting() -> Iterator[Waiter]:
-            return (w for w in self._queue.values()
-                    if w.function == c.function and w.container is None)
+    def _in_order(self, waiters: Iterable[Waiter], now: float) -> list[Waiter]:
+        """Waiters in the order they are served: retries first, then by fair share
+        (``FairShare.order``: namespaces, then tenants by weight), then arrival."""
+        retries, others = [], []
+        for w in waiters:
+            (retries if w.retry else others).append(w)
+        return retries + self._fair.order(
+            ((w, w.who, self._share_of(self._specs[w.function])) for w in others), now)
 
-        if c.keys and (own := next((w for w in waiting() if w.affinity in c.keys), None)):
-            return own
-        return next((w for w in waiting() if not self._waits_for_home(w)), None)
+    def _next_for(self, c: Container, now: float) -> Waiter | None:
+        """Who a released container goes to: the first in line (``_in_order``) of the waiters
+        of its function it is the home of, else of those that have no other home to wait for."""
+        waiting = [w for w in self._queue.values()
+                   if w.function == c.function and w.container is None]
+        if not waiting:
+            return None
+        if c.keys and (own := [w for w in waiting if w.affinity in c.keys]):
+            return self._in_order(own, now)[0]
+        free = [w for w in waiting if not self._waits_for_home(w)]
+        return self._in_order(free, now)[0] if free else None
 
     def _assignable(self, w: Waiter) -> Container | None:
         """A busy container with a free slot (its cores are held already), else an idle one;
@@ -722,13 +772,37 @@ class Pool:
         return freed, ([self._stop_stem(s, reason) for s in stems]
                        + [self._stop(c, reason) for c in chosen])
 
+    def _preempt(self, w: Waiter, short: Resources) -> tuple[Resources, list[Action]]:
+        """Stop containers that tenants of a lower weight than ``w``'s started ahead and that
+        serve nobody (starting with no claim, or idle and never used), newest first, if that
+        covers ``short``; a container that runs an invocation is never taken."""
+        weight = w.who.weight
+
+        def lower(c: Container) -> bool:
+            owner = c.prewarmed_for or Tenant.of_function(c.function)
+            return c.prewarmed and owner.weight < weight and (
+                (c.state is State.STARTING and not c.claims)
+                or (c.state is State.IDLE and c.served == 0))
+
+        freed, chosen = Resources(), []
+        for c in sorted(filter(lower, self._containers.values()), key=lambda c: -c.created_at):
+            if freed.covers(short):
+                break
+            chosen.append(c)
+            freed = freed + self._held(c)
+        if not freed.covers(short):
+            return Resources(), []
+        reason = f"preempted for {w.function!r} of a higher priority"
+        return freed, [self._stop(c, reason) for c in chosen]
+
     def _dispatch(self, now: float) -> list[Action]:
-        waiters = list(self._queue.values())
-        # Per function, its last waiting waiter's place (a waiter's container is set only when
-        # the pass reaches it, so this holds for the whole pass).
-        last = {w.function: i for i, w in enumerate(waiters) if w.container is None}
-        if not last:  # nobody waits for a container: the common case on the warm path
+        waiting = [w for w in self._queue.values() if w.container is None]
+        if not waiting:  # nobody waits for a container: the common case on the warm path
             return []
+        waiters = self._in_order(waiting, now)
+        # Per function, its last waiter's place (a waiter's container is set only when the
+        # pass reaches it, so this holds for the whole pass).
+        last = {w.function: i for i, w in enumerate(waiters)}
         actions: list[Action] = []
         budget = self._free() + self._sums()[1]  # what is free once stopping containers are gone
         blocked: set[str] = set()  # functions whose earlier waiter found nothing in this pass
@@ -765,6 +839,9 @@ class Pool:
             budget = budget + self._stem_credit(spec)
             if not budget.covers(need):
                 freed, stops = self._evict(w.function, need - budget)
+                budget, actions = budget + freed, actions + stops
+            if not budget.covers(need):
+                freed, stops = self._preempt(w, need - budget)
                 budget, actions = budget + freed, actions + stops
             if not budget.covers(need):
                 budget = (budget - need).floor_zero()  # hold it for this waiter
