@@ -18,10 +18,17 @@ Policy in brief:
   elsewhere: envs mid-episode, a replay memory) waits for the home, however many keys share
   it; ``prefer`` (a cache, such as a learner's weights) takes another container instead. A key
   whose home is gone (died, evicted, reclaimed) goes anywhere; its state starts afresh there.
-- A released container goes straight to the oldest waiter of its function that it is the home
-  of, else to the oldest one that has no other home to wait for (warm hand-over).
-- Capacity goes to waiters first come, first served across functions; a blocked waiter holds back
-  what it needs so later arrivals cannot starve it.
+- A released container goes straight to the first in line of the waiters of its function that
+  it is the home of, else of those that have no other home to wait for (warm hand-over).
+- The line is fair share, not arrival (``fairshare.py``): retries first, then the namespace
+  that used the least of the node lately (namespaces share equally), then within it the
+  tenant (a job, or a plain invocation's function) with the least recent usage per unit of
+  weight (a job's priority), then arrival. Usage is dominant-share-seconds of running
+  invocations, decayed with a half-life. A blocked waiter holds back what it needs so those
+  behind it cannot starve it.
+- Preemption: a waiter whose tenant outweighs the one that pre-warmed containers may stop
+  those that serve nobody yet (starting with no claim, or idle and never used) when nothing
+  else makes room; a container that runs an invocation is never taken.
 - A container holds its function's memory and GPUs from start until it has exited, but its cores
   only while it starts or runs an invocation: an idle container uses memory, not CPU. So an idle
   learner does not block a round's actors, and an idle actor needs free cores to run again.
