@@ -767,17 +767,25 @@ class Pool:
             (c for c in self._containers.values() if c.state is State.IDLE
              and (c.function != function or self._stale(c))),
             key=lambda c: (self._keeps_state(c), c.last_used))
+        freed, chosen = self._enough(candidates, short, freed)
+        if not freed.covers(short):
+            return Resources(), []
+        reason = f"evicted for {function!r}"
+        return freed, ([self._stop_stem(s, reason) for s in stems]
+                       + [self._stop(c, reason) for c in chosen])
+
+    def _enough(self, candidates: Iterable[Container], short: Resources,
+                freed: Resources | None = None) -> tuple[Resources, list[Container]]:
+        """The first ``candidates`` whose stop, with ``freed``, covers ``short``, and what they
+        free with it; (nothing, none) where all of them would not."""
+        freed = freed or Resources()
         chosen: list[Container] = []
         for c in candidates:
             if freed.covers(short):
                 break
             chosen.append(c)
             freed = freed + self._held(c)
-        if not freed.covers(short):
-            return Resources(), []
-        reason = f"evicted for {function!r}"
-        return freed, ([self._stop_stem(s, reason) for s in stems]
-                       + [self._stop(c, reason) for c in chosen])
+        return (freed, chosen) if freed.covers(short) else (Resources(), [])
 
     def _preempt(self, w: Waiter, short: Resources) -> tuple[Resources, list[Action]]:
         """Stop containers that tenants of a lower weight than ``w``'s started ahead and that
@@ -791,12 +799,8 @@ class Pool:
                 (c.state is State.STARTING and not c.claims)
                 or (c.state is State.IDLE and c.served == 0))
 
-        freed, chosen = Resources(), []
-        for c in sorted(filter(lower, self._containers.values()), key=lambda c: -c.created_at):
-            if freed.covers(short):
-                break
-            chosen.append(c)
-            freed = freed + self._held(c)
+        freed, chosen = self._enough(
+            sorted(filter(lower, self._containers.values()), key=lambda c: -c.created_at), short)
         if not freed.covers(short):
             return Resources(), []
         reason = f"preempted for {w.function!r} of a higher priority"
