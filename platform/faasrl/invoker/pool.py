@@ -48,7 +48,7 @@ restarted until the node has memory to spare again.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -213,7 +213,9 @@ class Pool:
         # core, memory_mb, gpus].
         self._held_sum = [0, 0, 0]
         self._stopping_sum = [0, 0, 0]
-        self._queue: dict[str, Waiter] = {}  # insertion order is arrival order
+        self._queue: dict[str, Waiter] = {}  # insertion order is arrival order (retries first)
+        # per function, how many of its queued waiters each tenant has (``_enqueue``)
+        self._queued_by: dict[str, dict[str, int]] = {}
         self._backoff_until: dict[str, float] = {}
         self._failures: dict[str, int] = {}
         self._stems: dict[str, StemCell] = {}
@@ -250,7 +252,7 @@ class Pool:
         del self._specs[name]
         actions: list[Action] = []
         for w in [w for w in self._queue.values() if w.function == name]:
-            del self._queue[w.id]
+            self._dequeue(w.id)
             actions.append(Reject(w.id, FunctionGone(f"function {name!r} was deleted")))
         for c in self._containers.values():
             if c.function == name:
@@ -271,8 +273,10 @@ class Pool:
         ahead = any(w.function == function and w.container is None
                     and not self._waits_for_home(w) and w.who.weight >= tenant.weight
                     for w in self._queue.values())
-        self._queue[waiter] = Waiter(waiter, function, now, affinity=affinity, tenant=tenant,
-                                     retry=retry)
+        self._enqueue(Waiter(waiter, function, now, affinity=affinity, tenant=tenant,
+                             retry=retry))
+        if retry:  # to the head of the line: of its tenant's, and past other tenants
+            self._queue = {waiter: self._queue.pop(waiter), **self._queue}
         # Behind a waiter of its function that the last pass left waiting, a new waiter gets
         # nothing either, and nothing changed for the others: no pass (64 clients on 20
         # containers, 44 wait, and each answer brings a new request). A retry goes first. A
@@ -283,14 +287,14 @@ class Pool:
         if (w is not None and w.container is None and not retry
                 and len(self._queue) > self.max_queue  # else no function can have too many
                 and self._queued(function) > self.max_queue):
-            del self._queue[waiter]
+            self._dequeue(waiter)
             msg = f"{function!r} has {self.max_queue} invocations queued already"
             actions.append(Reject(waiter, QueueFull(msg)))
         return actions
 
     def cancel(self, waiter: str, now: float) -> list[Action]:
         """The caller stopped waiting (it gave up or was cancelled)."""
-        w = self._queue.pop(waiter, None)
+        w = self._dequeue(waiter)
         if w is not None and w.container in self._containers:
             c = self._containers[w.container]
             if waiter in c.claims:
@@ -321,7 +325,7 @@ class Pool:
         self._backoff_until[c.function] = now + min(60.0, 0.5 * 2**n)
         actions: list[Action] = []
         for waiter in c.claims:
-            if self._queue.pop(waiter, None) is not None:
+            if self._dequeue(waiter) is not None:
                 actions.append(Reject(waiter, error))
         self._remove(c, now)
         return actions + self._dispatch(now)
@@ -429,7 +433,7 @@ class Pool:
         actions: list[Action] = []
         for w in list(self._queue.values()):
             if w.container is None and now - w.since > self.queue_timeout_s:
-                del self._queue[w.id]
+                self._dequeue(w.id)
                 msg = f"no container for {w.function!r} within {self.queue_timeout_s:g} s"
                 actions.append(Reject(w.id, QueueTimeout(msg)))
         for name, spec in self._specs.items():
@@ -466,6 +470,20 @@ class Pool:
     def _queued(self, function: str) -> int:
         return sum(1 for w in self._queue.values()
                    if w.function == function and w.container is None)
+
+    def _enqueue(self, w: Waiter) -> None:
+        self._queue[w.id] = w
+        counts = self._queued_by.setdefault(w.function, {})
+        counts[w.who.key] = counts.get(w.who.key, 0) + 1
+
+    def _dequeue(self, waiter: str) -> Waiter | None:
+        w = self._queue.pop(waiter, None)
+        if w is not None:
+            counts = self._queued_by[w.function]
+            counts[w.who.key] -= 1
+            if not counts[w.who.key]:
+                del counts[w.who.key]
+        return w
 
     def _live(self, function: str) -> list[Container]:
         """Current-version containers of a function that are not on their way out."""
@@ -510,7 +528,7 @@ class Pool:
 
     def _assign(self, w: Waiter, c: Container, now: float, *, cold: bool, bills_init: bool
                 ) -> Assign:
-        del self._queue[w.id]
+        self._dequeue(w.id)
         c.inflight += 1
         c.served += 1
         self._move(c, State.BUSY)
@@ -697,26 +715,48 @@ class Pool:
         return (w.affinity is not None and self._specs[w.function].affinity == "wait"
                 and self._home(w) is not None)
 
-    def _in_order(self, waiters: Iterable[Waiter], now: float) -> list[Waiter]:
+    def _in_order(self, waiters: list[Waiter], now: float) -> list[Waiter]:
         """Waiters in the order they are served: retries first, then by fair share
         (``FairShare.order``: namespaces, then tenants by weight), then arrival."""
-        retries, others = [], []
+        retries = [w for w in waiters if w.retry]
+        others = [w for w in waiters if not w.retry] if retries else waiters
+        first = others[0].who.key if others else None
+        if all(w.who.key == first for w in others):  # one tenant waits: arrival order
+            return retries + others
+        shares = {name: self._share_of(self._specs[name]) for name in {w.function for w in others}}
+        return retries + self._fair.order(((w, w.who, shares[w.function]) for w in others), now)
+
+    def _first(self, waiters: Iterable[Waiter], now: float) -> Waiter | None:
+        """The first in line (``_in_order``) of ``waiters``, found in one pass: a retry, else
+        the earliest of the tenant whose usage is least (one look-up per tenant)."""
+        best, best_key, seen = None, None, set()
         for w in waiters:
-            (retries if w.retry else others).append(w)
-        return retries + self._fair.order(
-            ((w, w.who, self._share_of(self._specs[w.function])) for w in others), now)
+            if w.retry:
+                return w
+            tenant = w.who
+            if tenant.key in seen:
+                continue
+            seen.add(tenant.key)
+            key = self._fair.key(tenant, now)
+            if best_key is None or key < best_key:
+                best, best_key = w, key
+        return best
 
     def _next_for(self, c: Container, now: float) -> Waiter | None:
-        """Who a released container goes to: the first in line (``_in_order``) of the waiters
-        of its function it is the home of, else of those that have no other home to wait for."""
-        waiting = [w for w in self._queue.values()
-                   if w.function == c.function and w.container is None]
-        if not waiting:
-            return None
-        if c.keys and (own := [w for w in waiting if w.affinity in c.keys]):
-            return self._in_order(own, now)[0]
-        free = [w for w in waiting if not self._waits_for_home(w)]
-        return self._in_order(free, now)[0] if free else None
+        """Who a released container goes to: the first in line of the waiters of its function
+        it is the home of, else of those that have no other home to wait for."""
+        def waiting() -> Iterator[Waiter]:
+            return (w for w in self._queue.values()
+                    if w.function == c.function and w.container is None)
+
+        if len(self._queued_by.get(c.function, ())) <= 1:  # one tenant: arrival order
+            def first(waiters: Iterator[Waiter], now: float) -> Waiter | None:
+                return next(waiters, None)
+        else:
+            first = self._first
+        if c.keys and (own := first((w for w in waiting() if w.affinity in c.keys), now)):
+            return own
+        return first((w for w in waiting() if not self._waits_for_home(w)), now)
 
     def _assignable(self, w: Waiter) -> Container | None:
         """A busy container with a free slot (its cores are held already), else an idle one;
