@@ -112,6 +112,7 @@ class Invoker:
         self._clients: dict[str, RuntimeClient] = {}
         self._start_s: dict[str, float] = {}
         self._starting: dict[str, asyncio.Task[Any]] = {}  # container id -> its start
+        self._preempted: set[str] = set()  # starts the pool stopped (Stop while starting)
         self._tasks: set[asyncio.Task[Any]] = set()
         self._ticker: asyncio.Task[None] | None = None
 
@@ -424,8 +425,12 @@ class Invoker:
                     self._starting[cid] = self._spawn(self._start_container(action),
                                                       f"start-{cid}")
                 case Stop(container=cid, reason=reason) if cid in self._starting:
-                    log.debug("cancelling the start of %s: %s", cid, reason)  # preempted
-                    self._starting[cid].cancel()
+                    # Preempted while it starts: cut the start short where that is safe, once
+                    # the backend has its handle (else it is done as the handle comes).
+                    log.debug("cancelling the start of %s: %s", cid, reason)
+                    self._preempted.add(cid)
+                    if cid in self._handles:
+                        self._starting[cid].cancel()
                 case Stop(container=cid, reason=reason):
                     self._spawn(self._stop_container(cid, reason), f"stop-{cid}")
                 case StartStem():
@@ -448,6 +453,8 @@ class Invoker:
                 stem = self._stems.pop(action.stem, None) if action.stem else None
                 handle = await self._backend.start(spec, cid, action.gpus, stem)
                 self._handles[cid] = handle
+                if cid in self._preempted:
+                    raise asyncio.CancelledError
                 client = self._clients[cid] = RuntimeClient(handle.host, handle.port,
                                                              handle.secret)
                 init = {
@@ -471,8 +478,9 @@ class Invoker:
         except asyncio.CancelledError:
             self._starting.pop(cid, None)
             await self._discard(cid, handle)
-            if (c := self._pool.container(cid)) is not None and c.state is State.STOPPING:
-                self._apply(self._pool.stopped(cid, time.monotonic()))  # preempted: it is gone
+            if cid in self._preempted:  # it is gone: the pool may hand out what it held
+                self._preempted.discard(cid)
+                self._apply(self._pool.stopped(cid, time.monotonic()))
                 return
             raise
         except Exception as exc:
@@ -483,6 +491,7 @@ class Invoker:
                                   + (f"\n{tail}" if tail else ""))
             log.warning("%s", exc.message)
             self._starting.pop(cid, None)
+            self._preempted.discard(cid)
             await self._discard(cid, handle)
             self._apply(self._pool.start_failed(cid, exc, time.monotonic()))
             return
