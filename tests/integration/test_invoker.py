@@ -17,6 +17,7 @@ from helpers import TEST_FUNCTIONS, pid_alive
 from faasrl.backends.process import ProcessBackend
 from faasrl.invoker import ContainerInfo, Invoker, InvokerConfig, Pool, Resources, State
 from faasrl.invoker.errors import CapacityError, FunctionNotFound
+from faasrl.invoker.tenant import Tenant
 from faasrl.manifest import FunctionSpec
 
 NODE = Resources(cpu=2.0, memory_mb=1024, gpus=0)
@@ -167,5 +168,27 @@ def test_a_runtime_that_stops_answering_times_out_without_a_retry(tmp_path):
         assert stuck.container == warm.container
         await settled(invoker, lambda cs: all(c.id != warm.container for c in cs),
                       "the stuck container to be stopped")
+
+    run(tmp_path, scenario)
+
+
+def test_a_higher_priority_invocation_cancels_a_lower_ones_pre_warm_still_starting(tmp_path):
+    """The node's cores are held by containers a priority-1 job pre-warmed, still importing
+    their handler: a priority-5 job's invocation of another function stops one of them (its
+    start is cancelled, its process gone) and runs at once, not after their slow start."""
+    low, high = Tenant("low", "default", 1.0), Tenant("high", "default", 5.0)
+
+    async def scenario(invoker: Invoker) -> None:
+        invoker.register(spec("slow", "slow_start:echo", cpu=1.0, env={"SLOW_START_S": "30"}))
+        invoker.register(spec("t", cpu=1.0))
+        assert invoker.prewarm("slow", 2, tenant=low) == 2
+        await settled(invoker, lambda cs: [c.state for c in cs] == [State.STARTING] * 2,
+                      "two slow containers starting")
+        async with asyncio.timeout(20):  # a slow start takes 30 s
+            rec = await invoker.invoke("t", {"x": 1}, tenant=high)
+        assert rec.status == "success" and rec.result["args"] == {"x": 1}
+        found = await settled(invoker, lambda cs: sum(c.function == "slow" for c in cs) == 1,
+                              "one pre-warm preempted and gone")
+        assert {c.function for c in found} == {"slow", "t"}
 
     run(tmp_path, scenario)

@@ -70,6 +70,12 @@ def test_dashboard_follows_a_job_and_shows_functions_and_invocations(
     until(browser, "later rounds charted as they arrive",
           lambda: points(browser, "chart-return-steps") >= first + 2)
     until(browser, "every chart drawn", lambda: all(points(browser, c) for c in CHARTS))
+    # How it shares the node: its priority, its part of the node against its fair part, its
+    # actor-seconds and what it waited for capacity, per phase.
+    sharing = until(browser, "the job's share of the node",
+                    lambda: "(fair: " in (text := css(browser, "#job-sharing").text) and text)
+    assert "priority\n1" in sharing and "waited for capacity\nactors " in sharing, sharing
+    assert "learner " in sharing and "actor-seconds\n0\n" not in sharing, sharing
     series = css(browser, "#chart-cost").get_attribute("data-series").split("|")
     assert {"serverless", "serverful", "serverless, modeled parallel"} <= set(series)
     assert {"actors", "controller: score"} <= set(

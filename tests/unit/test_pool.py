@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import random
+from collections import Counter
 
 import pytest
 
@@ -17,6 +18,7 @@ from faasrl.invoker.errors import (
 )
 from faasrl.invoker.pool import Assign, Pool, Reject, Start, StartStem, State, Stop, StopStem
 from faasrl.invoker.resources import Resources
+from faasrl.invoker.tenant import Tenant
 from faasrl.manifest import FunctionSpec
 
 
@@ -555,6 +557,9 @@ def test_no_stem_cells_unless_asked():
     assert only(p.request("a", "w", 1), Start).stem is None
 
 
+TENANTS = (None, Tenant("job-1", "default", 2.0), Tenant("job-2", "lab-a", 1.0))
+
+
 def test_the_running_sums_of_what_containers_hold_match_a_recount():
     """The pool keeps what its containers hold as running sums; after any sequence of events
     they must equal the sum over its containers (cores only while starting or busy; memory
@@ -584,7 +589,8 @@ def test_the_running_sums_of_what_containers_hold_match_a_recount():
         event = rng.choice(("request", "request", "ready", "release", "release", "lost",
                             "stopped", "tick", "redeploy"))
         if event == "request":
-            apply(p.request(rng.choice(names), f"w{next(waiters)}", now))
+            apply(p.request(rng.choice(names), f"w{next(waiters)}", now,
+                            tenant=rng.choice(TENANTS)))
         elif event == "ready" and starting:
             cid = rng.choice(sorted(starting))
             starting.discard(cid)
@@ -610,3 +616,12 @@ def test_the_running_sums_of_what_containers_hold_match_a_recount():
         memory = sum(c.need.memory_mb for c in p.containers())
         gpus = sum(c.need.gpus for c in p.containers())
         assert p.reserved == Resources(cpu, memory, gpus), step
+        # So are who waits (per function and tenant) and what each tenant is charged per second.
+        queued = Counter((w.function, w.who.key) for w in p._queue.values())
+        assert {(f, k): n for f, by in p._queued_by.items() for k, n in by.items()} == queued
+        running = Counter()
+        for c in p.containers():
+            for tenant in c.running:
+                running[tenant.key] += c.share
+        charged = {k: u.running for k, u in p._fair._tenants.items() if u.running > 1e-9}
+        assert charged == pytest.approx(+running), step

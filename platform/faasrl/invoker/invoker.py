@@ -25,6 +25,7 @@ from typing import Any
 from faasrl.backends.base import Backend, ContainerHandle, ContainerStats, ZygoteState
 from faasrl.backends.service import ServiceBackend
 from faasrl.invoker.errors import InvokerError, NotPlaceable, StartFailed
+from faasrl.invoker.fairshare import Share
 from faasrl.invoker.metrics import InvokerMetrics
 from faasrl.invoker.pool import (
     Action,
@@ -110,6 +111,8 @@ class Invoker:
         self._stems: dict[str, ContainerHandle] = {}  # stem cell id -> its handle
         self._clients: dict[str, RuntimeClient] = {}
         self._start_s: dict[str, float] = {}
+        self._starting: dict[str, asyncio.Task[Any]] = {}  # container id -> its start
+        self._preempted: set[str] = set()  # starts the pool stopped (Stop while starting)
         self._tasks: set[asyncio.Task[Any]] = set()
         self._ticker: asyncio.Task[None] | None = None
 
@@ -143,8 +146,10 @@ class Invoker:
     def unregister(self, name: str) -> None:
         self._apply(self._pool.unregister(name, time.monotonic()))
 
-    def prewarm(self, function: str, n: int, *, placement: str | None = None) -> int:
+    def prewarm(self, function: str, n: int, *, placement: str | None = None,
+                tenant: Tenant | None = None) -> int:
         """Start containers until ``n`` exist for the function; returns how many were started.
+        ``tenant``: who asks (a waiter of a higher weight may preempt what it starts).
 
         On a service backend (the function's or ``placement``), get ready for ``n`` concurrent
         invocations instead; nothing is started there."""
@@ -152,7 +157,7 @@ class Invoker:
         if service is not None:
             service.prewarm(self._pool.spec(function), n)
             return 0
-        started, actions = self._pool.prewarm(function, n, time.monotonic())
+        started, actions = self._pool.prewarm(function, n, time.monotonic(), tenant=tenant)
         self._apply(actions)
         return started
 
@@ -184,6 +189,10 @@ class Invoker:
         """Per manifest field, why this node could not run ``spec`` (empty: it can): more than
         the whole node's capacity, or what the backend refuses (an image it lacks, ...)."""
         return {**self._pool.capacity.shortfall(need_of(spec)), **self._backend.check(spec)}
+
+    def share(self, tenant: Tenant) -> Share:
+        """``tenant``'s part of the node's recent usage against its fair share."""
+        return self._pool.share(tenant, time.monotonic())
 
     def queued(self, function: str) -> int:
         """Invocations of ``function`` waiting for a container."""
@@ -412,8 +421,16 @@ class Invoker:
                     fut = self._waiters.get(waiter)
                     if fut is not None and not fut.done():
                         fut.set_exception(error)
-                case Start():
-                    self._spawn(self._start_container(action), f"start-{action.container}")
+                case Start(container=cid):
+                    self._starting[cid] = self._spawn(self._start_container(action),
+                                                      f"start-{cid}")
+                case Stop(container=cid, reason=reason) if cid in self._starting:
+                    # Preempted while it starts: cut the start short where that is safe, once
+                    # the backend has its handle (else it is done as the handle comes).
+                    log.debug("cancelling the start of %s: %s", cid, reason)
+                    self._preempted.add(cid)
+                    if cid in self._handles:
+                        self._starting[cid].cancel()
                 case Stop(container=cid, reason=reason):
                     self._spawn(self._stop_container(cid, reason), f"stop-{cid}")
                 case StartStem():
@@ -421,10 +438,11 @@ class Invoker:
                 case StopStem(stem=sid, reason=reason):
                     self._spawn(self._stop_stem(sid, reason), f"stop-stem-{sid}")
 
-    def _spawn(self, coro: Any, name: str) -> None:
+    def _spawn(self, coro: Any, name: str) -> asyncio.Task[Any]:
         task = asyncio.create_task(coro, name=name)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        return task
 
     async def _start_container(self, action: Start) -> None:
         cid, spec = action.container, action.spec
@@ -435,6 +453,8 @@ class Invoker:
                 stem = self._stems.pop(action.stem, None) if action.stem else None
                 handle = await self._backend.start(spec, cid, action.gpus, stem)
                 self._handles[cid] = handle
+                if cid in self._preempted:
+                    raise asyncio.CancelledError
                 client = self._clients[cid] = RuntimeClient(handle.host, handle.port,
                                                              handle.secret)
                 init = {
@@ -456,7 +476,12 @@ class Invoker:
                 raise StartFailed(err.get("message", f"/init answered {status}"),
                                   err.get("type", "InitError"))
         except asyncio.CancelledError:
+            self._starting.pop(cid, None)
             await self._discard(cid, handle)
+            if cid in self._preempted:  # it is gone: the pool may hand out what it held
+                self._preempted.discard(cid)
+                self._apply(self._pool.stopped(cid, time.monotonic()))
+                return
             raise
         except Exception as exc:
             if not isinstance(exc, StartFailed):
@@ -465,12 +490,15 @@ class Invoker:
                 exc = StartFailed(f"container for {spec.name!r} failed to start: {detail}"
                                   + (f"\n{tail}" if tail else ""))
             log.warning("%s", exc.message)
+            self._starting.pop(cid, None)
+            self._preempted.discard(cid)
             await self._discard(cid, handle)
             self._apply(self._pool.start_failed(cid, exc, time.monotonic()))
             return
         self._start_s[cid] = micro(time.monotonic() - t0)
         if self._metrics is not None:
             self._metrics.observe_start(spec.name, self._start_s[cid])
+        self._starting.pop(cid, None)  # before ready(): what it answers may stop it
         self._apply(self._pool.ready(cid, time.monotonic()))
 
     async def _archive(self, sha256: str) -> str:

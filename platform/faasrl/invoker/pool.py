@@ -18,10 +18,17 @@ Policy in brief:
   elsewhere: envs mid-episode, a replay memory) waits for the home, however many keys share
   it; ``prefer`` (a cache, such as a learner's weights) takes another container instead. A key
   whose home is gone (died, evicted, reclaimed) goes anywhere; its state starts afresh there.
-- A released container goes straight to the oldest waiter of its function that it is the home
-  of, else to the oldest one that has no other home to wait for (warm hand-over).
-- Capacity goes to waiters first come, first served across functions; a blocked waiter holds back
-  what it needs so later arrivals cannot starve it.
+- A released container goes straight to the first in line of the waiters of its function that
+  it is the home of, else of those that have no other home to wait for (warm hand-over).
+- The line is fair share, not arrival (``fairshare.py``): retries first, then the namespace
+  that used the least of the node lately (namespaces share equally), then within it the
+  tenant (a job, or a plain invocation's function) with the least recent usage per unit of
+  weight (a job's priority), then arrival. Usage is dominant-share-seconds of running
+  invocations, decayed with a half-life. A blocked waiter holds back what it needs so those
+  behind it cannot starve it.
+- Preemption: a waiter whose tenant outweighs the one that pre-warmed containers may stop
+  those that serve nobody yet (starting with no claim, or idle and never used) when nothing
+  else makes room; a container that runs an invocation is never taken.
 - A container holds its function's memory and GPUs from start until it has exited, but its cores
   only while it starts or runs an invocation: an idle container uses memory, not CPU. So an idle
   learner does not block a round's actors, and an idle actor needs free cores to run again.
@@ -54,6 +61,7 @@ from faasrl.invoker.errors import (
     QueueTimeout,
     StartFailed,
 )
+from faasrl.invoker.fairshare import FairShare, Share
 from faasrl.invoker.resources import Resources
 from faasrl.invoker.tenant import Tenant
 from faasrl.manifest import FunctionSpec
@@ -87,6 +95,9 @@ class Container:
     retire: bool = False  # stop as soon as it is idle
     stop_reason: str | None = None
     keys: set[str] = field(default_factory=set)  # the affinity keys it is the home of
+    running: list[Tenant] = field(default_factory=list)  # whom its invocations in flight are for
+    share: float = 0.0  # what one invocation on it holds of the node (see FairShare)
+    prewarmed_for: Tenant | None = None  # who asked for it ahead (None: its function's min_warm)
 
 
 @dataclass
@@ -108,6 +119,11 @@ class Waiter:
     container: str | None = None  # the starting container it will get
     affinity: str | None = None  # the key whose home (the container that last served it) it wants
     tenant: Tenant | None = None  # who it is for (None: its function's own)
+    retry: bool = False  # a retry of an invocation whose container died: it goes first
+
+    @property
+    def who(self) -> Tenant:
+        return self.tenant or Tenant.of_function(self.function)
 
 
 # Actions the invoker carries out.
@@ -197,13 +213,16 @@ class Pool:
         # core, memory_mb, gpus].
         self._held_sum = [0, 0, 0]
         self._stopping_sum = [0, 0, 0]
-        self._queue: dict[str, Waiter] = {}  # insertion order is arrival order
+        self._queue: dict[str, Waiter] = {}  # insertion order is arrival order (retries first)
+        # per function, how many of its queued waiters each tenant has (``_enqueue``)
+        self._queued_by: dict[str, dict[str, int]] = {}
         self._backoff_until: dict[str, float] = {}
         self._failures: dict[str, int] = {}
         self._stems: dict[str, StemCell] = {}
         self._stem_failures: dict[str, int] = {}  # per image
         self._stem_backoff_until: dict[str, float] = {}
         self._homes: dict[str, str] = {}  # affinity key -> the container that last served it
+        self._fair = FairShare()  # who got how much recently: the order waiters are served in
 
     # ----------------------------------------------------------------- functions
     def spec(self, name: str) -> FunctionSpec:
@@ -233,7 +252,7 @@ class Pool:
         del self._specs[name]
         actions: list[Action] = []
         for w in [w for w in self._queue.values() if w.function == name]:
-            del self._queue[w.id]
+            self._dequeue(w.id)
             actions.append(Reject(w.id, FunctionGone(f"function {name!r} was deleted")))
         for c in self._containers.values():
             if c.function == name:
@@ -250,28 +269,32 @@ class Pool:
         reused instead of rebuilt (see the module docstring for when it waits for the home).
         """
         self.spec(function)
+        tenant = tenant or Tenant.of_function(function)
         ahead = any(w.function == function and w.container is None
-                    and not self._waits_for_home(w) for w in self._queue.values())
-        self._queue[waiter] = Waiter(waiter, function, now, affinity=affinity, tenant=tenant)
-        if retry:
+                    and not self._waits_for_home(w) and w.who.weight >= tenant.weight
+                    for w in self._queue.values())
+        self._enqueue(Waiter(waiter, function, now, affinity=affinity, tenant=tenant,
+                             retry=retry))
+        if retry:  # to the head of the line: of its tenant's, and past other tenants
             self._queue = {waiter: self._queue.pop(waiter), **self._queue}
         # Behind a waiter of its function that the last pass left waiting, a new waiter gets
         # nothing either, and nothing changed for the others: no pass (64 clients on 20
         # containers, 44 wait, and each answer brings a new request). A retry goes first. A
-        # waiter held for its busy home does not count: others may take what it leaves.
+        # waiter held for its busy home does not count: others may take what it leaves; nor
+        # does one of a lower weight: a higher one may preempt what that one could not.
         actions = self._dispatch(now) if retry or not ahead else []
         w = self._queue.get(waiter)
         if (w is not None and w.container is None and not retry
                 and len(self._queue) > self.max_queue  # else no function can have too many
                 and self._queued(function) > self.max_queue):
-            del self._queue[waiter]
+            self._dequeue(waiter)
             msg = f"{function!r} has {self.max_queue} invocations queued already"
             actions.append(Reject(waiter, QueueFull(msg)))
         return actions
 
     def cancel(self, waiter: str, now: float) -> list[Action]:
         """The caller stopped waiting (it gave up or was cancelled)."""
-        w = self._queue.pop(waiter, None)
+        w = self._dequeue(waiter)
         if w is not None and w.container in self._containers:
             c = self._containers[w.container]
             if waiter in c.claims:
@@ -280,7 +303,9 @@ class Pool:
 
     def ready(self, cid: str, now: float) -> list[Action]:
         """A container finished starting: its handler is loaded."""
-        c = self._containers[cid]
+        c = self._containers.get(cid)
+        if c is None or c.state is State.STOPPING:  # preempted while it started
+            return []
         self._failures.pop(c.function, None)
         self._move(c, State.IDLE)
         c.idle_since, c.last_used = now, now
@@ -300,9 +325,9 @@ class Pool:
         self._backoff_until[c.function] = now + min(60.0, 0.5 * 2**n)
         actions: list[Action] = []
         for waiter in c.claims:
-            if self._queue.pop(waiter, None) is not None:
+            if self._dequeue(waiter) is not None:
                 actions.append(Reject(waiter, error))
-        self._remove(c)
+        self._remove(c, now)
         return actions + self._dispatch(now)
 
     def release(self, cid: str, now: float) -> list[Action]:
@@ -310,6 +335,8 @@ class Pool:
         c = self._containers[cid]
         c.inflight -= 1
         c.last_used = now
+        if c.running:  # with several in flight, which one ended is not known: the first
+            self._fair.stop(c.running.pop(0), c.share, now)
         if c.state is State.STOPPING:
             return []
         if c.inflight == 0:
@@ -317,7 +344,7 @@ class Pool:
             c.idle_since = now
         actions = self._stop_if_retired(c)
         if not actions:
-            w = self._next_for(c)
+            w = self._next_for(c, now)
             if w is not None:  # the container's cores change hands: nothing else fits now
                 return [self._assign(w, c, now, cold=False, bills_init=False)]
         return actions + self._dispatch(now)
@@ -342,7 +369,7 @@ class Pool:
         c = self._containers.get(cid)
         if c is None:
             return []
-        self._remove(c)
+        self._remove(c, now)
         return self._dispatch(now)
 
     # --------------------------------------------------------------- stem cells
@@ -387,8 +414,10 @@ class Pool:
         return counts
 
     # ------------------------------------------------------------ warm capacity
-    def prewarm(self, function: str, n: int, now: float) -> tuple[int, list[Action]]:
-        """Start containers until ``n`` of this function exist; returns how many were started."""
+    def prewarm(self, function: str, n: int, now: float, *, tenant: Tenant | None = None
+                ) -> tuple[int, list[Action]]:
+        """Start containers until ``n`` of this function exist; returns how many were started.
+        ``tenant``: who asked (a waiter of a higher weight may preempt what it started)."""
         spec = self.spec(function)
         budget = self._unclaimed_budget()
         actions: list[Action] = []
@@ -396,7 +425,7 @@ class Pool:
             if not self._can_start(spec, budget):
                 break
             budget = budget - need_of(spec)
-            actions.append(self._start(spec, now, prewarmed=True))
+            actions.append(self._start(spec, now, prewarmed=True, tenant=tenant))
         return len(actions), actions + self._dispatch(now)
 
     def tick(self, now: float) -> list[Action]:
@@ -404,7 +433,7 @@ class Pool:
         actions: list[Action] = []
         for w in list(self._queue.values()):
             if w.container is None and now - w.since > self.queue_timeout_s:
-                del self._queue[w.id]
+                self._dequeue(w.id)
                 msg = f"no container for {w.function!r} within {self.queue_timeout_s:g} s"
                 actions.append(Reject(w.id, QueueTimeout(msg)))
         for name, spec in self._specs.items():
@@ -414,6 +443,7 @@ class Pool:
             surplus = self._warm(name) - spec.min_warm
             actions += [self._stop(c, "keep-alive expired") for c in idle[:max(0, surplus)]]
         actions += self._stop_surplus_stems()
+        self._fair.forget_idle(now)
         return actions + self._top_up(now) + self._dispatch(now) + self._refill_stems(now)
 
     # ------------------------------------------------------------------- views
@@ -426,6 +456,11 @@ class Pool:
     def queued(self, function: str) -> int:
         return self._queued(function)
 
+    def share(self, tenant: Tenant, now: float) -> Share:
+        """``tenant``'s part of the node's recent usage against its fair share (the tenants
+        waiting now count as contending)."""
+        return self._fair.share(tenant, now, (w.who for w in self._queue.values()))
+
     @property
     def reserved(self) -> Resources:
         """What the containers hold now (see the module docstring for what holds what)."""
@@ -435,6 +470,20 @@ class Pool:
     def _queued(self, function: str) -> int:
         return sum(1 for w in self._queue.values()
                    if w.function == function and w.container is None)
+
+    def _enqueue(self, w: Waiter) -> None:
+        self._queue[w.id] = w
+        counts = self._queued_by.setdefault(w.function, {})
+        counts[w.who.key] = counts.get(w.who.key, 0) + 1
+
+    def _dequeue(self, waiter: str) -> Waiter | None:
+        w = self._queue.pop(waiter, None)
+        if w is not None:
+            counts = self._queued_by[w.function]
+            counts[w.who.key] -= 1
+            if not counts[w.who.key]:
+                del counts[w.who.key]
+        return w
 
     def _live(self, function: str) -> list[Container]:
         """Current-version containers of a function that are not on their way out."""
@@ -468,8 +517,10 @@ class Pool:
         c.stop_reason = reason
         return Stop(c.id, reason)
 
-    def _remove(self, c: Container) -> None:
+    def _remove(self, c: Container, now: float) -> None:
         del self._containers[c.id]
+        for tenant in c.running:  # invocations that ended with it
+            self._fair.stop(tenant, c.share, now)
         for key in c.keys:
             del self._homes[key]
         self._count(c, -1)
@@ -477,11 +528,14 @@ class Pool:
 
     def _assign(self, w: Waiter, c: Container, now: float, *, cold: bool, bills_init: bool
                 ) -> Assign:
-        del self._queue[w.id]
+        self._dequeue(w.id)
         c.inflight += 1
         c.served += 1
         self._move(c, State.BUSY)
         c.last_used, c.idle_since = now, None
+        tenant = w.who
+        c.running.append(tenant)
+        self._fair.start(tenant, c.share, now)
         if w.affinity is not None and self._homes.get(w.affinity) != c.id:
             if (old := self._homes.get(w.affinity)) is not None:
                 self._containers[old].keys.discard(w.affinity)
@@ -489,17 +543,28 @@ class Pool:
             c.keys.add(w.affinity)
         return Assign(w.id, c.id, cold, bills_init)
 
-    def _start(self, spec: FunctionSpec, now: float, *, prewarmed: bool) -> Start:
+    def _start(self, spec: FunctionSpec, now: float, *, prewarmed: bool,
+               tenant: Tenant | None = None) -> Start:
         need = need_of(spec)
         gpus, self._free_gpus = tuple(self._free_gpus[:need.gpus]), self._free_gpus[need.gpus:]
         stem = self._stem_for(spec)
         if stem is not None:  # it becomes this container, id and memory: they are the same
             del self._stems[stem.id]  # container's now (so are its labels, which cannot change)
         c = Container(stem.id if stem is not None else self._new_id(), spec.name,
-                      self._generation[spec.name], need, gpus, prewarmed, now, last_used=now)
+                      self._generation[spec.name], need, gpus, prewarmed, now, last_used=now,
+                      prewarmed_for=tenant, share=self._share_of(spec))
         self._containers[c.id] = c
         self._count(c, +1)
         return Start(c.id, spec, gpus, stem.id if stem is not None else None)
+
+    def _share_of(self, spec: FunctionSpec) -> float:
+        """What one invocation of ``spec`` holds of the node: its container's dominant share
+        (the largest fraction of the node's cores, memory or GPUs), split among its slots."""
+        need, cap = need_of(spec), self.capacity
+        fractions = [need.cpu / cap.cpu if cap.cpu else 0.0,
+                     need.memory_mb / cap.memory_mb if cap.memory_mb else 0.0,
+                     need.gpus / cap.gpus if cap.gpus else 0.0]
+        return max(fractions) / max(1, spec.max_concurrency)
 
     def _holds_cores(self, c: Container) -> bool:
         """Memory and GPUs are held for a container's whole life; cores only while it starts
@@ -650,16 +715,48 @@ class Pool:
         return (w.affinity is not None and self._specs[w.function].affinity == "wait"
                 and self._home(w) is not None)
 
-    def _next_for(self, c: Container) -> Waiter | None:
-        """Who a released container goes to: the oldest waiter of its function it is the home
-        of, else the oldest one that has no other home to wait for."""
+    def _in_order(self, waiters: list[Waiter], now: float) -> list[Waiter]:
+        """Waiters in the order they are served: retries first, then by fair share
+        (``FairShare.order``: namespaces, then tenants by weight), then arrival."""
+        retries = [w for w in waiters if w.retry]
+        others = [w for w in waiters if not w.retry] if retries else waiters
+        first = others[0].who.key if others else None
+        if all(w.who.key == first for w in others):  # one tenant waits: arrival order
+            return retries + others
+        shares = {name: self._share_of(self._specs[name]) for name in {w.function for w in others}}
+        return retries + self._fair.order(((w, w.who, shares[w.function]) for w in others), now)
+
+    def _first(self, waiters: Iterable[Waiter], now: float) -> Waiter | None:
+        """The first in line (``_in_order``) of ``waiters``, found in one pass: a retry, else
+        the earliest of the tenant whose usage is least (one look-up per tenant)."""
+        best, best_key, seen = None, None, set()
+        for w in waiters:
+            if w.retry:
+                return w
+            tenant = w.who
+            if tenant.key in seen:
+                continue
+            seen.add(tenant.key)
+            key = self._fair.key(tenant, now)
+            if best_key is None or key < best_key:
+                best, best_key = w, key
+        return best
+
+    def _next_for(self, c: Container, now: float) -> Waiter | None:
+        """Who a released container goes to: the first in line of the waiters of its function
+        it is the home of, else of those that have no other home to wait for."""
         def waiting() -> Iterator[Waiter]:
             return (w for w in self._queue.values()
                     if w.function == c.function and w.container is None)
 
-        if c.keys and (own := next((w for w in waiting() if w.affinity in c.keys), None)):
+        if len(self._queued_by.get(c.function, ())) <= 1:  # one tenant: arrival order
+            def first(waiters: Iterator[Waiter], now: float) -> Waiter | None:
+                return next(waiters, None)
+        else:
+            first = self._first
+        if c.keys and (own := first((w for w in waiting() if w.affinity in c.keys), now)):
             return own
-        return next((w for w in waiting() if not self._waits_for_home(w)), None)
+        return first((w for w in waiting() if not self._waits_for_home(w)), now)
 
     def _assignable(self, w: Waiter) -> Container | None:
         """A busy container with a free slot (its cores are held already), else an idle one;
@@ -710,25 +807,53 @@ class Pool:
             (c for c in self._containers.values() if c.state is State.IDLE
              and (c.function != function or self._stale(c))),
             key=lambda c: (self._keeps_state(c), c.last_used))
-        chosen: list[Container] = []
-        for c in candidates:
-            if freed.covers(short):
-                break
-            chosen.append(c)
-            freed = freed + self._held(c)
+        freed, chosen = self._enough(candidates, short, freed)
         if not freed.covers(short):
             return Resources(), []
         reason = f"evicted for {function!r}"
         return freed, ([self._stop_stem(s, reason) for s in stems]
                        + [self._stop(c, reason) for c in chosen])
 
+    def _enough(self, candidates: Iterable[Container], short: Resources,
+                freed: Resources | None = None) -> tuple[Resources, list[Container]]:
+        """The first ``candidates`` whose stop, with ``freed``, covers ``short``, and what they
+        free with it; (nothing, none) where all of them would not."""
+        freed = freed or Resources()
+        chosen: list[Container] = []
+        for c in candidates:
+            if freed.covers(short):
+                break
+            chosen.append(c)
+            freed = freed + self._held(c)
+        return (freed, chosen) if freed.covers(short) else (Resources(), [])
+
+    def _preempt(self, w: Waiter, short: Resources) -> tuple[Resources, list[Action]]:
+        """Stop containers that tenants of a lower weight than ``w``'s started ahead and that
+        serve nobody (starting with no claim, or idle and never used), newest first, if that
+        covers ``short``; a container that runs an invocation is never taken."""
+        weight = w.who.weight
+
+        def lower(c: Container) -> bool:
+            owner = c.prewarmed_for or Tenant.of_function(c.function)
+            return c.prewarmed and owner.weight < weight and (
+                (c.state is State.STARTING and not c.claims)
+                or (c.state is State.IDLE and c.served == 0))
+
+        freed, chosen = self._enough(
+            sorted(filter(lower, self._containers.values()), key=lambda c: -c.created_at), short)
+        if not freed.covers(short):
+            return Resources(), []
+        reason = f"preempted for {w.function!r} of a higher priority"
+        return freed, [self._stop(c, reason) for c in chosen]
+
     def _dispatch(self, now: float) -> list[Action]:
-        waiters = list(self._queue.values())
-        # Per function, its last waiting waiter's place (a waiter's container is set only when
-        # the pass reaches it, so this holds for the whole pass).
-        last = {w.function: i for i, w in enumerate(waiters) if w.container is None}
-        if not last:  # nobody waits for a container: the common case on the warm path
+        waiting = [w for w in self._queue.values() if w.container is None]
+        if not waiting:  # nobody waits for a container: the common case on the warm path
             return []
+        waiters = self._in_order(waiting, now)
+        # Per function, its last waiter's place (a waiter's container is set only when the
+        # pass reaches it, so this holds for the whole pass).
+        last = {w.function: i for i, w in enumerate(waiters)}
         actions: list[Action] = []
         budget = self._free() + self._sums()[1]  # what is free once stopping containers are gone
         blocked: set[str] = set()  # functions whose earlier waiter found nothing in this pass
@@ -765,6 +890,9 @@ class Pool:
             budget = budget + self._stem_credit(spec)
             if not budget.covers(need):
                 freed, stops = self._evict(w.function, need - budget)
+                budget, actions = budget + freed, actions + stops
+            if not budget.covers(need):
+                freed, stops = self._preempt(w, need - budget)
                 budget, actions = budget + freed, actions + stops
             if not budget.covers(need):
                 budget = (budget - need).floor_zero()  # hold it for this waiter

@@ -59,6 +59,11 @@ class InvocationRecord:
     retried_by: str | None = None  # on a failed attempt that is retried: the next one's id
 
     @property
+    def capacity_wait_s(self) -> float:
+        """Of ``queue_s``, the wait for capacity: a cold start's ``init_s`` taken out."""
+        return max(0.0, self.queue_s - (self.init_s if self.cold else 0.0))
+
+    @property
     def uncontended_s(self) -> float:
         """The run, had it had a core of its own: its wait for one taken out."""
         return max(0.0, self.run_s - (self.wait_s or 0.0))

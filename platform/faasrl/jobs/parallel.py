@@ -33,8 +33,7 @@ from faasrl.jobs.cost import Pricing, actor_cost, learner_cost
 
 def _saved_s(r: InvocationRecord) -> float:
     """What the model removes from one invocation: capacity queueing and core waits."""
-    queued = max(0.0, r.queue_s - (r.init_s if r.cold else 0.0))
-    return queued + (r.wait_s or 0.0)
+    return r.capacity_wait_s + (r.wait_s or 0.0)
 
 
 def parallel_round_s(records: Sequence[InvocationRecord], started_at: float,

@@ -23,7 +23,7 @@ import logging
 import statistics
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
@@ -176,8 +176,8 @@ class JobRun:
             if spec.tensorboard:
                 self._events = await asyncio.to_thread(self._open_event_log)
             # The actors start while the learner builds the initial policy, not after it.
-            self.invoker.prewarm(spec.actor_function, self.actors_for_round(),
-                                 placement=spec.placement.actors)
+            self.prewarm(spec.actor_function, self.actors_for_round(),
+                         placement=spec.placement.actors)
             await self.workflow.start()
             if rec.version is None:
                 await self._initialize()
@@ -407,6 +407,10 @@ class JobRun:
             "cold_starts": sum(r.cold for r in outcome.invocations),
             "env_restarts": restarts,
             "queue_s_max": max((r.queue_s for r in outcome.invocations), default=0.0),
+            "queue_s": self._capacity_waits(outcome.invocations),
+            "actor_s": sum(r.run_s for r in outcome.invocations
+                           if r.function == spec.actor_function),
+            "share": asdict(self.invoker.share(self.tenant)),
             "paused_s": self.paused_s, "controller": decision, "controller_s": decision_s,
             **outcome.columns, **outcome.costs, "cost_round": cost_round,
             "cost_total": rec.cost_usd, "serverful_cost_total": rec.serverful_cost_usd,
@@ -421,6 +425,18 @@ class JobRun:
         await self._log_row(row, ended)
         if rec.round % spec.checkpoint_every == 0:
             await self.with_redis(self._checkpoint)
+
+    def _capacity_waits(self, records: list[InvocationRecord]) -> dict[str, float]:
+        """Per phase (actors, learner, parameter, buffer: as the cost columns name them), the
+        seconds its invocations waited for capacity (cold starts left out)."""
+        spec = self.record.spec
+        phase = {spec.actor_function: "actors", spec.learner_function: "learner",
+                 spec.parameter_function: "parameter", spec.buffer_function: "buffer"}
+        waits: dict[str, float] = {}
+        for r in records:
+            name = phase.get(r.function, r.function)
+            waits[name] = waits.get(name, 0.0) + r.capacity_wait_s
+        return waits
 
     def _open_event_log(self) -> EventLog | None:
         """The job's TensorBoard log (tensorboard is imported here: only jobs that ask for a
@@ -451,6 +467,11 @@ class JobRun:
             self._events = None
 
     # ---------------------------------------------------------------- invoking
+    def prewarm(self, function: str, n: int, placement: str | None = None) -> None:
+        """Start containers ahead for the job: a job of a higher priority may preempt them
+        while they serve nobody yet."""
+        self.invoker.prewarm(function, n, placement=placement, tenant=self.tenant)
+
     async def invoke(self, function: str, args: dict[str, Any], affinity: str | None = None
                      ) -> InvocationRecord:
         spec = self.record.spec

@@ -114,8 +114,8 @@ class OffPolicyWorkflow:
     # ---------------------------------------------------------------- lifecycle
     async def start(self) -> None:
         spec = self.run.record.spec
-        self.run.invoker.prewarm(spec.learner_function, 1)
-        self.run.invoker.prewarm(spec.buffer_function, 1)
+        self.run.prewarm(spec.learner_function, 1)
+        self.run.prewarm(spec.buffer_function, 1)
 
     async def reconcile(self, latest: int) -> None:
         """The learner published after the last recorded round: continue from there."""
@@ -168,7 +168,7 @@ class OffPolicyWorkflow:
     async def round(self) -> None:
         run, rec, spec = self.run, self.run.record, self.run.record.spec
         self._n, self._round = run.actors_for_round(), _Round()
-        run.invoker.prewarm(spec.actor_function, self._n, placement=spec.placement.actors)
+        run.prewarm(spec.actor_function, self._n, placement=spec.placement.actors)
         self.buffer.publish(POLICY, rec.version or 0)
         t0 = time.monotonic()
         await self.engine.run(finished=lambda: len(self._round.trained) >= self._calls)

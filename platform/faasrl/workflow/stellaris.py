@@ -148,8 +148,8 @@ class StellarisWorkflow:
     # ---------------------------------------------------------------- lifecycle
     async def start(self) -> None:
         spec = self.run.record.spec
-        self.run.invoker.prewarm(spec.learner_function, self.settings.max_learners)
-        self.run.invoker.prewarm(spec.parameter_function, 1)
+        self.run.prewarm(spec.learner_function, self.settings.max_learners)
+        self.run.prewarm(spec.parameter_function, 1)
 
     async def reconcile(self, latest: int) -> None:
         """The parameter function published mid-round: continue from its newest version."""
@@ -206,7 +206,7 @@ class StellarisWorkflow:
         self._n = run.actors_for_round()
         self._round = st = _Round(plan=cut(self._n, spec.envs_per_actor,
                                            self.settings.learner_slices))
-        run.invoker.prewarm(spec.actor_function, self._n, placement=spec.placement.actors)
+        run.prewarm(spec.actor_function, self._n, placement=spec.placement.actors)
         self.buffer.publish(POLICY, rec.version or 0)
         t0 = time.monotonic()
         if not self._parameter_ran:  # loaded while the first batches are sampled

@@ -110,8 +110,8 @@ class SyncWorkflow:
         self._n = run.actors_for_round()
         self._attempts, self._rollouts, self._learners = {}, {}, []
         self._update_out = None
-        run.invoker.prewarm(spec.actor_function, self._n, placement=spec.placement.actors)
-        run.invoker.prewarm(spec.learner_function, 1)
+        run.prewarm(spec.actor_function, self._n, placement=spec.placement.actors)
+        run.prewarm(spec.learner_function, 1)
         self.buffer.clear()
         self.new_policy.reset()
         self.buffer.publish(POLICY, rec.version or 0)
@@ -165,8 +165,8 @@ class SyncWorkflow:
                    "actor_s_mean": statistics.fmean(run_times), "actor_s_max": max(run_times),
                    "cost_actors": actor_cost(self._every_actor(), spec.pricing)}
         self._forecast = max(0, run.controller.forecast(run.context(rec.round + 1, partial)))
-        run.invoker.prewarm(spec.actor_function, self._forecast,
-                            placement=spec.placement.actors)
+        run.prewarm(spec.actor_function, self._forecast,
+                    placement=spec.placement.actors)
         args = update_args(rec, run.credentials.to_args(), rec.round,
                            sorted(i.slot for i in items), run.controller.learner_requests())
         self.engine.start("learner", run.invoke_until_done(spec.learner_function,

@@ -67,6 +67,27 @@ function summary(job) {
   ]);
 }
 
+// How the job shares the node with other jobs: its priority, its part of what the jobs used
+// lately against its fair part (the latest row's), its actor-seconds and its waits for
+// capacity per phase (every row's, summed).
+function sharing(job, rows) {
+  const share = job.last_row && job.last_row.share;
+  const pct = (x) => `${(100 * x).toFixed(0)} %`;
+  const waits = {};
+  for (const row of rows) {
+    for (const [phase, s] of Object.entries(row.queue_s || {})) {
+      waits[phase] = (waits[phase] || 0) + s;
+    }
+  }
+  const phases = Object.entries(waits).map(([phase, s]) => `${phase} ${seconds(s)}`);
+  return h("div", { id: "job-sharing" }, fields([
+    ["priority", num(job.spec.priority)],
+    ["share of the node", share ? `${pct(share.got)} (fair: ${pct(share.fair)})` : "–"],
+    ["actor-seconds", num(rows.reduce((sum, row) => sum + (row.actor_s || 0), 0))],
+    ["waited for capacity", phases.length ? phases.join(" · ") : "–"],
+  ]));
+}
+
 export async function jobPage(body, id, { signal, showLogin, reload }) {
   let job = await get(`/v1/jobs/${id}`, { signal });
   const rows = [];
@@ -75,6 +96,7 @@ export async function jobPage(body, id, { signal, showLogin, reload }) {
   const status = h("p", { id: "action-result", class: "muted" });
   const chartBox = h("div", { class: "charts" });
   const lastRow = h("div");
+  const shareBox = h("div");
   const act = (label, idName, run) => h("button", { type: "button", id: idName,
     onclick: async (e) => {
       e.target.disabled = true;
@@ -111,7 +133,8 @@ export async function jobPage(body, id, { signal, showLogin, reload }) {
   };
   drawHead();
   body.append(head, h("div", { class: "actions" }, Object.values(buttons), state), status,
-              chartBox, h("h2", {}, "Latest round"), lastRow);
+              h("h2", {}, "Sharing the node"), shareBox, chartBox, h("h2", {}, "Latest round"),
+              lastRow);
   const charts = new JobCharts(chartBox, { target: job.spec.stop.target_reward });
   signal.addEventListener("abort", () => charts.close());
 
@@ -128,6 +151,7 @@ export async function jobPage(body, id, { signal, showLogin, reload }) {
       charts.update(rows);
       const last = rows[rows.length - 1];
       lastRow.replaceChildren(last ? pre(last) : h("p", { class: "muted" }, "no round yet"));
+      shareBox.replaceChildren(sharing(job, rows));
       if (Date.now() - lastRecordRead > 1000) {
         lastRecordRead = Date.now();
         job = await get(`/v1/jobs/${id}`, { signal }).catch(() => job);
