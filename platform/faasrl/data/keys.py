@@ -90,3 +90,7 @@ def buffer_snapshot_key(job_id: str, part: int | None = None) -> str:
 # Tenancy (faasrl.gateway.keys): namespaces and their quotas, and API keys (hashed), one hash each.
 NAMESPACES = "faasrl:namespaces"
 API_KEYS = "faasrl:api-keys"
+
+# What an invocation wrote (print, logging, warnings: runtime/logs.py), beside its record
+# (``faasrl:invocation:<id>``) and dropped with it (invoker/records.py).
+INVOCATION_LOGS = "faasrl:invocation-logs:"  # + an invocation id

@@ -29,6 +29,7 @@ from faasrl.gateway.routers import (
     invocations,
     jobs,
     lambda_api,
+    logs,
     system,
     ui,
 )
@@ -103,7 +104,8 @@ def create_app(settings: Settings, redis_url: str, function_redis_url: str | Non
             config=InvokerConfig(start_timeout_s=settings.start_timeout_s,
                                  stop_grace_s=settings.stop_grace_s,
                                  timeout_grace_s=settings.timeout_grace_s,
-                                 maintain_interval_s=settings.maintain_interval_s),
+                                 maintain_interval_s=settings.maintain_interval_s,
+                                 container_logs_s=settings.container_logs_minutes * 60),
             runtime_env={"FAASRL_REDIS_URL": without_credentials(
                 settings.function_redis_url or function_redis_url or redis_url)},
             code=code_store.get,
@@ -151,7 +153,7 @@ def create_app(settings: Settings, redis_url: str, function_redis_url: str | Non
     install_error_handlers(app)
     lambda_api.install_error_handler(app)
     app.add_middleware(BodyLimit, max_bytes=settings.max_payload_bytes)
-    for module in (system, functions, code, invocations, cluster, jobs, lambda_api, ui):
+    for module in (system, functions, code, invocations, cluster, jobs, logs, lambda_api, ui):
         app.include_router(module.router)
     ui.install(app)
     return app
