@@ -171,6 +171,20 @@ def test_lambdas_log_result_is_the_invocations_log_in_its_framing(client, platfo
     assert lines[-1].startswith("REPORT RequestId: ") and lines[-3] == "end long"
 
 
+def test_an_invocation_placed_on_lambda_keeps_the_output_of_lambdas_tail(
+        client, platform, monkeypatch):
+    """Its twin on "Lambda" is this gateway's own Lambda API (as in test_lambda_backend): the
+    record's logs are what the tail log's lines hold beside Lambda's own."""
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "faasrl")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", TOKEN)
+    client.deploy(fn("chatty-lambda", placement="lambda",
+                     aws_lambda={"function_name": "chatty", "endpoint_url": platform.url,
+                                 "region": "us-east-1"}))
+    rec = client.invoke("chatty-lambda", {"tag": "far"})
+    assert rec["status"] == "success" and rec["backend"] == "lambda"
+    assert client.invocation_logs(rec["id"]) == written("far")
+
+
 def test_a_jobs_logs_are_its_invocations_across_functions(client):
     job = client.submit(SHORT_JOB)
     other = client.submit(SHORT_JOB)

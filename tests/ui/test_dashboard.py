@@ -158,14 +158,15 @@ def test_dashboard_follows_a_job_and_shows_functions_and_invocations(
     assert stray_text(browser) == [] and "Result" not in page, page
     browser.save_screenshot(str(screenshots / "dashboard-invocation.png"))
 
-    # A successful invocation's page shows its result as JSON, and nothing else after it.
+    # A successful invocation's page shows its result as JSON, then its (empty) logs.
     browser.get(f"{platform.url}/ui/#/invocations/{ok['id']}")
     until(browser, "the invocation's result",
           lambda: css(browser, "#invocation-result").text)
     assert css(browser, "#invocation-result").text == json.dumps(ok["result"], indent=2)
     page = css(browser, "main").text
     assert stray_text(browser) == [] and "[object" not in page and "Error" not in page, page
-    assert page.endswith("Result\n" + json.dumps(ok["result"], indent=2)), page
+    assert page.endswith("Result\n" + json.dumps(ok["result"], indent=2)
+                         + "\nLogs\nIt wrote nothing."), page
 
     # No script failed, and nothing was refused but the wrong token and the first look
     # without one (a policy violation, a missing file or a JavaScript error would be here).
