@@ -85,6 +85,13 @@ def test_an_invocations_logs_hold_what_it_printed_logged_and_warned(client):
     assert len(client.function_logs("chatty")["containers"]) == 1
 
 
+def test_a_timed_out_invocation_keeps_what_it_wrote_before_its_deadline(client):
+    client.deploy(fn("stuck", handler="fns:chatty", timeout_s=0.5))
+    rec = client.invoke("stuck", {"tag": "late", "s": 5})
+    assert rec["status"] == "timeout"
+    assert client.invocation_logs(rec["id"]) == "print late\n"
+
+
 def test_logs_keep_the_last_64_kb(client):
     rec = client.invoke("chatty", {"tag": "big", "kb": 100})  # ~100 KB of numbered lines
     text = client.invocation_logs(rec["id"])
