@@ -206,13 +206,17 @@ class Client:
         else:
             path = f"/v1/functions/{function}/logs"
             params.update({"job": job} if job else {})
-        with self._http.stream("GET", path, params=params,
-                               timeout=httpx.Timeout(10.0, read=None)) as resp:
+        for event, data, _ in self._events(path, params=params):
+            yield event, data
+
+    def _events(self, path: str, **kwargs: Any) -> Iterator[tuple[str, Any, str | None]]:
+        """The server-sent events of ``GET path`` (``kwargs``: httpx's), until it ends."""
+        with self._http.stream("GET", path, timeout=httpx.Timeout(10.0, read=None),
+                               **kwargs) as resp:
             if resp.status_code >= 400:
                 resp.read()
                 _raise_for_error(resp)
-            for event, data, _ in server_events(resp.iter_lines()):
-                yield event, data
+            yield from server_events(resp.iter_lines())
 
     def function_stats(self, name: str, window: int = 200) -> dict[str, Any]:
         return self._call("GET", f"/v1/functions/{name}/stats", params={"window": window})
@@ -287,15 +291,11 @@ class Client:
         while True:
             headers = {"Last-Event-ID": last} if last is not None else {}
             try:
-                with self._http.stream("GET", f"/v1/jobs/{job_id}/events", headers=headers,
-                                       timeout=httpx.Timeout(10.0, read=None)) as resp:
-                    if resp.status_code >= 400:
-                        resp.read()
-                        _raise_for_error(resp)
-                    for event, data, eid in server_events(resp.iter_lines()):
-                        yield event, data
-                        if event == "end":
-                            return
-                        last = eid if eid is not None else last
+                for event, data, eid in self._events(f"/v1/jobs/{job_id}/events",
+                                                     headers=headers):
+                    yield event, data
+                    if event == "end":
+                        return
+                    last = eid if eid is not None else last
             except httpx.TransportError:
                 time.sleep(1.0)  # the gateway restarted or the link broke: pick up again

@@ -9,23 +9,19 @@ invocation, function or job is a 404, as one that never was.
 
 from __future__ import annotations
 
-import asyncio
-import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from faasrl.data.connection import UNREACHABLE
-from faasrl.gateway.errors import REDIS_RETRY_AFTER_S, redis_unavailable_body
 from faasrl.gateway.log_schemas import ContainerLogOut, InvocationLogOut, LogsOut
 from faasrl.gateway.services import Services
 from faasrl.gateway.services.invocations import STATUS_PAGE
+from faasrl.gateway.services.sse import Pace, redis_error
 from faasrl.invoker.errors import FunctionNotFound
 from faasrl.invoker.records import INDEX_LEN
 from faasrl.jobs.manager import JobNotFound
 from faasrl.namespaces import DEFAULT, Principal, local_name, namespace_of, qualify
 
-POLL_S = 0.5  # how often a followed stream looks for new invocations
-HEARTBEAT_S = 15.0  # a comment after this long without an event keeps proxies from closing
 FOLLOW_PAGE = 50  # the newest records a followed stream reads per function and poll
 
 
@@ -144,7 +140,7 @@ async def follow(svc: Services, principal: Principal, functions: list[str], job:
     seen = Visibility(svc, principal)
     sent: dict[str, None] = {}  # ids sent or skipped, oldest first (the most recent INDEX_LEN)
     containers = job is None and len(functions) == 1
-    since, first, quiet = float("-inf") if tail else float("inf"), True, 0.0
+    since, first, pace = float("-inf") if tail else float("inf"), True, Pace(disconnected)
     while not closing():
         try:
             records = await _records(svc, functions, job, FOLLOW_PAGE)
@@ -156,8 +152,7 @@ async def follow(svc: Services, principal: Principal, functions: list[str], job:
             while len(sent) > INDEX_LEN:
                 del sent[next(iter(sent))]
         except UNREACHABLE as exc:
-            yield (f"event: error\nretry: {REDIS_RETRY_AFTER_S * 1000}\n"
-                   f"data: {json.dumps(redis_unavailable_body(exc))}\n\n")
+            yield redis_error(exc)
             return
         written = svc.invoker.container_output(functions[0]) if containers else []
         if since == float("inf"):  # no tail: only what is written from now on
@@ -168,10 +163,7 @@ async def follow(svc: Services, principal: Principal, functions: list[str], job:
             yield f"event: container\ndata: {data.model_dump_json()}\n\n"
             since = o.at
         first = False
-        quiet = 0.0 if fresh or written else quiet + POLL_S
-        if quiet >= HEARTBEAT_S:
-            yield ": keep-alive\n\n"
-            quiet = 0.0
-        if await disconnected():
+        if comment := pace.keep_alive(bool(fresh or written)):
+            yield comment
+        if not await pace.wait():
             return
-        await asyncio.sleep(POLL_S)
