@@ -141,21 +141,23 @@ def test_following_a_function_receives_a_new_invocations_output(client, platform
     reader.join(timeout=10)
 
 
-def test_the_cli_prints_a_functions_logs(client, platform):
-    rec = client.invoke("chatty", {"tag": "cli"})
-    out = subprocess.run([sys.executable, "-m", "faasrl", "logs", "chatty"], text=True,
+def faasrl(platform, *args: str, check: bool = True) -> str:
+    """``faasrl ARGS`` against the platform, as a user runs it; its output (and errors)."""
+    out = subprocess.run([sys.executable, "-m", "faasrl", *args], text=True,
                          capture_output=True, timeout=60,
                          env={"FAASRL_URL": platform.url, "FAASRL_TOKEN": TOKEN,
                               "COLUMNS": "200", "PATH": "/usr/bin:/bin",
                               "PYTHONPATH": str(Path(__file__).parents[2] / "platform")})
-    assert out.returncode == 0, out.stderr
-    assert f"chatty {rec['id']} success" in out.stdout
-    assert written("cli") in out.stdout and "chatty imported" in out.stdout
-    refused = subprocess.run([sys.executable, "-m", "faasrl", "logs"], text=True,
-                             capture_output=True, timeout=60,
-                             env={"FAASRL_URL": platform.url, "PATH": "/usr/bin:/bin",
-                                  "PYTHONPATH": str(Path(__file__).parents[2] / "platform")})
-    assert refused.returncode != 0 and "--job" in refused.stderr
+    assert (out.returncode == 0) == check, out.stdout + out.stderr
+    return out.stdout + out.stderr
+
+
+def test_the_cli_prints_a_functions_logs(client, platform):
+    rec = client.invoke("chatty", {"tag": "cli"})
+    out = faasrl(platform, "logs", "chatty")
+    assert f"chatty {rec['id']} success" in out
+    assert written("cli") in out and "chatty imported" in out
+    assert "--job" in faasrl(platform, "logs", check=False)
 
 
 def test_lambdas_log_result_is_the_invocations_log_in_its_framing(client, platform):
@@ -192,7 +194,7 @@ def test_an_invocation_placed_on_lambda_keeps_the_output_of_lambdas_tail(
     assert client.invocation_logs(rec["id"]) == written("far")
 
 
-def test_a_jobs_logs_are_its_invocations_across_functions(client):
+def test_a_jobs_logs_are_its_invocations_across_functions(client, platform):
     job = client.submit(SHORT_JOB)
     other = client.submit(SHORT_JOB)
     for j in (job, other):
@@ -207,6 +209,9 @@ def test_a_jobs_logs_are_its_invocations_across_functions(client):
     assert {i["id"] for i in actors} == {i["id"] for i in mine if i["function"] == "actor"}
     everyone = client.function_logs("actor", limit=100)["invocations"]
     assert {i["job"] for i in everyone} >= {job["id"], other["id"]}
+    out = faasrl(platform, "logs", "--job", job["id"], "--limit", "100")
+    assert f"actor {mine[0]['id']}" in out or f"learner {mine[0]['id']}" in out
+    assert other["id"] not in out
 
 
 def test_another_namespaces_key_gets_404_on_every_logs_route(client, platform):
@@ -229,3 +234,27 @@ def test_another_namespaces_key_gets_404_on_every_logs_route(client, platform):
     with pytest.raises(GatewayError) as err:
         client.function_logs("nope")
     assert err.value.status == 404
+
+
+def test_an_archived_invocations_logs_are_gone_and_say_so(make_platform):
+    """The archive keeps records, not logs: past Redis's bound, the record reads from the
+    archive and its logs are a 404 saying why."""
+    platform = make_platform(token=TOKEN, record_max_count=2)
+    with Client(platform.url, TOKEN) as c:
+        c.deploy(fn("chatty", handler="fns:chatty"))
+        first = c.invoke("chatty", {"tag": "first"})
+        assert c.invocation_logs(first["id"]) == written("first")
+        for i in range(4):
+            c.invoke("chatty", {"tag": str(i)})
+
+        def gone() -> str | None:
+            try:
+                c.invocation_logs(first["id"])
+            except GatewayError as exc:
+                return exc.message
+            return None
+
+        message = wait_for(gone, what="the first invocation's logs to leave Redis")
+        assert "past their retention" in message and "the archive keeps records, not logs" \
+            in message
+        assert c.invocation(first["id"])["id"] == first["id"]  # its record, from the archive

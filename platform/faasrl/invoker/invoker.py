@@ -312,6 +312,7 @@ class Invoker:
                          ) -> InvocationRecord:
         """One invocation run by a service backend; the record is written as for any other."""
         rec.backend, rec.status, rec.attempts = service.name, "running", 1
+        logs = ""
         if on_running is not None:
             on_running(rec)
         try:

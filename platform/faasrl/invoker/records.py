@@ -49,7 +49,7 @@ class InvocationRecord:
     billed_ms: int = 0  # run time, plus init when the container was started for it
     memory_mb: int = 0
     backend: str = ""
-    job: str | None = None  # the job it ran for (its Tenant's key); None: a plain invocation
+    job: str | None = None  # the job it ran for (its Tenant's job); None: a plain invocation
     container: str | None = None
     node: str | None = None  # the machine its container ran on (a Ray node); None: this host
     requested_at: float = 0.0  # epoch seconds
@@ -368,6 +368,12 @@ class RecordStore:
                              strict=True))
         return [None if (raw := found[i]) is None else raw.decode(errors="replace")
                 for i in ids]
+
+    async def logs_kept(self, invocation_id: str) -> bool:
+        """Whether the invocation's logs are still kept: its record is queued or in Redis (the
+        archive keeps records, not logs)."""
+        return (invocation_id in self._backlog or invocation_id in self._writing
+                or bool(await self._redis.exists(_key(invocation_id))))
 
     async def recent(self, function: str, limit: int = 50, start: int = 0, *,
                      from_archive: bool = False) -> list[dict[str, Any]]:

@@ -44,8 +44,12 @@ STREAM = {200: {"description": "JSON (LogsOut), or with follow=1 server-sent eve
                              "content": {"text/plain": {"schema": {"type": "string"}}}}})
 async def invocation_logs(invocation_id: InvocationId, principal: PrincipalDep,
                           svc: ServicesDep) -> Response:
-    """One invocation's output as plain text (empty when it wrote nothing)."""
-    text = await logs.invocation(svc, principal, invocation_id)
+    """One invocation's output as plain text (empty when it wrote nothing); 404 when the
+    invocation is unknown, or archived (its logs left Redis with its record)."""
+    try:
+        text = await logs.invocation(svc, principal, invocation_id)
+    except logs.LogsGone as exc:
+        raise HTTPException(404, str(exc)) from None
     if text is None:
         raise HTTPException(404, invocations.not_found(svc, invocation_id))
     return Response(text, media_type="text/plain; charset=utf-8")

@@ -3,8 +3,9 @@ those as they finish (server-sent events). Records and logs are read from the re
 (``invoker/records.py``); what containers wrote outside invocations from the invoker.
 
 Who sees what: an invocation of a job belongs to the job's namespace (jobs of every namespace
-run the built-in functions of ``default``), any other to its function's. Another namespace's
-invocation, function or job is a 404, as one that never was.
+run the built-in functions of ``default``; once the job is deleted, to the gateway's token
+alone), any other to its function's. Another namespace's invocation, function or job is a 404,
+as one that never was.
 """
 
 from __future__ import annotations
@@ -29,11 +30,15 @@ class NotVisible(LookupError):
     """No such invocation, function or job in the caller's namespace (a 404)."""
 
 
+class LogsGone(LookupError):
+    """The invocation's record is archived; its logs left Redis with it (a 404)."""
+
+
 class Visibility:
     """Which namespace a record belongs to, its job's looked up once per request."""
 
     def __init__(self, svc: Services, principal: Principal):
-        self.svc, self.namespace = svc, principal.namespace
+        self.svc, self.namespace, self.root = svc, principal.namespace, principal.root
         self._jobs: dict[str, str | None] = {}
 
     async def job_namespace(self, job_id: str) -> str | None:
@@ -46,8 +51,10 @@ class Visibility:
 
     async def sees(self, record: dict[str, Any]) -> bool:
         job = record.get("job")
-        owner = await self.job_namespace(job) if job else None
-        return (owner or namespace_of(record["function"])) == self.namespace
+        if not job:
+            return namespace_of(record["function"]) == self.namespace
+        owner = await self.job_namespace(job)
+        return owner == self.namespace if owner is not None else self.root
 
     async def job(self, job_id: str) -> None:
         """Raise ``NotVisible`` unless the job is the caller's."""
@@ -57,11 +64,16 @@ class Visibility:
 
 async def invocation(svc: Services, principal: Principal, invocation_id: str) -> str | None:
     """An invocation's logs ("" when it wrote nothing); None: no such invocation for the
-    caller."""
+    caller. Raises ``LogsGone`` for an archived record's."""
     record = await svc.records.get(invocation_id)
     if record is None or not await Visibility(svc, principal).sees(record):
         return None
-    return (await svc.records.logs([invocation_id]))[0] or ""
+    text = (await svc.records.logs([invocation_id]))[0]
+    if text is None and not await svc.records.logs_kept(invocation_id):
+        raise LogsGone(f"the logs of invocation {invocation_id!r} are past their retention: "
+                       "Redis keeps an invocation's logs with its record, and the archive "
+                       "keeps records, not logs")
+    return text or ""
 
 
 def function_of(svc: Services, principal: Principal, name: str, job: str | None) -> str:
@@ -143,7 +155,8 @@ async def follow(svc: Services, principal: Principal, functions: list[str], job:
     since, first, pace = float("-inf") if tail else float("inf"), True, Pace(disconnected)
     while not closing():
         try:
-            records = await _records(svc, functions, job, FOLLOW_PAGE)
+            records = await _records(svc, functions, job,
+                                     max(tail, FOLLOW_PAGE) if first else FOLLOW_PAGE)
             fresh = [r for r in reversed(records[:tail] if first else records)
                      if r["id"] not in sent]
             for out in await _with_logs(svc, fresh, seen):
