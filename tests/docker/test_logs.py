@@ -15,8 +15,11 @@ pytestmark = pytest.mark.docker
 def test_a_docker_containers_invocation_keeps_its_own_output(
         make_platform, docker_client: docker.DockerClient, runtime_image: str):
     node = f"test-{uuid.uuid4().hex[:8]}"
+    # A network of its own, made before the platform: the backend's starts (a stem cell's and
+    # a container's at once) can each make a missing one, and then neither can use it.
+    network = docker_client.networks.create(f"{TEST_NETWORK}-{node}", driver="bridge").name
     platform = make_platform(backend="docker", redis_url=None, node_name=node,
-                             docker_network=TEST_NETWORK, docker_image=runtime_image)
+                             docker_network=network, docker_image=runtime_image)
     try:
         with platform.client() as client:
             client.deploy({"name": "chatty", "handler": "fns:chatty", "cpu": 0.5,
@@ -32,5 +35,7 @@ def test_a_docker_containers_invocation_keeps_its_own_output(
             assert [c["logs"] for c in containers] == ["chatty imported\n"]
     finally:
         platform.stop()
+        for made in docker_client.networks.list(names=[network]):
+            made.remove()
     assert docker_client.containers.list(all=True, filters={"label": f"faasrl.node={node}"}) \
         == []
