@@ -1,10 +1,12 @@
 """Handlers the tests deploy (code_dir = this folder)."""
 
+import logging
 import os
 import subprocess
 import sys
 import threading
 import time
+import warnings
 
 _calls = 0
 
@@ -196,9 +198,6 @@ def chatty(args, context):
     """Prints, logs and warns ``args["tag"]``, then ``args["kb"]`` KB of numbered lines; a
     thread it starts prints too; ``args["s"]``: seconds it sleeps between its lines (so that
     concurrent runs interleave)."""
-    import logging
-    import warnings
-
     tag = args["tag"]
     print(f"print {tag}")
     time.sleep(args.get("s", 0))

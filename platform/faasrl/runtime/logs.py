@@ -3,8 +3,10 @@
 ``sys.stdout`` and ``sys.stderr`` become ``CapturedStream``s: each write still reaches the
 container's own output (the backend's log file, ``docker logs``) and is also kept in a bounded
 ``Tail``, the running invocation's or the container's. The root logger gets a handler writing
-to the captured stderr (level INFO), and warnings are written to stderr as Python writes them,
-so all three land in the same place.
+to the captured stderr (level INFO) once the function has imported ``logging`` (checked after
+its imports and before each run: importing it here would cost every plain cold start 4 ms;
+until then a WARNING or worse still reaches stderr through logging's last resort), and
+warnings are written to stderr as Python writes them, so all three land in the same place.
 
 Which invocation a write belongs to:
 
@@ -24,7 +26,6 @@ Standard library only, like the whole runtime.
 from __future__ import annotations
 
 import contextvars
-import logging
 import sys
 import threading
 from typing import Any, TextIO
@@ -75,6 +76,7 @@ class Capture:
 
     def __init__(self) -> None:
         self.container = Tail()
+        self.logging = False  # the root logger has our handler
         self._running: list[Tail] = []
         self._lock = threading.Lock()
 
@@ -85,8 +87,27 @@ class Capture:
                 tail = self._running[0] if len(self._running) == 1 else self.container
             tail.write(text)
 
+    def take_logging(self) -> None:
+        """Give the root logger a handler on the captured stderr (level INFO), once the
+        function has imported ``logging``."""
+        if self.logging or "logging" not in sys.modules:
+            return
+        import logging
+
+        with self._lock:  # runs that begin at once add one handler
+            if self.logging:
+                return
+            handler = logging.StreamHandler(sys.stderr)
+            handler.setFormatter(logging.Formatter(LOG_FORMAT))
+            root = logging.getLogger()
+            root.addHandler(handler)
+            root.setLevel(logging.INFO)
+            self.logging = True
+
     def begin(self) -> tuple[Tail, contextvars.Token[Tail | None]]:
         """A new invocation's tail, current in this thread's context until ``end``."""
+        if not self.logging:
+            self.take_logging()
         tail = Tail()
         with self._lock:
             self._running.append(tail)
@@ -128,13 +149,10 @@ class CapturedStream:
 
 
 def install() -> Capture:
-    """Capture this process's ``sys.stdout``, ``sys.stderr`` and root logger (INFO)."""
+    """Capture this process's ``sys.stdout`` and ``sys.stderr`` (and its root logger, once
+    imported: ``Capture.take_logging``)."""
     capture = Capture()
     sys.stdout = CapturedStream(capture, sys.stdout)  # type: ignore[assignment]
     sys.stderr = CapturedStream(capture, sys.stderr)  # type: ignore[assignment]
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter(LOG_FORMAT))
-    root = logging.getLogger()
-    root.addHandler(handler)
-    root.setLevel(logging.INFO)
+    capture.take_logging()  # the zygote's and a stem cell's children have it already
     return capture

@@ -252,6 +252,8 @@ class Runtime:
             self._slots = threading.Lock() if workers <= 1 else threading.Semaphore(workers)
             self._watchdog = Watchdog(_overrun)
             self.handler = func
+            if self.capture is not None:
+                self.capture.take_logging()  # its imports may have brought logging in
         return 200, self._with_container_logs({"status": "initialized"})
 
     def _with_container_logs(self, out: dict[str, Any]) -> dict[str, Any]:
