@@ -57,6 +57,21 @@ def env_code_dir(spec: dict[str, Any], base: str | Path | None = None) -> Path |
     return folder
 
 
+def server_events(lines: Iterator[str]) -> Iterator[tuple[str, Any, str | None]]:
+    """(event, data as JSON, id) of each server-sent event in ``lines``."""
+    event, data, eid = "message", [], None
+    for line in lines:
+        if line.startswith("event:"):
+            event = line[6:].strip()
+        elif line.startswith("data:"):
+            data.append(line[5:].strip())
+        elif line.startswith("id:"):
+            eid = line[3:].strip()
+        elif not line and data:
+            yield event, json.loads("\n".join(data)), eid
+            event, data, eid = "message", [], None
+
+
 class Client:
     def __init__(self, url: str, token: str | None = None, timeout: float = 30.0):
         headers = {"Authorization": f"Bearer {token}"} if token else {}
@@ -159,6 +174,49 @@ class Client:
         if status:
             params["status"] = status
         return self._call("GET", "/v1/invocations", params=params)
+
+    def invocation_logs(self, invocation_id: str) -> str:
+        """What the invocation printed, logged and warned (its last 64 KB)."""
+        resp = self._http.get(f"/v1/invocations/{invocation_id}/logs")
+        _raise_for_error(resp)
+        return resp.text
+
+    def function_logs(self, name: str, job: str | None = None, limit: int = 20
+                      ) -> dict[str, Any]:
+        """The function's recent invocations' output (``invocations``, newest first; only
+        ``job``'s when given) and its containers' own (``containers``)."""
+        params: dict[str, Any] = {"limit": limit, **({"job": job} if job else {})}
+        return self._call("GET", f"/v1/functions/{name}/logs", params=params)
+
+    def job_logs(self, job_id: str, limit: int = 20) -> dict[str, Any]:
+        """The job's recent invocations' output, of every function, newest first."""
+        return self._call("GET", f"/v1/jobs/{job_id}/logs", params={"limit": limit})
+
+    def follow_logs(self, function: str | None = None, job: str | None = None,
+                    limit: int = 20) -> Iterator[tuple[str, dict[str, Any]]]:
+        """(event, data) pairs as invocations finish: ``invocation`` (one's output) and
+        ``container`` (its containers' own), the ``limit`` most recent first; of
+        ``function`` (only ``job``'s when given), else of the ``job``. Until the stream
+        ends or the caller stops iterating."""
+        if function is None and job is None:
+            raise ValueError("name a function, a job or both")
+        params: dict[str, Any] = {"follow": 1, "limit": limit}
+        if function is None:
+            path = f"/v1/jobs/{job}/logs"
+        else:
+            path = f"/v1/functions/{function}/logs"
+            params.update({"job": job} if job else {})
+        for event, data, _ in self._events(path, params=params):
+            yield event, data
+
+    def _events(self, path: str, **kwargs: Any) -> Iterator[tuple[str, Any, str | None]]:
+        """The server-sent events of ``GET path`` (``kwargs``: httpx's), until it ends."""
+        with self._http.stream("GET", path, timeout=httpx.Timeout(10.0, read=None),
+                               **kwargs) as resp:
+            if resp.status_code >= 400:
+                resp.read()
+                _raise_for_error(resp)
+            yield from server_events(resp.iter_lines())
 
     def function_stats(self, name: str, window: int = 200) -> dict[str, Any]:
         return self._call("GET", f"/v1/functions/{name}/stats", params={"window": window})
@@ -288,24 +346,11 @@ class Client:
         while True:
             headers = {"Last-Event-ID": last} if last is not None else {}
             try:
-                with self._http.stream("GET", f"/v1/jobs/{job_id}/events", headers=headers,
-                                       timeout=httpx.Timeout(10.0, read=None)) as resp:
-                    if resp.status_code >= 400:
-                        resp.read()
-                        _raise_for_error(resp)
-                    event, data, eid = "message", [], None
-                    for line in resp.iter_lines():
-                        if line.startswith("event:"):
-                            event = line[6:].strip()
-                        elif line.startswith("data:"):
-                            data.append(line[5:].strip())
-                        elif line.startswith("id:"):
-                            eid = line[3:].strip()
-                        elif not line and data:
-                            yield event, json.loads("\n".join(data))
-                            if event == "end":
-                                return
-                            last = eid if eid is not None else last
-                            event, data, eid = "message", [], None
+                for event, data, eid in self._events(f"/v1/jobs/{job_id}/events",
+                                                     headers=headers):
+                    yield event, data
+                    if event == "end":
+                        return
+                    last = eid if eid is not None else last
             except httpx.TransportError:
                 time.sleep(1.0)  # the gateway restarted or the link broke: pick up again

@@ -108,6 +108,10 @@ class Settings(BaseSettings):
                                  "Redis's memory; the oldest leave first (to the archive)")
     record_max_count: int | None = Field(None, gt=0, description="invocation records Redis "
                                          "keeps at most; None: bounded by bytes and age only")
+    container_logs_minutes: float = Field(
+        15.0, gt=0, description="how long the gateway keeps, per container, what a function "
+                                "wrote outside any invocation (its imports, threads between "
+                                "runs); an invocation's own output is kept with its record")
     record_archive: bool = Field(True, description="keep records that leave Redis in rotated "
                                  "SQLite files in the state dir (records/), readable by id")
     record_archive_mb: float = Field(2048, gt=0, description="the archive's files at most; "

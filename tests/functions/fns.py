@@ -1,10 +1,12 @@
 """Handlers the tests deploy (code_dir = this folder)."""
 
+import logging
 import os
 import subprocess
 import sys
 import threading
 import time
+import warnings
 
 _calls = 0
 
@@ -209,3 +211,25 @@ def layer_import(args, context):
         written = type(exc).__name__
     return {"layer": str(layer), "file": module.__file__, "answer": module.ANSWER,
             "uid": os.getuid(), "write": written}
+
+
+def chatty(args, context):
+    """Prints, logs and warns ``args["tag"]``, then ``args["kb"]`` KB of numbered lines; a
+    thread it starts prints too; ``args["s"]``: seconds it sleeps between its lines (so that
+    concurrent runs interleave)."""
+    tag = args["tag"]
+    print(f"print {tag}")
+    time.sleep(args.get("s", 0))
+    logging.getLogger("chatty").info("log %s", tag)
+    warnings.warn(f"warn {tag}", UserWarning, stacklevel=1)
+    for i in range(args.get("kb", 0)):
+        print(f"{i:06d}" + "y" * 1017)
+    worker = threading.Thread(target=print, args=(f"thread {tag}",))
+    worker.start()
+    worker.join()
+    time.sleep(args.get("s", 0))
+    print(f"end {tag}", file=sys.stderr)
+    return tag
+
+
+print("chatty imported")  # import-time output: the container's, not an invocation's

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 from typing import Any
 
 from helpers import fn
@@ -11,10 +12,12 @@ from redis.asyncio import BlockingConnectionPool, Redis
 
 from faasrl.client import Client
 from faasrl.data.connection import gateway_redis
+from faasrl.data.keys import INVOCATION_LOGS
 from faasrl.invoker.record_archive import RecordArchive
 from faasrl.invoker.records import (
     BYTES_KEY,
     DROP_MOST,
+    KEY_PREFIX,
     ORDER_KEY,
     RECORD_OVERHEAD,
     InvocationRecord,
@@ -22,6 +25,7 @@ from faasrl.invoker.records import (
     _index,
     _key,
 )
+from faasrl.runtime.logs import LOG_MAX
 
 
 async def written(redis_url: str, index_len: int, records: list[InvocationRecord]
@@ -258,3 +262,46 @@ def test_a_lowered_bound_is_met_in_a_few_writes_without_traffic(redis_url):
         return kept
 
     assert asyncio.run(scenario()) == 10
+
+
+def test_logs_count_against_the_records_bound_and_leave_with_their_records(redis_url):
+    """Logs live in their own keys (listing records never reads them) and count, key and
+    all, against the records' byte bound: Redis's own count of records, logs and indexes
+    stays within it, and a dropped record's logs go with it."""
+    sizes = [0, 40, 700, 3000, 20_000, LOG_MAX]  # what invocations write, nothing to the most
+    bound = 2 * 1024 * 1024
+
+    async def scenario() -> tuple[int, int, set[str], set[str], list[str | None]]:
+        redis = gateway_redis(redis_url)
+        store = RecordStore(redis, ttl_s=3600, flush_interval_s=0.01, max_bytes=bound)
+        await store.start()
+        for i in range(3000):
+            store.put(InvocationRecord(uuid.UUID(int=i).hex, "f", status="success"),
+                      "l" * sizes[i % len(sizes)])
+            if i % 200 == 0:
+                await asyncio.sleep(0.02)  # several batches, as invocations finish
+        for _ in range(100):  # a write drops DROP_MOST at most: the next drops the rest
+            await asyncio.sleep(0.05)
+            if not store._backlog and not store._writing and store.usage.bytes <= bound:
+                break
+        await store.close()
+        records = {k.decode().removeprefix(KEY_PREFIX)
+                   async for k in redis.scan_iter(f"{KEY_PREFIX}*", count=1000)}
+        logs = {k.decode().removeprefix(INVOCATION_LOGS)
+                async for k in redis.scan_iter(f"{INVOCATION_LOGS}*", count=1000)}
+        used = 0
+        for key in [*(KEY_PREFIX + i for i in records), *(INVOCATION_LOGS + i for i in logs),
+                    ORDER_KEY, _index("f")]:
+            used += await redis.memory_usage(key, samples=0) or 0
+        newest = [uuid.UUID(int=i).hex for i in range(2994, 3000)]
+        out = used, int(await redis.get(BYTES_KEY)), records, logs, \
+            await store.logs(newest)
+        await redis.aclose()
+        return out
+
+    used, counted, records, logs, newest = asyncio.run(scenario())
+    assert counted <= bound and used <= bound * 1.1, (used, counted)
+    assert 0 < len(records) < 3000  # the oldest left
+    assert logs <= records  # no log outlives its record
+    assert {i for i in records if sizes[uuid.UUID(i).int % len(sizes)]} == logs
+    assert newest == [None, "l" * 40, "l" * 700, "l" * 3000, "l" * 20_000, "l" * LOG_MAX]

@@ -44,3 +44,12 @@ def log_in(browser: Any, url: str, key: str) -> None:
     until(browser, "the login form", lambda: css(browser, "#login").is_displayed())
     css(browser, "#token").send_keys(key + "\n")
     until(browser, "the login form gone", lambda: not css(browser, "#login").is_displayed())
+
+
+def stray_text(browser: Any) -> list[str]:
+    """Text the page holds outside any element of its own (what DOM ``append`` writes for a
+    null or an array: "null", "[object HTMLDivElement]")."""
+    return browser.execute_script(
+        "return [...document.querySelector('main .page').childNodes]"
+        ".filter((n) => n.nodeType === Node.TEXT_NODE && n.textContent.trim())"
+        ".map((n) => n.textContent)")

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from browsing import click_link, css, until
+from browsing import click_link, css, stray_text, until
 from helpers import fn, wait_for
 
 from faasrl.client import Client
@@ -23,15 +23,6 @@ JOB = {"name": "ui-cartpole", "env_id": "CartPole-v1", "envs_per_actor": 2,
        "controller": {"name": "nitro", "min_actors": 1, "max_actors": 3,
                       "hessian_samples": 64, "hessian_iterations": 8}}
 CHARTS = ("chart-return-steps", "chart-return-time", "chart-actors", "chart-phases", "chart-cost")
-
-
-def stray_text(browser: Any) -> list[str]:
-    """Text the page holds outside any element of its own (what DOM ``append`` writes for a
-    null or an array: "null", "[object HTMLDivElement]")."""
-    return browser.execute_script(
-        "return [...document.querySelector('main .page').childNodes]"
-        ".filter((n) => n.nodeType === Node.TEXT_NODE && n.textContent.trim())"
-        ".map((n) => n.textContent)")
 
 
 def points(browser: Any, chart: str) -> int:
@@ -136,14 +127,15 @@ def test_dashboard_follows_a_job_and_shows_functions_and_invocations(
     assert stray_text(browser) == [] and "Result" not in page, page
     browser.save_screenshot(str(screenshots / "dashboard-invocation.png"))
 
-    # A successful invocation's page shows its result as JSON, and nothing else after it.
+    # A successful invocation's page shows its result as JSON, then its (empty) logs.
     browser.get(f"{platform.url}/ui/#/invocations/{ok['id']}")
     until(browser, "the invocation's result",
           lambda: css(browser, "#invocation-result").text)
     assert css(browser, "#invocation-result").text == json.dumps(ok["result"], indent=2)
     page = css(browser, "main").text
     assert stray_text(browser) == [] and "[object" not in page and "Error" not in page, page
-    assert page.endswith("Result\n" + json.dumps(ok["result"], indent=2)), page
+    assert page.endswith("Result\n" + json.dumps(ok["result"], indent=2)
+                         + "\nLogs\nIt wrote nothing."), page
 
     # No script failed, and nothing was refused but the wrong token and the first look
     # without one (a policy violation, a missing file or a JavaScript error would be here).

@@ -46,6 +46,16 @@ def test_report_lines_give_billing_memory_and_cold_starts():
     assert (warm.status, warm.billed_ms, warm.cold) == ("success", 13, False)
 
 
+def test_what_the_function_wrote_is_the_tail_less_lambdas_own_lines():
+    tail = ("INIT_START Runtime Version: python:3.11.v29\nSTART RequestId: 8f5 Version: "
+            "$LATEST\nhello\n[INFO]\t2024-01-01T00:00:00Z\t8f5\tlogged\nEND RequestId: 8f5\n"
+            + COLD.split("\n", 2)[2])
+    out = Outcome("error")
+    _read_response(response({"ok": 1}, log=tail), out, round_trip_s=2.0)
+    assert out.logs == "hello\n[INFO]\t2024-01-01T00:00:00Z\t8f5\tlogged\n"
+    assert out.billed_ms == 1103  # the REPORT line still read
+
+
 def test_without_a_report_the_round_trip_is_billed():
     out = Outcome("error")
     _read_response(response([1]), out, round_trip_s=0.0421)

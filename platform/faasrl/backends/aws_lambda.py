@@ -65,6 +65,16 @@ _REPORT_FIELD = re.compile(
     r" ([0-9.]+)")
 
 
+# Lines of a tail log that Lambda writes, not the function.
+_FRAMING = ("START RequestId:", "END RequestId:", "REPORT RequestId:", "INIT_START ")
+
+
+def function_output(log_tail: str) -> str:
+    """What the function wrote, of a Lambda tail log: its lines less Lambda's own."""
+    return "".join(line for line in log_tail.splitlines(keepends=True)
+                   if not line.startswith(_FRAMING))
+
+
 def parse_report(log_tail: str) -> dict[str, float]:
     """The fields of the last ``REPORT`` line of a Lambda tail log (ms, MB)."""
     for line in reversed(log_tail.splitlines()):
@@ -239,6 +249,7 @@ def _read_response(resp: dict[str, Any], out: Outcome, round_trip_s: float) -> N
     """Fill the outcome from an ``invoke`` response: payload, function error, REPORT line."""
     tail = base64.b64decode(resp.get("LogResult") or "").decode(errors="replace")
     report = parse_report(tail)
+    out.logs = function_output(tail)
     if "Billed Duration" in report:
         out.run_s = report.get("Duration", report["Billed Duration"]) / 1000
         out.billed_ms += int(report["Billed Duration"])

@@ -29,6 +29,7 @@ class Outcome:
     run_s: float = 0.0
     billed_ms: int = 0
     memory_mb: int | None = None  # what the service ran it with, when it says
+    logs: str = ""  # what the function wrote (Lambda: its tail log, the framing lines left out)
 
 
 class ServiceBackend(ABC):

@@ -6,7 +6,7 @@ One module per command group; the top-level commands are registered here, in the
 
 from __future__ import annotations
 
-from faasrl.cli import functions, jobs, up
+from faasrl.cli import functions, jobs, logs, up
 from faasrl.cli.app import app, console
 from faasrl.cli.deploy import deploy_app
 from faasrl.cli.namespaces import keys_app, namespaces_app
@@ -15,7 +15,7 @@ from faasrl.client import GatewayError
 from faasrl.manifest import ManifestError
 
 for command in (up.up, up.token, up.status, functions.invoke, functions.invocations,
-                functions.dead_letters,
+                functions.dead_letters, logs.logs,
                 jobs.submit, jobs.run, jobs.plot):
     app.command()(command)
 app.add_typer(functions.functions_app, name="functions")

@@ -104,3 +104,7 @@ def dead_letters_key(function: str) -> str:
 
 def dead_letter_order_key(function: str) -> str:
     return f"faasrl:dead-letters:{function}:order"
+
+# What an invocation wrote (print, logging, warnings: runtime/logs.py), beside its record
+# (``faasrl:invocation:<id>``) and dropped with it (invoker/records.py).
+INVOCATION_LOGS = "faasrl:invocation-logs:"  # + an invocation id

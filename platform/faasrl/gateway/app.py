@@ -30,6 +30,7 @@ from faasrl.gateway.routers import (
     invocations,
     jobs,
     lambda_api,
+    logs,
     namespaces,
     system,
     ui,
@@ -106,7 +107,8 @@ def create_app(settings: Settings, redis_url: str, function_redis_url: str | Non
             config=InvokerConfig(start_timeout_s=settings.start_timeout_s,
                                  stop_grace_s=settings.stop_grace_s,
                                  timeout_grace_s=settings.timeout_grace_s,
-                                 maintain_interval_s=settings.maintain_interval_s),
+                                 maintain_interval_s=settings.maintain_interval_s,
+                                 container_logs_s=settings.container_logs_minutes * 60),
             runtime_env={"FAASRL_REDIS_URL": without_credentials(
                 settings.function_redis_url or function_redis_url or redis_url)},
             code=code_store.get,
@@ -157,8 +159,8 @@ def create_app(settings: Settings, redis_url: str, function_redis_url: str | Non
     install_error_handlers(app)
     lambda_api.install_error_handler(app)
     app.add_middleware(BodyLimit, max_bytes=settings.max_payload_bytes)
-    for module in (system, functions, dead_letters, code, invocations, cluster, jobs, namespaces,
-                   lambda_api, ui):
+    for module in (system, functions, dead_letters, code, invocations, cluster, jobs, logs,
+                   namespaces, lambda_api, ui):
         app.include_router(module.router)
     app.include_router(namespaces.whoami_router)
     ui.install(app)

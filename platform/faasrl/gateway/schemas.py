@@ -52,6 +52,7 @@ class InvocationOut(BaseModel):
     container: str | None
     node: str | None = Field(None, description="the Ray node its container ran on; null: the "
                                                "gateway's host")
+    job: str | None = Field(None, description="the job it ran for; null: a plain invocation")
     requested_at: float
     finished_at: float | None
     result: Any = None

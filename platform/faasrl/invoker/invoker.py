@@ -24,6 +24,7 @@ from typing import Any
 
 from faasrl.backends.base import Backend, ContainerHandle, ContainerStats, ZygoteState
 from faasrl.backends.service import ServiceBackend
+from faasrl.invoker.container_logs import ContainerLogs, ContainerOutput
 from faasrl.invoker.errors import InvokerError, NotPlaceable, StartFailed
 from faasrl.invoker.fairshare import Share
 from faasrl.invoker.metrics import InvokerMetrics
@@ -58,6 +59,7 @@ class InvokerConfig:
     stop_grace_s: float = 2.0
     timeout_grace_s: float = 1.0
     maintain_interval_s: float = 0.25
+    container_logs_s: float = 900.0  # how long containers' output outside invocations is kept
 
 
 def new_invocation_id() -> str:
@@ -113,6 +115,7 @@ class Invoker:
         self._start_s: dict[str, float] = {}
         self._starting: dict[str, asyncio.Task[Any]] = {}  # container id -> its start
         self._preempted: set[str] = set()  # starts the pool stopped (Stop while starting)
+        self._logs = ContainerLogs(self.config.container_logs_s)
         self._tasks: set[asyncio.Task[Any]] = set()
         self._ticker: asyncio.Task[None] | None = None
 
@@ -216,6 +219,11 @@ class Invoker:
         """The modules the backend's zygote could not import, and why."""
         return self._backend.zygote_not_preloaded()
 
+    def container_output(self, function: str) -> list[ContainerOutput]:
+        """What the function's containers wrote outside any invocation (imports, threads
+        between runs), still kept, oldest first."""
+        return self._logs.recent(function)
+
     def container_stats(self, container_id: str) -> ContainerStats | None:
         """A container's memory and CPU use; None once it is gone (or not started yet)."""
         handle = self._handles.get(container_id)
@@ -243,9 +251,11 @@ class Invoker:
         timeout = spec.timeout_s if timeout_s is None else min(timeout_s, spec.timeout_s)
         rec = InvocationRecord(invocation_id or new_invocation_id(), function,
                                memory_mb=spec.memory_mb, backend=self._backend.name,
-                               requested_at=time.time())
+                               requested_at=time.time(),
+                               job=tenant.job if tenant is not None else None)
         if (service := self._service(spec, placement)) is not None:
             return await self._invoke_on(service, spec, args, timeout, rec, on_running)
+        logs = ""
         try:
             for attempt in (1, 2):
                 rec.attempts = attempt
@@ -276,8 +286,9 @@ class Invoker:
                 if on_running is not None:
                     on_running(rec)
                 init_billed = self._start_s.get(assign.container, 0.0) if assign.bills_init else 0
-                if await self._run(assign.container, args, timeout, rec, init_billed,
-                                   client_context):
+                done, logs = await self._run(assign.container, args, timeout, rec,
+                                             init_billed, client_context)
+                if done:
                     break
         finally:
             rec.finished_at = time.time()
@@ -285,7 +296,7 @@ class Invoker:
                 rec.status = "error"
                 rec.error = rec.error or {"type": "Cancelled", "message": "invocation cancelled"}
             if self._records is not None:
-                self._records.put(rec)
+                self._records.put(rec, logs)
             if self._metrics is not None:
                 self._metrics.observe(rec)
         return rec
@@ -310,6 +321,7 @@ class Invoker:
                          ) -> InvocationRecord:
         """One invocation run by a service backend; the record is written as for any other."""
         rec.backend, rec.status, rec.attempts = service.name, "running", 1
+        logs = ""
         if on_running is not None:
             on_running(rec)
         try:
@@ -318,6 +330,7 @@ class Invoker:
             rec.attempts, rec.cold = out.attempts, out.cold
             rec.queue_s, rec.init_s, rec.run_s = out.queue_s, out.init_s, out.run_s
             rec.billed_ms, rec.memory_mb = out.billed_ms, out.memory_mb or rec.memory_mb
+            logs = out.logs
         except Exception as exc:  # a fault of the service backend, kept in the record
             log.exception("%s backend failed on %s", service.name, rec.id)
             rec.status, rec.error = "error", {"type": type(exc).__name__, "message": str(exc)}
@@ -327,7 +340,7 @@ class Invoker:
                 rec.status = "error"
                 rec.error = {"type": "Cancelled", "message": "invocation cancelled"}
             if self._records is not None:
-                self._records.put(rec)
+                self._records.put(rec, logs)
             if self._metrics is not None:
                 self._metrics.observe(rec)
         return rec
@@ -353,8 +366,10 @@ class Invoker:
         return assign, time.monotonic() - t0
 
     async def _run(self, cid: str, args: Any, timeout: float, rec: InvocationRecord,
-                   init_billed: float, client_context: dict[str, Any] | None = None) -> bool:
-        """One attempt; returns False when the container died and the invocation may retry."""
+                   init_billed: float, client_context: dict[str, Any] | None = None
+                   ) -> tuple[bool, str]:
+        """One attempt; whether it is over (False: the container died and the invocation may
+        retry), and what the handler wrote."""
         body = {"args": args, "deadline_s": timeout, "invocation_id": rec.id}
         if client_context is not None:
             body["client_context"] = client_context
@@ -369,7 +384,7 @@ class Invoker:
             rec.status = "timeout"
             rec.error = {"type": "Timeout",
                          "message": f"no answer within the deadline of {timeout:g} s"}
-            return True
+            return True, ""
         except RuntimeGone:
             rec.bill(time.monotonic() - t0, init_billed)
             self._lose(cid, "died mid-invocation")
@@ -377,11 +392,15 @@ class Invoker:
                 rec.status = "error"
                 rec.error = {"type": "ContainerDied",
                              "message": "the container died mid-invocation, twice"}
-                return True
-            return False
+                return True, ""
+            return False, ""
         except BaseException:
             self._lose(cid, "invocation cancelled mid-run")
             raise
+        logs = out.get("logs")
+        logs = logs if isinstance(logs, str) else ""
+        if isinstance(written := out.get("container_logs"), str):
+            self._logs.add(rec.function, cid, written)
         rec.run_s = micro(float(out.get("duration_s", time.monotonic() - t0)))
         rec.cpu_s, rec.wait_s = _seconds(out.get("cpu_s")), _seconds(out.get("wait_s"))
         rec.bill(rec.run_s, init_billed)
@@ -399,7 +418,7 @@ class Invoker:
         else:
             rec.status, rec.error = "error", error
             self._release(cid)
-        return True
+        return True, logs
 
     def _release(self, cid: str) -> None:
         self._apply(self._pool.release(cid, time.monotonic()))
@@ -475,6 +494,8 @@ class Invoker:
                 err = (out or {}).get("error", {})
                 raise StartFailed(err.get("message", f"/init answered {status}"),
                                   err.get("type", "InitError"))
+            if isinstance(written := (out or {}).get("container_logs"), str):  # imports' output
+                self._logs.add(spec.name, cid, written)
         except asyncio.CancelledError:
             self._starting.pop(cid, None)
             await self._discard(cid, handle)

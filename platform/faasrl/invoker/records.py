@@ -17,6 +17,7 @@ from typing import Any, Literal, get_args
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
+from faasrl.data.keys import INVOCATION_LOGS
 from faasrl.invoker.record_archive import RecordArchive
 
 log = logging.getLogger(__name__)
@@ -48,6 +49,7 @@ class InvocationRecord:
     billed_ms: int = 0  # run time, plus init when the container was started for it
     memory_mb: int = 0
     backend: str = ""
+    job: str | None = None  # the job it ran for (its Tenant's job); None: a plain invocation
     container: str | None = None
     node: str | None = None  # the machine its container ran on (a Ray node); None: this host
     requested_at: float = 0.0  # epoch seconds
@@ -92,7 +94,7 @@ class InvocationRecord:
 # Each field's default, in field order (those without one, None: ``from_stored`` fills them).
 _DEFAULTS: dict[str, Any] = {f.name: None if f.default is MISSING else f.default
                              for f in fields(InvocationRecord)}
-OFTEN_DEFAULT = ("cold", "stem_cell", "init_s", "node", "result", "error", "retry_of",
+OFTEN_DEFAULT = ("cold", "stem_cell", "init_s", "node", "job", "result", "error", "retry_of",
                  "retried_by")
 
 
@@ -110,6 +112,10 @@ BYTES_KEY = "faasrl:records:bytes"  # what they cost in Redis (see RECORD_OVERHE
 # index. Measured with MEMORY USAGE on Redis 6.2 (tests/integration/test_record_retention.py
 # holds the sum of it all to the cap).
 RECORD_OVERHEAD = 200
+# The same for an invocation's logs (INVOCATION_LOGS + its id): the key, its keyspace entry and
+# the string's header and rounding, 114-136 bytes by MEMORY USAGE from 40 B to 64 KB of logs,
+# 140 by used_memory over 20,000 keys (tests/integration/test_records.py holds them to the cap).
+LOGS_OVERHEAD = 140
 
 
 def _key(invocation_id: str) -> str:
@@ -120,24 +126,32 @@ def _index(function: str) -> str:
     return INDEX_PREFIX + function
 
 
-Row = tuple[str, str, bytes, bool]  # (invocation id, function, stored record, final?)
+def _logs_key(invocation_id: str) -> str:
+    return INVOCATION_LOGS + invocation_id
 
-# Writes a batch of records, then drops the oldest records while those kept are over a bound.
-# KEYS: ORDER_KEY, BYTES_KEY, the n records' keys, then one index per function. ARGV: n, the
-# index length, the byte and count bounds, the oldest first-write time kept, RECORD_OVERHEAD,
-# whether to return what it drops (for the archive), the most it drops a call, KEY_PREFIX,
-# INDEX_PREFIX; then the n records, the n ORDER_KEY entries, then per index its count of
+
+# (invocation id, function, stored record, final?, its logs: b"" for none)
+Row = tuple[str, str, bytes, bool, bytes]
+
+# Writes a batch of records (and their logs), then drops the oldest records (and their logs)
+# while those kept are over a bound. KEYS: ORDER_KEY, BYTES_KEY, the n records' keys, then one
+# index per function. ARGV: n, the index length, the byte and count bounds, the oldest
+# first-write time kept, RECORD_OVERHEAD, whether to return what it drops (for the archive),
+# the most it drops a call, KEY_PREFIX, INDEX_PREFIX, INVOCATION_LOGS, LOGS_OVERHEAD; then the
+# n records, the n ORDER_KEY entries, the n logs ('' for none), then per index its count of
 # finished ids and the ids in order (LPUSH puts the newest first; at most 1000 a call, Lua's
 # limit on unpack). Bytes are counted from the lengths Redis has at hand (STRLEN), never by
-# reading a record back. Returns the bytes and count kept, the count dropped, then (when asked
-# for) the dropped entries and records in pairs.
+# reading a record back; a record's logs count with it. Returns the bytes and count kept, the
+# count dropped, then (when asked for) the dropped entries and records in pairs (logs are not
+# archived).
 _WRITE_BATCH = """
 local n, keep, max_bytes, max_count = tonumber(ARGV[1]), tonumber(ARGV[2]),
   tonumber(ARGV[3]), tonumber(ARGV[4])
 local oldest, over, archive, most = tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7] == '1',
   tonumber(ARGV[8])
 local key_prefix, index_prefix = ARGV[9], ARGV[10]
-local base = 10
+local logs_prefix, logs_over = ARGV[11], tonumber(ARGV[12])
+local base = 12
 local delta = 0
 local new = {}
 for i = 1, n do
@@ -150,12 +164,20 @@ for i = 1, n do
   else
     delta = delta + #value - old
   end
+  local logs = ARGV[base + 2 * n + i]
+  if logs ~= '' then
+    local logs_key = logs_prefix .. string.sub(key, #key_prefix + 1)
+    local old_logs = redis.call('STRLEN', logs_key)
+    redis.call('SET', logs_key, logs)
+    delta = delta + #logs - old_logs
+    if old_logs == 0 then delta = delta + logs_over end
+  end
 end
 for first = 1, #new, 1000 do
   redis.call('RPUSH', KEYS[1], unpack(new, first, math.min(first + 999, #new)))
 end
 local bytes = tonumber(redis.call('INCRBY', KEYS[2], delta))
-local at = base + 2 * n + 1
+local at = base + 3 * n + 1
 for k = n + 3, #KEYS do
   local count = tonumber(ARGV[at])
   for first = at + 1, at + count, 1000 do
@@ -182,6 +204,12 @@ while dropped < most and count > 0 do
     end
     redis.call('DEL', key)
     bytes = bytes - size - over
+    local logs_key = logs_prefix .. id
+    local logs_size = redis.call('STRLEN', logs_key)
+    if logs_size > 0 then
+      redis.call('DEL', logs_key)
+      bytes = bytes - logs_size - logs_over
+    end
     count = count - 1
     taken = taken + 1
     touched[fn] = true
@@ -245,8 +273,8 @@ class RecordSpool:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         lines = b"".join(json.dumps({"id": i, "function": f, "record": p.decode(),
-                                     "final": final}).encode() + b"\n"
-                         for i, f, p, final in rows)
+                                     "final": final, "logs": logs.decode()}).encode() + b"\n"
+                         for i, f, p, final, logs in rows)
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         try:
             os.write(fd, lines)
@@ -263,7 +291,8 @@ class RecordSpool:
         for line in text.splitlines():
             try:
                 d = json.loads(line)
-                rows.append((d["id"], d["function"], d["record"].encode(), bool(d["final"])))
+                rows.append((d["id"], d["function"], d["record"].encode(), bool(d["final"]),
+                             d.get("logs", "").encode()))
             except (ValueError, KeyError, TypeError):
                 log.error("record spool %s: skipping a damaged line", self.path)
         return rows
@@ -317,13 +346,14 @@ class RecordStore:
         self._task = asyncio.create_task(self._writer(), name="record-writer")
         self._wake.set()  # the first write applies the retention at once
 
-    def put(self, rec: InvocationRecord) -> None:
-        """Queue a snapshot of the record for writing."""
-        self._backlog[rec.id] = (rec.id, rec.function, rec.to_stored(), rec.status in FINAL)
+    def put(self, rec: InvocationRecord, logs: str | None = None) -> None:
+        """Queue a snapshot of the record (and the invocation's ``logs``) for writing."""
+        self._backlog[rec.id] = (rec.id, rec.function, rec.to_stored(), rec.status in FINAL,
+                                 logs.encode(errors="replace") if logs else b"")
         self._wake.set()
 
     async def put_now(self, rec: InvocationRecord) -> None:
-        await self._write([(rec.id, rec.function, rec.to_stored(), rec.status in FINAL)])
+        await self._write([(rec.id, rec.function, rec.to_stored(), rec.status in FINAL, b"")])
 
     async def get(self, invocation_id: str) -> dict[str, Any] | None:
         """A record by id: queued for writing, in Redis, else in the archive."""
@@ -334,6 +364,25 @@ class RecordStore:
         if raw is None and self.archive is not None:
             raw = await self.archive.get(invocation_id)
         return from_stored(invocation_id, raw) if raw else None
+
+    async def logs(self, ids: list[str]) -> list[str | None]:
+        """What each invocation wrote ("": nothing; None: no logs kept, or past their
+        retention), queued for writing or in Redis."""
+        found: dict[str, bytes] = {}
+        for rows in (self._writing, self._backlog):
+            found.update((i, rows[i][4]) for i in ids if i in rows)
+        missing = [i for i in ids if i not in found]
+        if missing:
+            found.update(zip(missing, await self._redis.mget([_logs_key(i) for i in missing]),
+                             strict=True))
+        return [None if (raw := found[i]) is None else raw.decode(errors="replace")
+                for i in ids]
+
+    async def logs_kept(self, invocation_id: str) -> bool:
+        """Whether the invocation's logs are still kept: its record is queued or in Redis (the
+        archive keeps records, not logs)."""
+        return (invocation_id in self._backlog or invocation_id in self._writing
+                or bool(await self._redis.exists(_key(invocation_id))))
 
     async def recent(self, function: str, limit: int = 50, start: int = 0, *,
                      from_archive: bool = False) -> list[dict[str, Any]]:
@@ -433,7 +482,7 @@ class RecordStore:
         # A command per record through a MULTI cost the gateway 29 us of CPU a record (redis-py
         # packs each and parses two answers to each); this call costs 5.
         finished: dict[str, list[str]] = {}
-        for invocation_id, function, _, final in batch:
+        for invocation_id, function, _, final, _ in batch:
             if final:
                 finished.setdefault(function, []).append(invocation_id)
         r = self.retention
@@ -442,9 +491,11 @@ class RecordStore:
         keys = [ORDER_KEY, BYTES_KEY, *[_key(invocation_id) for invocation_id, *_ in batch]]
         args: list[str | int | bytes] = [
             len(batch), self._index_len, r.max_bytes or UNBOUNDED, r.max_count or UNBOUNDED,
-            stamp - r.ttl_s, RECORD_OVERHEAD, int(archive), DROP_MOST, KEY_PREFIX, INDEX_PREFIX]
-        args += [payload for _, _, payload, _ in batch]
+            stamp - r.ttl_s, RECORD_OVERHEAD, int(archive), DROP_MOST, KEY_PREFIX, INDEX_PREFIX,
+            INVOCATION_LOGS, LOGS_OVERHEAD]
+        args += [payload for _, _, payload, _, _ in batch]
         args += [f"{stamp} {function} {invocation_id}" for invocation_id, function, *_ in batch]
+        args += [logs for *_, logs in batch]
         for function, ids in finished.items():
             keys.append(_index(function))
             args += [len(ids), *ids]

@@ -1,7 +1,8 @@
 """Who an invocation is for, as the pool shares capacity and holds quotas.
 
 ``key`` is the sharer (a job's id; a plain invocation's function), ``namespace`` whose quota it
-counts against, ``weight`` its share relative to others that contend (a job's ``priority``).
+counts against, ``weight`` its share relative to others that contend (a job's ``priority``),
+``job`` the job's id when it is one (its invocations' records say so: a job's logs).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ class Tenant:
     key: str
     namespace: str
     weight: float = 1.0
+    job: str | None = None
 
     @classmethod
     def of_function(cls, function: str) -> Tenant:

@@ -8,6 +8,7 @@ import resource
 import signal
 import sys
 
+from faasrl.runtime import logs
 from faasrl.runtime.server import SECRET_ENV, RuntimeServer
 
 
@@ -77,6 +78,7 @@ def serve(*, listen_fd: int | None = None, secret_fd: int | None = None,
     server = RuntimeServer((host, port), listen_fd=listen_fd, secret=secret, stem_cell=stem_cell)
     host, port = server.server_address[:2]
     print(f"faasrl runtime listening on {host}:{port} (pid {os.getpid()})", flush=True)
+    server.runtime.capture = logs.install()  # from here on, what is written is the function's
     server.serve_forever()
 
 

@@ -29,6 +29,7 @@ from collections.abc import Callable
 from typing import Any, NoReturn
 
 from faasrl.runtime.http import Connection, Request, dumps, error, listener, serve_forever
+from faasrl.runtime.logs import Capture
 from faasrl.runtime.watchdog import Run, Watchdog
 
 # Exit status of a runtime that stopped itself after a run outlived its deadline.
@@ -182,8 +183,9 @@ class Runtime:
     was known: ``/init`` then also names the folder to import the handler from (``cwd``), and
     sizes the thread pools that were sized at import to the ``OMP_NUM_THREADS`` it is given."""
 
-    def __init__(self, stem_cell: bool = False) -> None:
+    def __init__(self, stem_cell: bool = False, capture: Capture | None = None) -> None:
         self.stem_cell = stem_cell
+        self.capture = capture  # what the handler writes, per invocation (None: not captured)
         self.handler: Any = None
         self.function = ""
         self.memory_mb = 0
@@ -250,7 +252,16 @@ class Runtime:
             self._slots = threading.Lock() if workers <= 1 else threading.Semaphore(workers)
             self._watchdog = Watchdog(_overrun)
             self.handler = func
-        return 200, {"status": "initialized"}
+            if self.capture is not None:
+                self.capture.take_logging()  # its imports may have brought logging in
+        return 200, self._with_container_logs({"status": "initialized"})
+
+    def _with_container_logs(self, out: dict[str, Any]) -> dict[str, Any]:
+        """``out`` with what was written outside any invocation since the last answer (the
+        handler's imports, its background threads) as ``container_logs``."""
+        if self.capture is not None and self.capture.container.parts:
+            out["container_logs"] = self.capture.take_container()
+        return out
 
     def run(self, body: dict[str, Any], reply: Callable[[int, bytes], None]) -> None:
         """Run one invocation on this thread and ``reply`` with its answer; past its deadline
@@ -275,7 +286,10 @@ class Runtime:
         # Queued behind other runs (more connections than ``concurrency``) until the deadline.
         if not slots.acquire(timeout=min(max(deadline_s, 0.0), threading.TIMEOUT_MAX)):
             _overrun(run)
+        capture = self.capture
         try:
+            if capture is not None:
+                run.log, token = capture.begin()
             watchdog.begin(run)
             usage = Usage()
             try:
@@ -283,6 +297,10 @@ class Runtime:
             except BaseException as exc:
                 tb = "".join(traceback.format_exception(exc)[1:])
                 out = error(type(exc).__name__, str(exc), tb)
+            if capture is not None and run.log is not None:
+                if logs := capture.end(run.log, token):
+                    out["logs"] = logs
+                self._with_container_logs(out)
             if not watchdog.end(run):
                 time.sleep(60)  # the watchdog answers for this run and ends the process
         finally:
@@ -302,6 +320,8 @@ def _overrun(run: Run) -> NoReturn:
     thread cannot be stopped, so the container goes with it."""
     msg = f"the handler ran past its deadline of {run.deadline_s:g} s"
     out = error("Timeout", msg) | {"duration_s": time.monotonic() - run.start}
+    if run.log is not None and (logs := run.log.take()):
+        out["logs"] = logs
     with contextlib.suppress(OSError):  # the invoker gave up first; it will see the exit
         run.reply(200, dumps(out))
     sys.stdout.flush()
@@ -340,8 +360,9 @@ class RuntimeServer:
     which also runs that connection's invocations."""
 
     def __init__(self, address: tuple[str, int], listen_fd: int | None = None,
-                 secret: str | None = None, stem_cell: bool = False):
-        self.runtime = Runtime(stem_cell)
+                 secret: str | None = None, stem_cell: bool = False,
+                 capture: Capture | None = None):
+        self.runtime = Runtime(stem_cell, capture)
         self.secret = secret
         self.socket = listener(address, listen_fd)
         self.server_address = self.socket.getsockname()

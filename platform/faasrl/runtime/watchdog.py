@@ -15,14 +15,18 @@ import threading
 import time
 from collections.abc import Callable
 
+from faasrl.runtime.logs import Tail
+
 
 class Run:
-    """One run in progress: when it started, when it must end, and how to answer for it."""
+    """One run in progress: when it started, when it must end, how to answer for it, and
+    what it has written so far (``runtime/logs.py``; None: not captured)."""
 
-    __slots__ = ("deadline", "deadline_s", "reply", "start")
+    __slots__ = ("deadline", "deadline_s", "log", "reply", "start")
 
     def __init__(self, start: float, deadline_s: float, reply: Callable[[int, bytes], None]):
         self.start, self.deadline_s, self.reply = start, deadline_s, reply
+        self.log: Tail | None = None
         self.deadline = start + deadline_s
 
 

@@ -5,8 +5,9 @@ containers (always locally, whatever its placement, so a gateway can never call 
 loop) and answers as Lambda does: ``RequestResponse`` with the result as the payload, ``Event``
 with 202 at once, ``DryRun`` with 204; a handler's error as 200 with ``X-Amz-Function-Error:
 Unhandled`` and Lambda's error payload; ``X-Amz-Executed-Version``, ``x-amzn-RequestId`` (the
-invocation's record id), and with ``LogType: Tail`` a ``START``/``END``/``REPORT`` tail log whose
-``REPORT`` line carries the record's billed duration. Refusals have Lambda's shape: the code in
+invocation's record id), and with ``LogType: Tail`` the last 4 KB of its log: what the handler
+wrote (as ``GET /v1/invocations/{id}/logs`` has it) between ``START`` and ``END``, then a
+``REPORT`` line that carries the record's billed duration. Refusals have Lambda's shape: the code in
 ``x-amzn-ErrorType`` (404 ``ResourceNotFoundException``, 429 ``TooManyRequestsException``, 403
 ``InvalidSignatureException``, ...).
 
@@ -164,7 +165,7 @@ async def invoke(function_name: str, request: Request, svc: ServicesDep,
     except InvokerError as exc:
         raise _refusal(exc, arn) from None
     if log_type == "Tail":
-        headers["X-Amz-Log-Result"] = _tail_log(rec, svc)
+        headers["X-Amz-Log-Result"] = await _tail_log(rec, svc)
     if rec.status == "success":
         return Response(json.dumps(rec.result, separators=(",", ":")),
                         media_type="application/json", headers=headers)
@@ -201,8 +202,10 @@ def _refusal(exc: InvokerError, arn: str) -> LambdaApiError:
     return LambdaApiError(500, "ServiceException", f"{exc.kind}: {exc.message}")
 
 
-def _tail_log(rec: InvocationRecord, svc: Services) -> str:
-    """The START/END/REPORT lines Lambda writes, from the record, base64 as Lambda sends them."""
+async def _tail_log(rec: InvocationRecord, svc: Services) -> str:
+    """Lambda's log of the invocation, base64 as Lambda sends it: the START, END and REPORT
+    lines from the record around what the handler wrote (from the record store), whose start
+    is cut to keep the whole within ``_LOG_TAIL_MAX`` bytes."""
     report = [f"REPORT RequestId: {rec.id}", f"Duration: {rec.run_s * 1000:.2f} ms",
               f"Billed Duration: {rec.billed_ms} ms", f"Memory Size: {rec.memory_mb} MB"]
     stats = svc.invoker.container_stats(rec.container) if rec.container else None
@@ -210,6 +213,8 @@ def _tail_log(rec: InvocationRecord, svc: Services) -> str:
         report.append(f"Max Memory Used: {round(stats.memory_mb)} MB")
     if rec.cold:
         report.append(f"Init Duration: {rec.init_s * 1000:.2f} ms")
-    text = (f"START RequestId: {rec.id} Version: {EXECUTED_VERSION}\n"
-            f"END RequestId: {rec.id}\n" + "\t".join(report) + "\t\n")
-    return base64.b64encode(text.encode()[-_LOG_TAIL_MAX:]).decode()
+    start = f"START RequestId: {rec.id} Version: {EXECUTED_VERSION}\n".encode()
+    end = (f"END RequestId: {rec.id}\n" + "\t".join(report) + "\t\n").encode()
+    room = max(0, _LOG_TAIL_MAX - len(start) - len(end))
+    written = ((await svc.records.logs([rec.id]))[0] or "").encode()
+    return base64.b64encode(start + (written[-room:] if room else b"") + end).decode()

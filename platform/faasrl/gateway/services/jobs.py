@@ -3,7 +3,6 @@ rounds as a server-sent event stream, and its policy's weights."""
 
 from __future__ import annotations
 
-import asyncio
 import csv
 import io
 import json
@@ -12,12 +11,9 @@ from typing import Any
 
 from faasrl.data.connection import UNREACHABLE
 from faasrl.data.keys import params_key
-from faasrl.gateway.errors import REDIS_RETRY_AFTER_S, redis_unavailable_body
 from faasrl.gateway.services import Services
+from faasrl.gateway.services.sse import Pace, redis_error
 from faasrl.jobs.store import ACTIVE, JobRecord
-
-POLL_S = 0.5  # how often an event stream looks for new rounds
-HEARTBEAT_S = 15.0  # a comment line after this long without an event keeps proxies from closing
 
 
 def metrics_csv(rows: list[dict[str, Any]]) -> str:
@@ -40,7 +36,7 @@ async def events(svc: Services, job_id: str, start: int, *, closing: Callable[[]
     then ``end`` with the job record once the job is no longer active; ``error`` and the end
     of the stream if Redis is unreachable. Ends too when the gateway is ``closing`` or the
     client has ``disconnected``."""
-    index, quiet = start, 0.0
+    index, pace = start, Pace(disconnected)
     while not closing():
         try:
             rows = await svc.jobs.store.rows(job_id, index)
@@ -52,18 +48,12 @@ async def events(svc: Services, job_id: str, start: int, *, closing: Callable[[]
                 yield f"event: end\ndata: {rec.model_dump_json()}\n\n"
                 return
         except UNREACHABLE as exc:
-            # No id: the client's Last-Event-ID stays the last row it got, so its
-            # reconnection resumes right after it.
-            yield (f"event: error\nretry: {REDIS_RETRY_AFTER_S * 1000}\n"
-                   f"data: {json.dumps(redis_unavailable_body(exc))}\n\n")
+            yield redis_error(exc)
             return
-        quiet = 0.0 if rows else quiet + POLL_S
-        if quiet >= HEARTBEAT_S:
-            yield ": keep-alive\n\n"
-            quiet = 0.0
-        if await disconnected():
+        if comment := pace.keep_alive(bool(rows)):
+            yield comment
+        if not await pace.wait():
             return
-        await asyncio.sleep(POLL_S)
 
 
 class WeightsNotKept(LookupError):

@@ -51,6 +51,10 @@ export async function get(path, options) {
   return (await request("GET", path, options)).json();
 }
 
+export async function getText(path, options) {
+  return (await request("GET", path, options)).text();
+}
+
 export async function post(path, options) {
   return (await request("POST", path, options)).json();
 }

@@ -3,8 +3,8 @@
 // recent invocations and dead letters (asynchronous invocations that failed for good).
 
 import { get, post } from "./api.js";
-import { fields, h, link, num, pre, seconds, table, when } from "./dom.js";
-import { invocationColumns } from "./invocations.js";
+import { badge, fields, h, link, num, pre, seconds, table, when } from "./dom.js";
+import { invocationColumns, logText } from "./invocations.js";
 
 const STATES = ["starting", "idle", "busy", "stopping"];
 
@@ -90,16 +90,28 @@ export async function functionPage(body, name, { every }) {
       redriven.textContent = String(err.message || err);
     }
   } }, "Redrive all");
+  const logs = h("div", { id: "function-logs" });
   body.append(h("h1", {}, `Function ${name}`), summary, h("h2", {}, "Containers"), containers,
-              h("h2", {}, "Recent invocations"), recent, h("h2", {}, "Dead letters"),
+              h("h2", {}, "Recent invocations"), recent, h("h2", {}, "Logs"),
+              h("p", { class: "muted" }, "What its 10 most recent invocations wrote, newest " +
+                "first, and what its containers wrote outside any invocation."), logs,
+              h("h2", {}, "Dead letters"),
               h("p", { class: "muted" }, "Asynchronous invocations that failed after their " +
                 `retries (maximum_retry_attempts ${spec.maximum_retry_attempts}).`),
               h("div", { class: "actions" }, redrive, redriven), letters,
               h("h2", {}, "Manifest"), h("div", { id: "manifest" }, pre(spec)));
   every(2000, async () => {
-    const [stats, cluster, invocations, dead] = await Promise.all([
+    const [stats, cluster, invocations, dead, written] = await Promise.all([
       get(`/v1/functions/${name}/stats`), get("/v1/cluster"),
-      get("/v1/invocations", { query: { function: name, limit: 20 } }), get(lettersPath)]);
+      get("/v1/invocations", { query: { function: name, limit: 20 } }), get(lettersPath),
+      get(`/v1/functions/${name}/logs`, { query: { limit: 10 } })]);
+    logs.replaceChildren(...written.invocations.map((i) => h("div", { class: "log" },
+      h("p", {}, link(`#/invocations/${i.id}`, i.id.slice(0, 12)), " ", badge(i.status), " ",
+        when(i.requested_at), i.job ? [" job ", link(`#/jobs/${i.job}`, i.job)] : null),
+      logText(i.logs))),
+    ...written.containers.map((c) => h("div", { class: "log" },
+      h("p", {}, `container ${c.container}, outside invocations, ${when(c.at)}`), pre(c.logs))));
+    if (!logs.childElementCount) logs.append(h("p", { class: "muted" }, "No logs yet."));
     summary.replaceChildren(fields([
       ...STAT_COLUMNS.map(([title, cell]) => [title, cell(stats)]),
       ["latency p50 (queue + run)", seconds(stats.latency_p50_s)],

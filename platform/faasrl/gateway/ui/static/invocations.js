@@ -1,7 +1,7 @@
 // Invocations: the recent ones, filtered by function and status (kept in the page's address,
 // which holds no secret), and one invocation's record.
 
-import { get } from "./api.js";
+import { get, getText } from "./api.js";
 import { append, badge, fields, h, link, num, pre, seconds, table, when } from "./dom.js";
 
 export const invocationColumns = [
@@ -52,8 +52,14 @@ export async function invocationsPage(body, _, { every, query }) {
   });
 }
 
+// What an invocation printed, logged and warned (the last 64 KB), or a line saying it wrote none.
+export function logText(text) {
+  return text ? pre(text) : h("p", { class: "muted" }, "It wrote nothing.");
+}
+
 export async function invocationPage(body, id) {
-  const r = await get(`/v1/invocations/${id}`);
+  const [r, logs] = await Promise.all([get(`/v1/invocations/${id}`),
+                                       getText(`/v1/invocations/${id}/logs`)]);
   const err = r.error || null;
   append(body,
     h("h1", {}, `Invocation ${r.id} `, badge(r.status)),
@@ -67,6 +73,7 @@ export async function invocationPage(body, id) {
       ["billed", `${num(r.billed_ms)} ms at ${num(r.memory_mb)} MB`],
       ["backend", r.backend],
       ["container", r.container || "–"],
+      ["job", r.job ? link(`#/jobs/${r.job}`, r.job) : "–"],
       ["requested", when(r.requested_at)],
       ["finished", when(r.finished_at)],
     ]),
@@ -76,5 +83,6 @@ export async function invocationPage(body, id) {
     r.status === "success"
       ? [h("h2", {}, "Result"), h("div", { id: "invocation-result" }, pre(r.result ?? null))]
       : null,
+    h("h2", {}, "Logs"), h("div", { id: "invocation-logs" }, logText(logs)),
   );
 }
