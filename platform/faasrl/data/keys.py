@@ -90,3 +90,9 @@ def buffer_snapshot_key(job_id: str, part: int | None = None) -> str:
 # Tenancy (faasrl.gateway.keys): namespaces and their quotas, and API keys (hashed), one hash each.
 NAMESPACES = "faasrl:namespaces"
 API_KEYS = "faasrl:api-keys"
+
+
+def code_owners_key(sha256: str) -> str:
+    """A set: the namespaces that uploaded the code archive ``sha256`` (none: it was stored
+    before namespaces, and is ``default``'s)."""
+    return f"faasrl:code-owners:{sha256}"

@@ -14,10 +14,29 @@ from faasrl.data.connection import UNREACHABLE
 from faasrl.data.keys import params_key
 from faasrl.gateway.errors import REDIS_RETRY_AFTER_S, redis_unavailable_body
 from faasrl.gateway.services import Services
+from faasrl.jobs.manager import JobNotFound
+from faasrl.jobs.spec import FUNCTION_FIELDS
 from faasrl.jobs.store import ACTIVE, JobRecord
+from faasrl.namespaces import local_name
 
 POLL_S = 0.5  # how often an event stream looks for new rounds
 HEARTBEAT_S = 15.0  # a comment line after this long without an event keeps proxies from closing
+
+
+async def owned(svc: Services, job_id: str, namespace: str) -> JobRecord:
+    """``namespace``'s job ``job_id``; ``JobNotFound`` for another namespace's, as for one
+    that never was (no existence leak)."""
+    rec = await svc.jobs.get(job_id)
+    if rec.namespace != namespace:
+        raise JobNotFound(f"no job {job_id!r}")
+    return rec
+
+
+def shown(rec: JobRecord) -> JobRecord:
+    """A job's record as the API answers it: its functions under their bare names."""
+    spec = rec.spec.model_copy(update={f: local_name(getattr(rec.spec, f))
+                                       for f in FUNCTION_FIELDS})
+    return rec.model_copy(update={"spec": spec})
 
 
 def metrics_csv(rows: list[dict[str, Any]]) -> str:
@@ -49,7 +68,7 @@ async def events(svc: Services, job_id: str, start: int, *, closing: Callable[[]
                 index += 1
             rec = await svc.jobs.get(job_id)
             if rec.status not in ACTIVE and not await svc.jobs.store.rows(job_id, index):
-                yield f"event: end\ndata: {rec.model_dump_json()}\n\n"
+                yield f"event: end\ndata: {shown(rec).model_dump_json()}\n\n"
                 return
         except UNREACHABLE as exc:
             # No id: the client's Last-Event-ID stays the last row it got, so its
