@@ -10,13 +10,15 @@ import httpx
 import pytest
 import redis
 from botocore.config import Config
-from helpers import finished, fn, namespace_key
+from helpers import REPO, finished, fn, namespace_key
 
 from faasrl.client import Client, GatewayError
+from faasrl.code_archive import NO_ARCHIVE
 from faasrl.gateway.keys import sigv4_secret
 from faasrl.invoker.records import INDEX_PREFIX
 
 TOKEN = "namespaces-token"
+TEST_ENVS = REPO / "tests" / "envs" / "corridor"
 JOB = {"env_id": "CartPole-v1", "envs_per_actor": 2, "steps_per_actor": 32,
        "controller": {"name": "fixed", "actors": 1}, "evaluation_episodes": 1,
        "stop": {"max_rounds": 2}}
@@ -92,6 +94,11 @@ def test_a_namespaces_job_runs_the_builtins_and_its_invocations_are_its_own(make
             b.submit({**JOB, "actor_function": "my-actor"})
         assert none.value.fields == {"actor_function": "no function named 'my-actor' is "
                                                        "registered"}
+        # An env archive lab-a uploaded is, to lab-b, one that never was.
+        env = {"code_sha256": lab.upload_code(TEST_ENVS), "entry_point": "corridor:Corridor"}
+        with pytest.raises(GatewayError) as theirs:
+            b.submit({**JOB, "env": env})
+        assert theirs.value.fields == {"env.code_sha256": NO_ARCHIVE}
 
 
 def test_the_lambda_api_by_an_api_keys_id_acts_in_its_namespace(make_platform):
