@@ -4,17 +4,14 @@ gateway's pages in headless Chromium, a job submitted through the API watched li
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import fn, namespace_key, on_gateway, wait_for
+from helpers import fn, wait_for
 
 from faasrl.client import Client
-from faasrl.jobs.spec import JobSpec
-from faasrl.jobs.store import JobRecord
 
 pytestmark = pytest.mark.ui
 TOKEN = "dashboard-test-token"
@@ -174,31 +171,3 @@ def test_dashboard_follows_a_job_and_shows_functions_and_invocations(
     # without one (a policy violation, a missing file or a JavaScript error would be here).
     errors = [e["message"] for e in browser.get_log("browser") if e["level"] == "SEVERE"]
     assert all("401 (Unauthorized)" in m for m in errors), errors
-
-
-def test_a_namespace_keys_dashboard_lists_only_its_functions_and_jobs(
-        browser: Any, client: Client, platform: Any) -> None:
-    """The dashboard reads the API with the key it is given: a namespace's key sees its own."""
-    _, key = namespace_key(platform, "lab-a")
-    client.deploy(fn("root-fn", "fns:echo"))
-    with Client(platform.url, key) as lab:
-        lab.deploy(fn("lab-fn", "fns:echo"))
-
-    async def save_jobs(services: Any) -> None:
-        for job_id, name, namespace in (("rootjob00001", "root-job", "default"),
-                                        ("labjob000001", "lab-job", "lab-a")):
-            await services.jobs.store.save(JobRecord(
-                id=job_id, spec=JobSpec(env_id="CartPole-v1", name=name), namespace=namespace,
-                status="succeeded", created_at=time.time(), finished_at=time.time()))
-
-    on_gateway(platform, save_jobs)
-    browser.get(platform.url + "/ui/")
-    until(browser, "the login form", lambda: css(browser, "#login").is_displayed())
-    css(browser, "#token").send_keys(key + "\n")
-    until(browser, "the namespace's job", lambda: "lab-job" in css(browser, "#jobs-table").text)
-    assert "root-job" not in css(browser, "#jobs-table").text
-    click_link(browser, "Functions")
-    until(browser, "the namespace's function",
-          lambda: "lab-fn" in css(browser, "#functions-table").text)
-    functions = css(browser, "#functions-table").text
-    assert "root-fn" not in functions and "actor" not in functions  # default's, built-ins too

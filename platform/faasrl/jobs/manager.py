@@ -75,10 +75,7 @@ class JobManager:
 
     def resolve(self, namespace: str, name: str) -> str:
         """The function a job of ``namespace`` runs by ``name``: the namespace's own of that
-        name, else ``default``'s (the built-in functions); a name with a '.' (another
-        namespace's) is no function's."""
-        if SEPARATOR in name:
-            return ""
+        name, else ``default``'s (the built-in functions)."""
         own = qualify(namespace, name)
         try:
             return self._invoker.spec(own).name
@@ -88,6 +85,9 @@ class JobManager:
     async def submit(self, spec: JobSpec, namespace: str = DEFAULT) -> JobRecord:
         """Start a job of ``namespace``; its functions resolve in it (``resolve``)."""
         given = spec
+        for field in FUNCTION_FIELDS:  # a '.': another namespace's, which is no function here
+            if SEPARATOR in (name := getattr(spec, field)):
+                raise InvalidJobField(field, f"no function named {name!r} is registered")
         spec = spec.model_copy(update={field: self.resolve(namespace, getattr(spec, field))
                                        for field in FUNCTION_FIELDS})
         needed = [("actor_function", spec.actor_function),
@@ -106,8 +106,7 @@ class JobManager:
         on_lambda = self._on_lambda(spec)
         if on_lambda and actor.aws_lambda is None:
             raise InvalidJobField("placement.actors", f"{local_name(actor.name)!r} has no "
-                                  "aws_lambda "
-                                  "section naming its Lambda function")
+                                  "aws_lambda section naming its Lambda function")
         self._check_fits(needed[1:] if on_lambda else needed)
         self._check_controller(spec)
         described = await self._probe.describe(spec, on_lambda, namespace)

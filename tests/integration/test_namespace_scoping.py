@@ -1,7 +1,7 @@
 """A namespace's resources through the API: bare names in and out, functions that come back
 after a restart, jobs that run the built-in functions (or the namespace's own of a name) and
 whose invocations are the namespace's, the Lambda API by an API key's id. The security side
-(every route x a second namespace) is tests/security/test_namespaces.py."""
+(every route x a second namespace) is tests/security/test_route_isolation.py."""
 
 from __future__ import annotations
 
