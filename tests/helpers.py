@@ -437,4 +437,3 @@ def pipelined_invocations(url: str, function: str, args: Any, count: int,
                                       for n in shares))
 
     return [answer for part in asyncio.run(run()) for answer in part]
-
