@@ -255,6 +255,34 @@ def error_fields(exc: Any) -> set[str]:
     return {".".join(str(p) for p in e["loc"]) for e in exc.errors()}
 
 
+def on_gateway(platform: Any, work: Callable[[Any], Any], timeout_s: float = 10.0) -> Any:
+    """Run ``work(services)`` (a coroutine function) on an embedded platform's own event loop,
+    where its Redis clients live: how tests make namespaces, keys and records without routes."""
+    services = platform._app.state.services
+    loop = platform._server.servers[0].get_loop()
+    return asyncio.run_coroutine_threadsafe(work(services), loop).result(timeout_s)
+
+
+def namespace_key(platform: Any, namespace: str, role: str = "write") -> tuple[str, str]:
+    """(the id, the key) of a new API key of ``namespace``, made with the namespace if new,
+    through the gateway's KeyStore."""
+    from faasrl.namespaces import Namespace
+
+    async def make(services: Any) -> tuple[str, str]:
+        if services.keys.namespace(namespace) is None:
+            await services.keys.save_namespace(Namespace(name=namespace))
+        record, key = await services.keys.create_key(namespace, role)
+        return record.id, key
+
+    return on_gateway(platform, make)
+
+
+def revoke_key(platform: Any, key_id: str) -> None:
+    async def revoke(services: Any) -> None:
+        await services.keys.revoke(key_id)
+
+    on_gateway(platform, revoke)
+
 def finished(client: Any, job_id: str, timeout_s: float = 120) -> dict[str, Any]:
     """The job's record once it has ended: not pending, running, or interrupted (which a
     restarted gateway resumes)."""

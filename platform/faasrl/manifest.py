@@ -159,6 +159,13 @@ class FunctionSpec(BaseModel):
         return target
 
 
+def renamed(spec: FunctionSpec, name: str) -> FunctionSpec:
+    """``spec`` under another name, not validated again: inside the platform a function goes by
+    its qualified name (``faasrl.namespaces.qualify``), whose '.' a manifest's name may not
+    have; the API shows it back under its bare one."""
+    return spec if spec.name == name else spec.model_copy(update={"name": name})
+
+
 def load_manifest(path: str | Path) -> FunctionSpec:
     """Read a function's manifest from its folder (or the file itself).
 

@@ -169,6 +169,10 @@ def probe(args, context):
         ["GET", other], ["SET", other, "x"], ["HGETALL", "faasrl:functions"],
         ["HSET", "faasrl:functions", "echo", "{}"], ["SCAN", "0"], ["FLUSHALL"]), strict=True))
     redis["no_credentials"] = _resp(url.hostname, url.port, ["GET", own])[0]
+    keys = args.get("other_keys", [])  # any other key, read as the job's user
+    other_keys = dict(zip(keys, _resp(url.hostname, url.port, ["AUTH", creds["username"],
+                                                              creds["password"]],
+                                      *(["GET", k] for k in keys))[1:], strict=True))
     files = {}
     for path in args.get("files", []):
         try:
@@ -181,7 +185,8 @@ def probe(args, context):
     conn.request("POST", "/run", body=b'{"args": {}}', headers={"Content-Type":
                                                                  "application/json"})
     runtime = conn.getresponse().status
-    return {"redis": redis, "files": files, "runtime_run": runtime, "uid": os.getuid(),
+    return {"redis": redis, "other_keys": other_keys, "files": files, "runtime_run": runtime,
+            "uid": os.getuid(),
             "env": sorted(os.environ), "home": os.environ.get("HOME")}
 
 

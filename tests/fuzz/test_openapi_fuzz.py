@@ -16,6 +16,8 @@ negative values of every parameter, unsupported methods), fuzzing (random cases)
   octet-stream serializer), so the archive checks see garbage, as from a real client's bug.
 - The Lambda Invoke API (``/2015-03-31/...``) wants SigV4: every request to it is signed with
   the gateway's token (its default secret), so the fuzzer gets past the signature check.
+- It runs twice: as root (the token), and as a namespace's write key (its function deployed
+  in its namespace, the Lambda API signed by the key's id and derived secret).
 - A manifest's ``aws_lambda`` section names where a function placed on Lambda is invoked; the
   fuzzer would send such invocations to whatever host it made up (or to AWS). Every section it
   generates gets the gateway's own URL as ``endpoint_url`` instead, and boto3 gets credentials
@@ -38,10 +40,12 @@ import schemathesis
 from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
-from helpers import REPO
+from helpers import REPO, namespace_key
 from schemathesis.engine import events, from_schema
 
+from faasrl.client import Client
 from faasrl.embedded import EmbeddedPlatform
+from faasrl.gateway.keys import sigv4_secret
 
 SEED = 1
 MAX_EXAMPLES = 20  # per operation and phase: about 2,200 requests, 40 s on 2 cores
@@ -56,18 +60,21 @@ schemathesis.serializer.alias("application/zip", "application/octet-stream")
 class _SignV4(requests.auth.AuthBase):
     """Signs a request for the gateway's Lambda API, as boto3 would."""
 
+    def __init__(self, credentials: Credentials):
+        self.credentials = credentials
+
     def __call__(self, r: requests.PreparedRequest) -> requests.PreparedRequest:
         body = r.body.encode() if isinstance(r.body, str) else (r.body or b"")
         aws = AWSRequest(method=r.method, url=r.url, data=body)
-        SigV4Auth(Credentials("faasrl", TOKEN), "lambda", "us-east-1").add_auth(aws)
+        SigV4Auth(self.credentials, "lambda", "us-east-1").add_auth(aws)
         r.headers.update({k: v for k, v in aws.headers.items() if k.lower() != "host"})
         return r
 
 
-def _before_call(gateway_url: str) -> Callable[..., None]:
+def _before_call(gateway_url: str, credentials: Credentials) -> Callable[..., None]:
     def before_call(context: Any, case: schemathesis.Case, kwargs: dict[str, Any]) -> None:
         if case.operation.path.startswith(LAMBDA_PREFIX):
-            kwargs["auth"] = _SignV4()
+            kwargs["auth"] = _SignV4(credentials)
         target = case.body.get("aws_lambda") if isinstance(case.body, dict) else None
         if isinstance(target, dict):
             target["endpoint_url"] = gateway_url  # never a made-up host, never AWS
@@ -120,10 +127,10 @@ def _describe(interaction: Any, failure: Any) -> str:
     return f"{req.method} {req.uri[:200]} -> {answer}\n    {failure.message[:300]}"
 
 
-def run_schemathesis(url: str) -> Outcome:
+def run_schemathesis(url: str, caller: Caller) -> Outcome:
     config = schemathesis.Config.from_dict({
         "seed": SEED,
-        "headers": {"Authorization": f"Bearer {TOKEN}"},
+        "headers": {"Authorization": f"Bearer {caller.key}"},
         # No example database: every run generates the same cases from the seed.
         "generation": {"max-examples": MAX_EXAMPLES, "database": "none"},
         "checks": {"enabled": False, **{name: {"enabled": True} for name in CHECKS}},
@@ -133,7 +140,7 @@ def run_schemathesis(url: str) -> Outcome:
     })
     schema = schemathesis.openapi.from_url(f"{url}/openapi.json", config=config)
     outcome, start = Outcome(), time.monotonic()
-    before_call = schemathesis.hook("before_call")(_before_call(url))
+    before_call = schemathesis.hook("before_call")(_before_call(url, caller.credentials))
     try:
         for event in from_schema(schema).execute():
             if isinstance(event, events.ScenarioFinished):
@@ -148,26 +155,41 @@ def run_schemathesis(url: str) -> Outcome:
     return outcome
 
 
-@pytest.fixture
-def gateway(make_platform: Callable[..., EmbeddedPlatform], monkeypatch: pytest.MonkeyPatch
-            ) -> Iterator[EmbeddedPlatform]:
+@dataclass
+class Caller:
+    """Who the fuzzer is: its bearer key, and its Lambda API credentials."""
+
+    key: str
+    credentials: Credentials
+
+
+@pytest.fixture(params=["root", "namespace-key"])
+def gateway(make_platform: Callable[..., EmbeddedPlatform], monkeypatch: pytest.MonkeyPatch,
+            request: pytest.FixtureRequest) -> Iterator[tuple[EmbeddedPlatform, Caller]]:
+    """The gateway, fuzzed as root (the token) or as a namespace's write key (with namespaces
+    on, every route scoped to it)."""
     # Functions placed on Lambda are invoked through the gateway's own Lambda API (see above),
     # signed with these: boto3 never looks further for credentials (no instance metadata).
     for key, value in (("AWS_ACCESS_KEY_ID", "faasrl"), ("AWS_SECRET_ACCESS_KEY", TOKEN),
                        ("AWS_DEFAULT_REGION", "us-east-1"), ("AWS_EC2_METADATA_DISABLED", "true")):
         monkeypatch.setenv(key, value)
     platform = make_platform(token=TOKEN)
-    with platform.client() as client:
+    caller = Caller(TOKEN, Credentials("faasrl", TOKEN))
+    if request.param == "namespace-key":
+        key_id, key = namespace_key(platform, "fuzz")
+        caller = Caller(key, Credentials(key_id, sigv4_secret(TOKEN, key_id)))
+    with Client(platform.url, caller.key) as client:
         client.deploy(REPO / "functions" / "echo")
-    yield platform
-    with platform.client() as client:
+    yield platform, caller
+    with Client(platform.url, caller.key) as client:
         for job in client.jobs():  # whatever the fuzzer started; delete stops a running one
             client.delete_job(job["id"])
 
 
-def test_openapi_fuzz(gateway: EmbeddedPlatform) -> None:
-    paths = httpx.get(f"{gateway.url}/openapi.json").json()["paths"]
-    outcome = run_schemathesis(gateway.url)
+def test_openapi_fuzz(gateway: tuple[EmbeddedPlatform, Caller]) -> None:
+    platform, caller = gateway
+    paths = httpx.get(f"{platform.url}/openapi.json").json()["paths"]
+    outcome = run_schemathesis(platform.url, caller)
     print(outcome.report())
     assert {f"{method.upper()} {path}" for path, ops in paths.items() for method in ops} \
         <= outcome.operations, "operations the fuzzer never sent a request to"

@@ -108,3 +108,9 @@ def dead_letter_order_key(function: str) -> str:
 # What an invocation wrote (print, logging, warnings: runtime/logs.py), beside its record
 # (``faasrl:invocation:<id>``) and dropped with it (invoker/records.py).
 INVOCATION_LOGS = "faasrl:invocation-logs:"  # + an invocation id
+
+
+def code_owners_key(sha256: str) -> str:
+    """A set: the namespaces that uploaded the code archive ``sha256`` (none: it was stored
+    before namespaces, and is ``default``'s)."""
+    return f"faasrl:code-owners:{sha256}"

@@ -13,6 +13,7 @@ from faasrl.data.keys import JOB_ID
 from faasrl.gateway.errors import FieldError
 from faasrl.inputs import STRICT, Integer
 from faasrl.manifest import FUNCTION_NAME, FunctionSpec
+from faasrl.namespaces import DEFAULT
 
 # Path parameters, each checked where the route declares it (so OpenAPI shows the pattern and a
 # bad one is a 422 naming it) with the pattern of what it names: one definition each.
@@ -53,6 +54,8 @@ class InvocationOut(BaseModel):
     node: str | None = Field(None, description="the Ray node its container ran on; null: the "
                                                "gateway's host")
     job: str | None = Field(None, description="the job it ran for; null: a plain invocation")
+    namespace: str = Field(DEFAULT, description="the namespace it was made in (for a job's "
+                                                "calls of built-in functions, the job's)")
     requested_at: float
     finished_at: float | None
     result: Any = None

@@ -51,6 +51,16 @@ def _parse_authorization(value: str) -> tuple[list[str], list[str], str]:
     return scope, parts["SignedHeaders"].split(";"), parts["Signature"]
 
 
+def access_key_id(headers: Sequence[tuple[str, str]]) -> str | None:
+    """The access key id a request says it is signed by, unverified; None when it carries no
+    well-formed signature (``verify`` says why)."""
+    value = next((v for k, v in headers if k.lower() == "authorization"), None)
+    try:
+        return _parse_authorization(value)[0][0] if value is not None else None
+    except SignatureError:
+        return None
+
+
 def verify(*, method: str, url: str, headers: Sequence[tuple[str, str]], body: bytes,
            access_key_id: str, secret_access_key: str, service: str = "lambda",
            max_skew_s: float = 900.0, now: datetime.datetime | None = None) -> str:

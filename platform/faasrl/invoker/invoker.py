@@ -249,10 +249,11 @@ class Invoker:
         """
         spec = self._pool.spec(function)
         timeout = spec.timeout_s if timeout_s is None else min(timeout_s, spec.timeout_s)
+        tenant = tenant or Tenant.of_function(function)
         rec = InvocationRecord(invocation_id or new_invocation_id(), function,
                                memory_mb=spec.memory_mb, backend=self._backend.name,
-                               requested_at=time.time(),
-                               job=tenant.job if tenant is not None else None)
+                               requested_at=time.time(), namespace=tenant.namespace,
+                               job=tenant.job)
         if (service := self._service(spec, placement)) is not None:
             return await self._invoke_on(service, spec, args, timeout, rec, on_running)
         logs = ""
@@ -262,7 +263,7 @@ class Invoker:
                 try:
                     assign, waited = await self._acquire(
                         function, f"{rec.id}/{attempt}", retry=attempt > 1, affinity=affinity,
-                        tenant=tenant or Tenant.of_function(function))
+                        tenant=tenant)
                 except StartFailed as exc:
                     rec.status, rec.error = "error", {"type": exc.kind, "message": exc.message}
                     break

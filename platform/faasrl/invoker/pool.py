@@ -65,6 +65,7 @@ from faasrl.invoker.fairshare import FairShare, Share
 from faasrl.invoker.resources import Resources
 from faasrl.invoker.tenant import Tenant
 from faasrl.manifest import FunctionSpec
+from faasrl.namespaces import local_name
 
 STEM_HEADROOM_MB = 128  # of its memory, beyond what a stem cell uses, a function must have
 MICRO = 1_000_000  # the held sums count cores in millionths: integers add up exactly
@@ -229,7 +230,8 @@ class Pool:
         try:
             return self._specs[name]
         except KeyError:
-            raise FunctionNotFound(f"no function named {name!r}") from None
+            # its bare name: the same answer whichever namespace asked (no existence leak)
+            raise FunctionNotFound(f"no function named {local_name(name)!r}") from None
 
     def functions(self) -> list[FunctionSpec]:
         return list(self._specs.values())

@@ -19,6 +19,7 @@ from redis.exceptions import RedisError
 
 from faasrl.data.keys import INVOCATION_LOGS
 from faasrl.invoker.record_archive import RecordArchive
+from faasrl.namespaces import DEFAULT, local_name
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +53,7 @@ class InvocationRecord:
     job: str | None = None  # the job it ran for (its Tenant's job); None: a plain invocation
     container: str | None = None
     node: str | None = None  # the machine its container ran on (a Ray node); None: this host
+    namespace: str = DEFAULT  # whose it is: its function's, or for a job's, the job's
     requested_at: float = 0.0  # epoch seconds
     finished_at: float | None = None
     result: Any = None
@@ -75,8 +77,12 @@ class InvocationRecord:
 
     def to_json(self) -> bytes:
         # The whole record, as an invocation's answer: the instance's own dict holds exactly its
-        # fields, in order, so it is encoded as it is, with no copy (Redis gets ``to_stored``).
-        return json.dumps(vars(self), separators=(",", ":")).encode()
+        # fields, in order, so it is encoded as it is, with no copy (Redis gets ``to_stored``);
+        # outside ``default`` under its function's bare name, as the API speaks.
+        if self.namespace == DEFAULT:
+            return json.dumps(vars(self), separators=(",", ":")).encode()
+        return json.dumps({**vars(self), "function": local_name(self.function)},
+                          separators=(",", ":")).encode()
 
     def to_stored(self) -> bytes:
         """What Redis and the archive keep: no id (the key holds it), and none of the fields
@@ -94,8 +100,8 @@ class InvocationRecord:
 # Each field's default, in field order (those without one, None: ``from_stored`` fills them).
 _DEFAULTS: dict[str, Any] = {f.name: None if f.default is MISSING else f.default
                              for f in fields(InvocationRecord)}
-OFTEN_DEFAULT = ("cold", "stem_cell", "init_s", "node", "job", "result", "error", "retry_of",
-                 "retried_by")
+OFTEN_DEFAULT = ("cold", "stem_cell", "init_s", "node", "namespace", "job", "result", "error",
+                 "retry_of", "retried_by")
 
 
 def from_stored(invocation_id: str, raw: bytes | str) -> dict[str, Any]:

@@ -33,6 +33,7 @@ from faasrl.invoker import Invoker
 from faasrl.invoker.registry import CodeStore
 from faasrl.jobs.errors import InvalidJobField
 from faasrl.jobs.spec import JobSpec
+from faasrl.namespaces import DEFAULT
 from faasrl.rl.env_probe import TIMED_OUT
 
 CACHE_KEY = "faasrl:env-descriptions"  # a hash: probe_key -> EnvDescription (JSON)
@@ -66,18 +67,20 @@ class EnvProbe:
         self._cache: dict[str, EnvDescription] = {}
         self._probing: dict[str, asyncio.Future[EnvDescription]] = {}
 
-    async def describe(self, spec: JobSpec, on_lambda: bool = False) -> EnvDescription:
+    async def describe(self, spec: JobSpec, on_lambda: bool = False,
+                       namespace: str = DEFAULT) -> EnvDescription:
         """The env of ``spec``, described (from the cache when it was before); an env that
         cannot be described is an :class:`InvalidJobField` naming ``env`` (``env_id`` for a
         gymnasium id) with the stage that failed and why. An archive's ``requirements.txt`` is
-        installed first (``install_requirements``): the probe imports the env with it."""
+        installed first (``install_requirements``): the probe imports the env with it. The
+        archive must be ``namespace``'s (one of another namespace is answered as unknown)."""
         env = spec.env
         if env is not None and env.code_dir is not None:
             raise InvalidJobField("env.code_dir", "a folder on the client: `faasrl submit`, "
                                   "`faasrl run` and faasrl.client upload it and send its "
                                   "code_sha256; the gateway takes only code_sha256")
         if env is not None and env.code_sha256 is not None \
-                and not await self._code.exists(env.code_sha256):
+                and not await self._code.owned(namespace, env.code_sha256):
             raise InvalidJobField("env.code_sha256", NO_ARCHIVE)
         await self.install_requirements(spec, on_lambda)
         key = probe_key(spec)

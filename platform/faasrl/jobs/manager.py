@@ -24,8 +24,9 @@ from faasrl.invoker import Invoker
 from faasrl.invoker.errors import FunctionNotFound
 from faasrl.jobs.env_probe import EnvProbe
 from faasrl.jobs.errors import InvalidJobField
-from faasrl.jobs.spec import JobSpec
+from faasrl.jobs.spec import FUNCTION_FIELDS, JobSpec
 from faasrl.jobs.store import ACTIVE, JobRecord, JobStore
+from faasrl.namespaces import DEFAULT, SEPARATOR, local_name, qualify
 from faasrl.rl.model_spec import NetworkError, trunk
 from faasrl.workflow import WORKFLOWS
 from faasrl.workflow.job import JobRun
@@ -72,7 +73,23 @@ class JobManager:
         tasks = [self._stop(job_id, "interrupted") for job_id in list(self._running)]
         await asyncio.gather(*tasks, return_exceptions=True)
 
-    async def submit(self, spec: JobSpec) -> JobRecord:
+    def resolve(self, namespace: str, name: str) -> str:
+        """The function a job of ``namespace`` runs by ``name``: the namespace's own of that
+        name, else ``default``'s (the built-in functions)."""
+        own = qualify(namespace, name)
+        try:
+            return self._invoker.spec(own).name
+        except FunctionNotFound:
+            return name
+
+    async def submit(self, spec: JobSpec, namespace: str = DEFAULT) -> JobRecord:
+        """Start a job of ``namespace``; its functions resolve in it (``resolve``)."""
+        given = spec
+        for field in FUNCTION_FIELDS:  # a '.': another namespace's, which is no function here
+            if SEPARATOR in (name := getattr(spec, field)):
+                raise InvalidJobField(field, f"no function named {name!r} is registered")
+        spec = spec.model_copy(update={field: self.resolve(namespace, getattr(spec, field))
+                                       for field in FUNCTION_FIELDS})
         needed = [("actor_function", spec.actor_function),
                   ("learner_function", spec.learner_function)]
         if spec.execution == "async":
@@ -83,21 +100,21 @@ class JobManager:
             try:
                 self._invoker.spec(name)
             except FunctionNotFound:
-                raise InvalidJobField(field, f"no function named {name!r} is registered") \
-                    from None
+                raise InvalidJobField(field, f"no function named {getattr(given, field)!r} "
+                                      "is registered") from None
         actor = self._invoker.spec(spec.actor_function)
         on_lambda = self._on_lambda(spec)
         if on_lambda and actor.aws_lambda is None:
-            raise InvalidJobField("placement.actors", f"{actor.name!r} has no aws_lambda "
-                                  "section naming its Lambda function")
+            raise InvalidJobField("placement.actors", f"{local_name(actor.name)!r} has no "
+                                  "aws_lambda section naming its Lambda function")
         self._check_fits(needed[1:] if on_lambda else needed)
         self._check_controller(spec)
-        described = await self._probe.describe(spec, on_lambda)
+        described = await self._probe.describe(spec, on_lambda, namespace)
         if spec.execution == "offpolicy":
             self._check_replay(spec, described)
         self._check_network(spec, described)
-        rec = JobRecord(id=uuid.uuid4().hex[:12], spec=spec, created_at=time.time(),
-                        env_description=described)
+        rec = JobRecord(id=uuid.uuid4().hex[:12], spec=spec, namespace=namespace,
+                        created_at=time.time(), env_description=described)
         await self.store.save(rec)
         self._launch(rec)
         return rec
@@ -112,8 +129,8 @@ class JobManager:
         it was deployed): else the job could never run a round."""
         for field, name in needed:
             if short := self._invoker.shortfall(self._invoker.spec(name)):
-                raise InvalidJobField(field, f"{name!r} cannot run here now: " + "; ".join(
-                    f"{key}: {why}" for key, why in short.items()))
+                raise InvalidJobField(field, f"{local_name(name)!r} cannot run here now: "
+                                      + "; ".join(f"{key}: {why}" for key, why in short.items()))
 
     def _check_controller(self, spec: JobSpec) -> None:
         ctl = spec.controller
@@ -165,7 +182,7 @@ class JobManager:
                 "hyperparameters.memory_size",
                 f"{hp.memory_size:,} transitions of up to {stored:,} bytes need "
                 f"{need:,} MiB in the buffer function (snapshots copy the memory); "
-                f"{function.name!r} has memory_mb {function.memory_mb:,}")
+                f"{local_name(function.name)!r} has memory_mb {function.memory_mb:,}")
 
     async def get(self, job_id: str) -> JobRecord:
         if job_id in self._running:  # the live record is newer than the saved one

@@ -254,6 +254,8 @@ class JobSpec(BaseModel):
                                                  "tensorboard")
     compress_trajectories: bool | None = Field(None, description="lz4; default on for Atari")
     placement: Placement = Field(default_factory=Placement)
+    # The job's namespace's function of the name, else default's built-in (jobs/manager.py
+    # resolves them at submit; the record keeps the platform's name, the API shows it bare).
     actor_function: str = "actor"
     learner_function: str = "learner"
     parameter_function: str = Field("parameter", description="aggregates gradients (async)")
@@ -342,3 +344,6 @@ class JobSpec(BaseModel):
         return self.family == "atari" if self.compress_trajectories is None \
             else self.compress_trajectories
 
+
+# The spec's fields that name a function.
+FUNCTION_FIELDS = ("actor_function", "learner_function", "parameter_function", "buffer_function")

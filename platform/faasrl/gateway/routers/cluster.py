@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Depends
 
-from faasrl.gateway.auth import authenticate
+from faasrl.gateway.auth import PrincipalDep, authenticate
 from faasrl.gateway.schemas import ClusterOut, ErrorOut
 from faasrl.gateway.services import ServicesDep
 from faasrl.gateway.services.cluster import snapshot
@@ -14,5 +14,6 @@ router = APIRouter(prefix="/v1/cluster", tags=["cluster"],
 
 
 @router.get("", response_model=ClusterOut)
-async def cluster(svc: ServicesDep) -> ClusterOut:
-    return snapshot(svc.invoker)
+async def cluster(svc: ServicesDep, principal: PrincipalDep) -> ClusterOut:
+    """The caller's namespace's functions and containers; the node's capacity."""
+    return snapshot(svc.invoker, principal.namespace)

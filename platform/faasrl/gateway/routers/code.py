@@ -10,7 +10,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends, Request, Response, status
 
 from faasrl import code_archive
-from faasrl.gateway.auth import authenticate
+from faasrl.gateway.auth import PrincipalDep, authenticate
 from faasrl.gateway.errors import FieldError
 from faasrl.gateway.schemas import INVALID_INPUT, REDIS_ERRORS, CodeOut, ErrorOut
 from faasrl.gateway.services import ServicesDep
@@ -30,16 +30,21 @@ router = APIRouter(prefix="/v1/code", tags=["functions"], dependencies=[Depends(
              openapi_extra={"requestBody": {"required": True, "content": {
                  media: {"schema": {"type": "string", "format": "binary"}}
                  for media in ARCHIVE_MEDIA_TYPES}}})
-async def upload_code(request: Request, response: Response, svc: ServicesDep) -> CodeOut:
-    """Store a zip archive of a function's folder; 200 when the same archive is already there."""
+async def upload_code(request: Request, response: Response, svc: ServicesDep,
+                      principal: PrincipalDep) -> CodeOut:
+    """Store a zip archive of a function's folder; 200 when the namespace stored the same
+    archive before. The archive is the caller's namespace's: only its manifests and jobs
+    may name it."""
     data = await request.body()
     try:
         files = code_archive.check(data)
     except code_archive.ArchiveError as exc:
         raise FieldError({"body": str(exc)}) from None
     sha256 = code_archive.digest(data)
-    if await svc.code.exists(sha256):
+    if await svc.code.owned(principal.namespace, sha256):
         response.status_code = status.HTTP_200_OK
+    elif await svc.code.exists(sha256):  # another namespace's: 201 all the same (no leak)
+        await svc.code.claim(sha256, principal.namespace)
     else:
-        await svc.code.put(sha256, data)
+        await svc.code.put(sha256, data, principal.namespace)
     return CodeOut(sha256=sha256, bytes=len(data), files=files)

@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Depends, HTTPException, Query, Response, status
 from fastapi.responses import JSONResponse
 
-from faasrl.gateway.auth import authenticate
+from faasrl.gateway.auth import PrincipalDep, authenticate
 from faasrl.gateway.errors import FieldError
 from faasrl.gateway.schemas import (
     BODY_ERRORS,
@@ -25,7 +25,8 @@ from faasrl.gateway.schemas import (
 )
 from faasrl.gateway.services import ServicesDep, functions, invocations
 from faasrl.invoker.records import INDEX_LEN
-from faasrl.manifest import FunctionSpec
+from faasrl.manifest import FunctionSpec, renamed
+from faasrl.namespaces import qualify
 
 router = APIRouter(prefix="/v1/functions", tags=["functions"],
                    dependencies=[Depends(authenticate)],
@@ -33,19 +34,21 @@ router = APIRouter(prefix="/v1/functions", tags=["functions"],
 
 
 @router.get("", response_model=list[FunctionSpec])
-async def list_functions(svc: ServicesDep) -> list[FunctionSpec]:
-    return sorted(svc.invoker.functions(), key=lambda s: s.name)
+async def list_functions(svc: ServicesDep, principal: PrincipalDep) -> list[FunctionSpec]:
+    """The caller's namespace's functions."""
+    return functions.listed(svc, principal.namespace)
 
 
 @router.post("", response_model=FunctionSpec, status_code=status.HTTP_201_CREATED,
              responses={409: {"model": ErrorOut}, **BODY_ERRORS, **REDIS_ERRORS})
-async def create_function(spec: FunctionSpec, svc: ServicesDep
+async def create_function(spec: FunctionSpec, svc: ServicesDep, principal: PrincipalDep
                           ) -> FunctionSpec:
     """Register a new function; 409 if the name is taken (PUT replaces)."""
-    if functions.is_registered(svc, spec.name):
+    qualified = renamed(spec, qualify(principal.namespace, spec.name))
+    if functions.is_registered(svc, qualified.name):
         raise HTTPException(status.HTTP_409_CONFLICT,
                             f"a function named {spec.name!r} exists; PUT replaces it")
-    await functions.deploy(svc, spec)
+    await functions.deploy(svc, qualified)
     return spec
 
 
@@ -54,38 +57,40 @@ async def create_function(spec: FunctionSpec, svc: ServicesDep
                         201: {"model": FunctionSpec, "description": "registered"},
                         **BODY_ERRORS, **REDIS_ERRORS})
 async def put_function(name: FunctionName, body: FunctionUpdate, response: Response,
-                       svc: ServicesDep) -> FunctionSpec:
+                       svc: ServicesDep, principal: PrincipalDep) -> FunctionSpec:
     """Register (201) or replace (200); containers of the old version retire once idle. The
     body's ``name`` may be left out; given, it must be the path's."""
     if body.name not in (None, name):
         raise FieldError({"name": f"{body.name!r} does not match the path's {name!r}"})
     spec = body.named(name)
-    replaced = await functions.deploy(svc, spec)
+    replaced = await functions.deploy(svc, renamed(spec, qualify(principal.namespace, name)))
     response.status_code = status.HTTP_200_OK if replaced else status.HTTP_201_CREATED
     return spec
 
 
 @router.get("/{name}", response_model=FunctionSpec, responses={404: {"model": ErrorOut}})
-async def get_function(name: FunctionName, svc: ServicesDep) -> FunctionSpec:
-    return svc.invoker.spec(name)
+async def get_function(name: FunctionName, svc: ServicesDep, principal: PrincipalDep
+                       ) -> FunctionSpec:
+    return renamed(svc.invoker.spec(qualify(principal.namespace, name)), name)
 
 
 @router.get("/{name}/stats", response_model=FunctionStatsOut,
             responses={404: {"model": ErrorOut}, **REDIS_ERRORS})
 async def function_stats(
-        name: FunctionName, svc: ServicesDep,
+        name: FunctionName, svc: ServicesDep, principal: PrincipalDep,
         window: Annotated[int, Query(ge=1, le=INDEX_LEN, description="the most recent "
                                      "finished invocations to sum up")] = 200
 ) -> FunctionStatsOut:
     """Warm and cold invocations, errors, p50/p99 run time and latency over the recent ones,
     and the containers by state now."""
-    return await functions.stats(svc, name, window)
+    return await functions.stats(svc, qualify(principal.namespace, name), window)
 
 
 @router.delete("/{name}", status_code=status.HTTP_204_NO_CONTENT,
                responses={404: {"model": ErrorOut}, **REDIS_ERRORS})
-async def delete_function(name: FunctionName, svc: ServicesDep) -> Response:
-    await functions.delete(svc, name)
+async def delete_function(name: FunctionName, svc: ServicesDep, principal: PrincipalDep
+                          ) -> Response:
+    await functions.delete(svc, qualify(principal.namespace, name))
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
@@ -96,11 +101,12 @@ async def delete_function(name: FunctionName, svc: ServicesDep) -> Response:
                         503: {**REDIS_ERRORS[503], "description": "no container within the "
                               "queue timeout (QueueTimeout), or Redis is unreachable"}})
 async def invoke(name: FunctionName, body: InvokeRequest,
-                 svc: ServicesDep,
+                 svc: ServicesDep, principal: PrincipalDep,
                  mode: Annotated[Literal["sync", "async"],
                                  Query(description="async answers 202")] = "sync") -> Response:
     """Invoke a function. Sync answers with the invocation's record (its ``status`` says whether
     the handler succeeded); async answers 202 with an id to poll at ``/v1/invocations/{id}``."""
+    name = qualify(principal.namespace, name)
     if mode == "sync":  # gateway/fast_invoke.py answers most of these before routing
         return Response(await invocations.run(svc, name, body), media_type="application/json")
     invocation_id = await invocations.accept(svc, svc.invoker.spec(name), body.args,
@@ -111,7 +117,7 @@ async def invoke(name: FunctionName, body: InvokeRequest,
 
 @router.post("/{name}/prewarm", response_model=PrewarmResult,
              responses={404: {"model": ErrorOut}, **BODY_ERRORS})
-async def prewarm(name: FunctionName, body: PrewarmRequest, svc: ServicesDep
-                  ) -> PrewarmResult:
+async def prewarm(name: FunctionName, body: PrewarmRequest, svc: ServicesDep,
+                  principal: PrincipalDep) -> PrewarmResult:
     """Start containers ahead of demand until ``count`` exist (as capacity allows)."""
-    return functions.prewarm(svc, name, body.count)
+    return functions.prewarm(svc, qualify(principal.namespace, name), body.count)

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Depends, Header, HTTPException, Query, Request, R
 from fastapi.responses import StreamingResponse
 from pydantic import BeforeValidator
 
-from faasrl.gateway.auth import authenticate
+from faasrl.gateway.auth import PrincipalDep, authenticate
 from faasrl.gateway.errors import FieldError
 from faasrl.gateway.schemas import BODY_ERRORS, INVALID_INPUT, REDIS_ERRORS, ErrorOut, JobId
 from faasrl.gateway.services import ServicesDep, jobs
@@ -28,34 +28,38 @@ def _absent_if_null(value: str | None) -> str | None:
     return None if value in ("null", "") else value
 
 
-async def _get(svc: ServicesDep, job_id: str) -> JobRecord:
+async def _get(svc: ServicesDep, job_id: str, principal: PrincipalDep) -> JobRecord:
+    """The caller's namespace's job; 404 for another namespace's, as for none."""
     try:
-        return await svc.jobs.get(job_id)
+        return await jobs.owned(svc, job_id, principal.namespace)
     except JobNotFound as exc:
         raise HTTPException(404, str(exc)) from None
 
 
 @router.post("", response_model=JobRecord, status_code=status.HTTP_201_CREATED,
              responses=BODY_ERRORS)
-async def submit(spec: JobSpec, svc: ServicesDep) -> JobRecord:
-    """Start a training job; hyper-parameters left out take defaults for the env's family."""
+async def submit(spec: JobSpec, svc: ServicesDep, principal: PrincipalDep) -> JobRecord:
+    """Start a training job; hyper-parameters left out take defaults for the env's family.
+    Its functions are the caller's namespace's of those names, else the built-in ones."""
     try:
-        return await svc.jobs.submit(spec)
+        return jobs.shown(await svc.jobs.submit(spec, principal.namespace))
     except InvalidJobField as exc:
         raise FieldError({exc.field: str(exc)}) from None
 
 
 @router.get("", response_model=list[JobRecord])
-async def list_jobs(svc: ServicesDep) -> list[JobRecord]:
-    return await svc.jobs.list()
+async def list_jobs(svc: ServicesDep, principal: PrincipalDep) -> list[JobRecord]:
+    """The caller's namespace's jobs."""
+    return [jobs.shown(rec) for rec in await svc.jobs.list()
+            if rec.namespace == principal.namespace]
 
 
 @router.get("/{job_id}", response_model=JobRecord)
-async def get_job(job_id: JobId, svc: ServicesDep) -> JobRecord:
+async def get_job(job_id: JobId, svc: ServicesDep, principal: PrincipalDep) -> JobRecord:
     """Status, round, latest metrics row (``last_row``), cost, the latest target
     confirmation (``confirmation``) and the final evaluation on held-out seeds
     (``evaluation``)."""
-    return await _get(svc, job_id)
+    return jobs.shown(await _get(svc, job_id, principal))
 
 
 # CSV first: a generated client reads the first media type it knows, and text reads both
@@ -67,10 +71,10 @@ METRICS_CONTENT = {"text/csv": {"schema": {"type": "string"}},
 
 @router.get("/{job_id}/metrics", response_class=Response,
             responses={200: {"description": "the rows", "content": METRICS_CONTENT}})
-async def metrics(job_id: JobId, svc: ServicesDep,
+async def metrics(job_id: JobId, svc: ServicesDep, principal: PrincipalDep,
                   format: Annotated[Literal["json", "csv"], Query()] = "json") -> Response:
     """One row per round, as JSON or CSV."""
-    await _get(svc, job_id)
+    await _get(svc, job_id, principal)
     rows = await svc.jobs.store.rows(job_id)
     if format == "json":
         return Response(json.dumps(rows), media_type="application/json")
@@ -80,7 +84,7 @@ async def metrics(job_id: JobId, svc: ServicesDep,
 
 @router.get("/{job_id}/events", response_class=StreamingResponse,
             responses={200: {"content": {"text/event-stream": {}}}})
-async def events(job_id: JobId, request: Request, svc: ServicesDep,
+async def events(job_id: JobId, request: Request, svc: ServicesDep, principal: PrincipalDep,
                  last_event_id: Annotated[int | None, Header(ge=0),
                                           BeforeValidator(_absent_if_null)] = None
                  ) -> StreamingResponse:
@@ -88,7 +92,7 @@ async def events(job_id: JobId, request: Request, svc: ServicesDep,
     then ``end`` (the job record) when the job is no longer active. Reconnect with
     ``Last-Event-ID`` to continue after the last row received. If Redis becomes unreachable,
     the stream sends ``error`` (an error body, and a ``retry`` hint) and ends: reconnect."""
-    await _get(svc, job_id)
+    await _get(svc, job_id, principal)
     start = 0 if last_event_id is None else last_event_id + 1
     stream = jobs.events(svc, job_id, start, closing=lambda: request.app.state.closing,
                          disconnected=request.is_disconnected)
@@ -98,12 +102,12 @@ async def events(job_id: JobId, request: Request, svc: ServicesDep,
 
 @router.get("/{job_id}/model", response_class=Response,
             responses={200: {"content": {"application/octet-stream": {}}}})
-async def model(job_id: JobId, svc: ServicesDep,
+async def model(job_id: JobId, svc: ServicesDep, principal: PrincipalDep,
                 version: Annotated[int | None, Query(ge=0)] = None) -> Response:
     """The policy's weights as safetensors, described in its metadata (rl/model_card.py:
     algorithm, env, observation formula, action space, forward pass; ``version``);
     the latest version unless ``version`` is given."""
-    rec = await _get(svc, job_id)
+    rec = await _get(svc, job_id, principal)
     try:
         blob, version = await jobs.weights(svc, rec, version)
     except jobs.WeightsNotKept as exc:
@@ -114,29 +118,29 @@ async def model(job_id: JobId, svc: ServicesDep,
 
 
 @router.post("/{job_id}/cancel", response_model=JobRecord, responses={409: {"model": ErrorOut}})
-async def cancel(job_id: JobId, svc: ServicesDep) -> JobRecord:
+async def cancel(job_id: JobId, svc: ServicesDep, principal: PrincipalDep) -> JobRecord:
     """Stop a job now (its round in progress is abandoned); its data stays, so it can be
     resumed from its last completed round."""
-    await _get(svc, job_id)
+    await _get(svc, job_id, principal)
     try:
-        return await svc.jobs.cancel(job_id)
+        return jobs.shown(await svc.jobs.cancel(job_id))
     except JobConflict as exc:
         raise HTTPException(409, str(exc)) from None
 
 
 @router.post("/{job_id}/resume", response_model=JobRecord, responses={409: {"model": ErrorOut}})
-async def resume(job_id: JobId, svc: ServicesDep) -> JobRecord:
+async def resume(job_id: JobId, svc: ServicesDep, principal: PrincipalDep) -> JobRecord:
     """Continue a cancelled, failed or interrupted job from its last saved round."""
-    await _get(svc, job_id)
+    await _get(svc, job_id, principal)
     try:
-        return await svc.jobs.resume(job_id)
+        return jobs.shown(await svc.jobs.resume(job_id))
     except JobConflict as exc:
         raise HTTPException(409, str(exc)) from None
 
 
 @router.delete("/{job_id}", status_code=status.HTTP_204_NO_CONTENT)
-async def delete(job_id: JobId, svc: ServicesDep) -> Response:
+async def delete(job_id: JobId, svc: ServicesDep, principal: PrincipalDep) -> Response:
     """Stop the job if it runs, then delete all its data (Redis keys, checkpoints)."""
-    await _get(svc, job_id)
+    await _get(svc, job_id, principal)
     await svc.jobs.delete(job_id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)

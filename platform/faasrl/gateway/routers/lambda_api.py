@@ -13,7 +13,9 @@ wrote (as ``GET /v1/invocations/{id}/logs`` has it) between ``START`` and ``END`
 
 Auth: when the gateway has a bearer token or ``FAASRL_LAMBDA_API_SECRET_ACCESS_KEY``, requests
 must carry a SigV4 signature by access key id ``FAASRL_LAMBDA_API_ACCESS_KEY_ID`` (default
-``faasrl``) with that secret (default: the bearer token); see ``gateway/sigv4.py``.
+``faasrl``) with that secret (default: the bearer token), acting as root in ``default``; or by
+an API key's id with that key's derived secret (``gateway/keys.py: sigv4_secret``), acting in
+the key's namespace, whose functions the names here are (bare); see ``gateway/sigv4.py``.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from fastapi.responses import JSONResponse
 
 from faasrl.backends.aws_lambda import CLIENT_CONTEXT_MAX
 from faasrl.gateway import sigv4
+from faasrl.gateway.keys import KeyStore, sigv4_secret
 from faasrl.gateway.lambda_schemas import (
     EVENT_PAYLOAD_MAX,
     EXECUTED_VERSION,
@@ -47,6 +50,7 @@ from faasrl.invoker.errors import (
 )
 from faasrl.invoker.invoker import new_invocation_id
 from faasrl.invoker.records import InvocationRecord
+from faasrl.namespaces import ROOT, Principal, qualify
 
 _FUNCTION = re.compile(
     r"^(?:arn:aws[a-z-]*:lambda:[a-z0-9-]+:\d{12}:function:|\d{12}:function:)?"
@@ -74,13 +78,21 @@ def install_error_handler(app: FastAPI) -> None:
     app.add_exception_handler(LambdaApiError, _on_lambda_error)
 
 
-async def require_signature(request: Request) -> None:
-    """Verify the SigV4 signature when the gateway has a secret to check it with."""
+async def require_signature(request: Request) -> Principal:
+    """Who signed the request (root when the gateway has no secret to check a signature
+    with): the configured access key id is root; an API key's id is that key, with its
+    derived secret."""
     settings = request.app.state.settings
     secret = settings.lambda_api_secret_access_key or settings.token
     if secret is None:
-        return
+        return ROOT
     headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in request.headers.raw]
+    keys: KeyStore = request.app.state.services.keys
+    key_id, principal = sigv4.access_key_id(headers), ROOT
+    access_key_id, secret_access_key = (settings.lambda_api_access_key_id,
+                                        secret.get_secret_value())
+    if key_id is not None and key_id != access_key_id and keys.key(key_id) is not None:
+        access_key_id, secret_access_key = key_id, sigv4_secret(secret_access_key, key_id)
     path = request.scope.get("raw_path") or request.scope["path"].encode()
     query = request.scope.get("query_string", b"").decode("latin-1")
     url = f"http://{request.headers.get('host', 'localhost')}{path.decode('latin-1')}" \
@@ -88,11 +100,20 @@ async def require_signature(request: Request) -> None:
     try:
         sigv4.verify(method=request.method, url=url, headers=headers,
                      body=await request.body(),
-                     access_key_id=settings.lambda_api_access_key_id,
-                     secret_access_key=secret.get_secret_value(),
+                     access_key_id=access_key_id, secret_access_key=secret_access_key,
                      max_skew_s=settings.lambda_api_max_skew_s)
     except sigv4.SignatureError as exc:
         raise LambdaApiError(403, exc.kind, exc.message) from None
+    if access_key_id != settings.lambda_api_access_key_id:
+        found = keys.sigv4_principal(access_key_id)
+        if found is None:  # revoked
+            raise LambdaApiError(403, "UnrecognizedClientException",
+                                 "The security token included in the request is invalid.")
+        principal = found
+    if request.method not in ("GET", "HEAD") and not principal.can_write:
+        raise LambdaApiError(403, "AccessDeniedException",
+                             f"key {principal.key_id} may only read (role 'read')")
+    return principal
 
 
 router = APIRouter(prefix="/2015-03-31/functions", tags=["lambda"],
@@ -108,6 +129,7 @@ router = APIRouter(prefix="/2015-03-31/functions", tags=["lambda"],
                400: {"model": LambdaErrorOut}, 404: {"model": LambdaErrorOut},
                413: {"model": LambdaErrorOut}, 429: {"model": LambdaErrorOut}})
 async def invoke(function_name: str, request: Request, svc: ServicesDep,
+                 principal: Annotated[Principal, Depends(require_signature)],
                  qualifier: Annotated[str | None, Query(alias="Qualifier")] = None
                  ) -> Response:
     """Lambda's Invoke: the payload is the handler's args, the response its result."""
@@ -121,8 +143,9 @@ async def invoke(function_name: str, request: Request, svc: ServicesDep,
     if qualifier not in (None, EXECUTED_VERSION):
         raise LambdaApiError(404, "ResourceNotFoundException",
                              f"Function not found: {arn}:{qualifier} (only $LATEST here)")
+    qualified = qualify(principal.namespace, name)
     try:
-        spec = svc.invoker.spec(name)
+        spec = svc.invoker.spec(qualified)
     except FunctionNotFound:
         raise LambdaApiError(404, "ResourceNotFoundException",
                              f"Function not found: {arn}") from None
@@ -160,7 +183,8 @@ async def invoke(function_name: str, request: Request, svc: ServicesDep,
         return Response(status_code=202, headers=headers)
 
     try:
-        rec = await svc.invoker.invoke(name, args, invocation_id=request_id, placement="local",
+        rec = await svc.invoker.invoke(qualified, args, invocation_id=request_id,
+                                       placement="local",
                                        client_context=client_context)
     except InvokerError as exc:
         raise _refusal(exc, arn) from None

@@ -1,15 +1,23 @@
-"""Liveness and Prometheus metrics; outside /v1 and so without auth, like most exporters."""
+"""Liveness and Prometheus metrics; outside /v1, so a scraper needs no key, like most exporters.
+
+``/metrics`` answers a scrape without a key as it always did while there was one namespace:
+``default``'s series (and the node's). The root key sees every namespace's series; a
+namespace's key sees its own (``services/metrics.py``); a wrong key is a 401.
+"""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, HTTPException, Request, Response
 from fastapi.responses import JSONResponse
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST
 from redis.exceptions import RedisError
 
 import faasrl
+from faasrl.gateway.auth import NAMESPACE_HEADER, identify
 from faasrl.gateway.schemas import HealthOut
 from faasrl.gateway.services import ServicesDep, invocations
+from faasrl.gateway.services.metrics import scrape
+from faasrl.namespaces import DEFAULT, Principal
 
 router = APIRouter(tags=["system"])
 
@@ -28,5 +36,15 @@ async def healthz(svc: ServicesDep) -> JSONResponse:
 
 
 @router.get("/metrics", response_class=Response)
-async def metrics(svc: ServicesDep) -> Response:
-    return Response(generate_latest(svc.metrics), media_type=CONTENT_TYPE_LATEST)
+async def metrics(request: Request, svc: ServicesDep) -> Response:
+    """Every series for the root key (``X-Faasrl-Namespace``: one namespace's), a namespace's
+    own for its keys, ``default``'s for a scrape without a key."""
+    authorization = request.headers.get("authorization")
+    namespace = request.headers.get(NAMESPACE_HEADER)
+    principal = identify(svc.settings, svc.keys, authorization or "", namespace) \
+        if authorization or svc.settings.token is None else Principal(DEFAULT, "read")
+    if principal is None:
+        raise HTTPException(401, "wrong or revoked bearer key",
+                            headers={"WWW-Authenticate": "Bearer"})
+    return Response(scrape(svc, principal, all_namespaces=not namespace),
+                    media_type=CONTENT_TYPE_LATEST)

@@ -13,15 +13,20 @@ from faasrl.gateway.schemas import (
 )
 from faasrl.invoker import Invoker
 from faasrl.invoker.resources import Resources
+from faasrl.namespaces import local_name, owns
 
 
-def snapshot(invoker: Invoker) -> ClusterOut:
-    """Every registered function (and any function whose containers outlive it), oldest
-    container first, with what the backend measures of each."""
+def snapshot(invoker: Invoker, namespace: str) -> ClusterOut:
+    """Every function of ``namespace`` (and any whose containers outlive it), oldest container
+    first, with what the backend measures of each, under their bare names; the node's
+    capacity, stem cells and zygote, which every namespace shares."""
     now = time.monotonic()
-    functions = {s.name: FunctionPoolOut(queued=invoker.queued(s.name), containers=[])
-                 for s in invoker.functions()}
+    functions = {local_name(s.name): FunctionPoolOut(queued=invoker.queued(s.name),
+                                                     containers=[])
+                 for s in invoker.functions() if owns(namespace, s.name)}
     for c in invoker.containers():
+        if not owns(namespace, c.function):
+            continue
         stats = invoker.container_stats(c.id)
         out = ContainerOut(
             id=c.id, state=c.state.value, inflight=c.inflight, served=c.served,
@@ -31,8 +36,9 @@ def snapshot(invoker: Invoker) -> ClusterOut:
             node=c.handle.node if c.handle else None,
             endpoint=f"{c.handle.host}:{c.handle.port}" if c.handle else None,
             memory_mb=stats.memory_mb if stats else None, cpu_s=stats.cpu_s if stats else None)
-        functions.setdefault(c.function, FunctionPoolOut(queued=0, containers=[]))
-        functions[c.function].containers.append(out)
+        pool = functions.setdefault(local_name(c.function),
+                                    FunctionPoolOut(queued=0, containers=[]))
+        pool.containers.append(out)
     capacity, reserved = invoker.capacity, invoker.reserved
     return ClusterOut(backend=invoker.backend_name, capacity=_resources(capacity),
                       reserved=_resources(reserved), free=_resources(capacity - reserved),

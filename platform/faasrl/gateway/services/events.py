@@ -41,7 +41,8 @@ async def submit(svc: Services, spec: FunctionSpec, args: Any, *,
                   {k: v for k, v in options.items() if v is not None})
     event.attempts.append(event.id)
     rec = InvocationRecord(event.id, spec.name, memory_mb=spec.memory_mb,
-                           backend=svc.invoker.backend_name, requested_at=now)
+                           backend=svc.invoker.backend_name, requested_at=now,
+                           namespace=namespace_of(spec.name))
     await svc.records.put_now(rec)
     try:
         await svc.events.save(event)
@@ -126,7 +127,7 @@ async def _attempt(svc: Services, event: Event) -> InvocationRecord:
         now = time.time()
         rec = (InvocationRecord(**found) if found is not None and found["status"] in FINAL
                else InvocationRecord(iid, event.function, status="error", requested_at=now,
-                                     finished_at=now))
+                                     finished_at=now, namespace=namespace_of(event.function)))
         rec.error, rec.retry_of = {"type": exc.kind, "message": exc.message}, retry_of
         svc.records.put(rec)
         return rec
@@ -153,7 +154,8 @@ async def _settle(svc: Services, event: Event, rec: InvocationRecord) -> bool:
     svc.records.put(rec)
     svc.records.put(InvocationRecord(following, event.function, memory_mb=spec.memory_mb,
                                      backend=svc.invoker.backend_name,
-                                     requested_at=time.time(), retry_of=event.id))
+                                     requested_at=time.time(), retry_of=event.id,
+                                     namespace=namespace_of(event.function)))
     event.attempts.append(following)
     event.due_at = step.at
     await svc.events.save(event)
@@ -171,7 +173,8 @@ async def _give_up(svc: Services, spec: FunctionSpec, event: Event,
         retry_of = event.id if event.attempts[-1] != event.id else None
         svc.records.put(InvocationRecord(event.attempts[-1], event.function, status="error",
                                          backend=svc.invoker.backend_name, requested_at=now,
-                                         finished_at=now, error=why, retry_of=retry_of))
+                                         finished_at=now, error=why, retry_of=retry_of,
+                                         namespace=namespace_of(event.function)))
     await svc.dead_letters.add(DeadLetter(
         id=event.id, function=event.function, args=event.args,
         error=(rec.error or {"type": rec.status}) if rec is not None else why,

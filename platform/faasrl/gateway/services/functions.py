@@ -15,7 +15,14 @@ from faasrl.gateway.services import Services
 from faasrl.invoker import Invoker, State
 from faasrl.invoker.errors import CapacityError
 from faasrl.invoker.registry import FunctionRegistry
-from faasrl.manifest import MANIFEST_NAMES, FunctionSpec, ManifestError, load_manifest
+from faasrl.manifest import (
+    MANIFEST_NAMES,
+    FunctionSpec,
+    ManifestError,
+    load_manifest,
+    renamed,
+)
+from faasrl.namespaces import local_name, namespace_of, owns
 
 log = logging.getLogger(__name__)
 
@@ -24,12 +31,18 @@ def is_registered(svc: Services, name: str) -> bool:
     return any(f.name == name for f in svc.invoker.functions())
 
 
+def listed(svc: Services, namespace: str) -> list[FunctionSpec]:
+    """``namespace``'s functions under their bare names, by name."""
+    return sorted((renamed(s, local_name(s.name)) for s in svc.invoker.functions()
+                   if owns(namespace, s.name)), key=lambda s: s.name)
+
+
 async def deploy(svc: Services, spec: FunctionSpec) -> bool:
     """Register ``spec`` (kept in Redis for the next start) or replace the function of its name;
     returns whether it replaced one. A manifest this node could never run is a 422 naming the
     fields, before anything is saved."""
     fields = svc.invoker.shortfall(spec)
-    if spec.code_sha256 and not await svc.code.exists(spec.code_sha256):
+    if spec.code_sha256 and not await svc.code.owned(namespace_of(spec.name), spec.code_sha256):
         fields["code_sha256"] = NO_ARCHIVE
     if fields:
         raise FieldError(fields)
@@ -60,13 +73,14 @@ async def stats(svc: Services, name: str, window: int) -> FunctionStatsOut:
     """``name``'s ``window`` most recent finished invocations summed up, and its containers
     by state now (a dashboard's row; Prometheus' ``/metrics`` has the totals since start)."""
     svc.invoker.spec(name)  # FunctionNotFound (404) before Redis is touched
-    records = await svc.records.recent(name, window)
+    records = [r for r in await svc.records.recent(name, window)
+               if r["namespace"] == namespace_of(name)]  # not other namespaces' jobs' calls
     states = Counter(c.state.value for c in svc.invoker.containers() if c.function == name)
     cold = sum(1 for r in records if r["cold"])
     runs = sorted(r["run_s"] for r in records)
     latencies = sorted(r["queue_s"] + r["run_s"] for r in records)
     return FunctionStatsOut(
-        function=name, invocations=len(records), warm=len(records) - cold, cold=cold,
+        function=local_name(name), invocations=len(records), warm=len(records) - cold, cold=cold,
         errors=sum(1 for r in records if r["status"] == "error"),
         timeouts=sum(1 for r in records if r["status"] == "timeout"),
         run_p50_s=_quantile(runs, 0.50), run_p99_s=_quantile(runs, 0.99),

@@ -9,6 +9,7 @@ from faasrl.gateway.schemas import ArchiveOut, InvokeRequest, RecordsOut
 from faasrl.gateway.services import Services, events
 from faasrl.invoker.records import INDEX_LEN
 from faasrl.manifest import FunctionSpec
+from faasrl.namespaces import local_name, owns
 
 STATUS_PAGE = 200  # records read at a time when looking for those that ended one way
 
@@ -34,15 +35,30 @@ async def accept(svc: Services, spec: FunctionSpec, args: Any, *,
                                client_context=client_context)
 
 
-async def recent(svc: Services, function: str | None, limit: int,
+def shown(rec: dict[str, Any]) -> dict[str, Any]:
+    """A record as the API answers it: under its function's bare name."""
+    rec["function"] = local_name(rec["function"])
+    return rec
+
+
+def visible(rec: dict[str, Any] | None, namespace: str) -> dict[str, Any] | None:
+    """The record if it is ``namespace``'s (made in it, or by one of its jobs), else None:
+    another namespace's record is answered as one that never was."""
+    return rec if rec is not None and rec["namespace"] == namespace else None
+
+
+async def recent(svc: Services, namespace: str, function: str | None, limit: int,
                  status: str | None = None) -> list[dict[str, Any]]:
-    """The ``limit`` most recent finished invocations, of one function or of all, newest
-    first, read on into the archive; with ``status``, only those that ended so, among every
-    record the functions' indexes keep (``INDEX_LEN`` each)."""
-    names = [function] if function else [f.name for f in svc.invoker.functions()]
+    """The ``limit`` most recent finished invocations of ``namespace``, of one function
+    (qualified) or of all its functions, newest first, read on into the archive; with
+    ``status``, only those that ended so, among every record the functions' indexes keep
+    (``INDEX_LEN`` each). Invocations a namespace's jobs made of ``default``'s built-in
+    functions are found by id, not listed here."""
+    names = [function] if function else [f.name for f in svc.invoker.functions()
+                                         if owns(namespace, f.name)]
     records = [r for name in names for r in (
         await svc.records.recent(name, limit, from_archive=True) if status is None
-        else await _ended(svc, name, status, limit))]
+        else await _ended(svc, name, status, limit)) if r["namespace"] == namespace]
     return sorted(records, key=lambda r: r["requested_at"], reverse=True)[:limit]
 
 

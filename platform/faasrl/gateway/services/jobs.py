@@ -13,7 +13,26 @@ from faasrl.data.connection import UNREACHABLE
 from faasrl.data.keys import params_key
 from faasrl.gateway.services import Services
 from faasrl.gateway.services.sse import Pace, redis_error
+from faasrl.jobs.manager import JobNotFound
+from faasrl.jobs.spec import FUNCTION_FIELDS
 from faasrl.jobs.store import ACTIVE, JobRecord
+from faasrl.namespaces import local_name
+
+
+async def owned(svc: Services, job_id: str, namespace: str) -> JobRecord:
+    """``namespace``'s job ``job_id``; ``JobNotFound`` for another namespace's, as for one
+    that never was (no existence leak)."""
+    rec = await svc.jobs.get(job_id)
+    if rec.namespace != namespace:
+        raise JobNotFound(f"no job {job_id!r}")
+    return rec
+
+
+def shown(rec: JobRecord) -> JobRecord:
+    """A job's record as the API answers it: its functions under their bare names."""
+    spec = rec.spec.model_copy(update={f: local_name(getattr(rec.spec, f))
+                                       for f in FUNCTION_FIELDS})
+    return rec.model_copy(update={"spec": spec})
 
 
 def metrics_csv(rows: list[dict[str, Any]]) -> str:
@@ -45,7 +64,7 @@ async def events(svc: Services, job_id: str, start: int, *, closing: Callable[[]
                 index += 1
             rec = await svc.jobs.get(job_id)
             if rec.status not in ACTIVE and not await svc.jobs.store.rows(job_id, index):
-                yield f"event: end\ndata: {rec.model_dump_json()}\n\n"
+                yield f"event: end\ndata: {shown(rec).model_dump_json()}\n\n"
                 return
         except UNREACHABLE as exc:
             yield redis_error(exc)

@@ -2,10 +2,9 @@
 those as they finish (server-sent events). Records and logs are read from the record store
 (``invoker/records.py``); what containers wrote outside invocations from the invoker.
 
-Who sees what: an invocation of a job belongs to the job's namespace (jobs of every namespace
-run the built-in functions of ``default``; once the job is deleted, to the gateway's token
-alone), any other to its function's. Another namespace's invocation, function or job is a 404,
-as one that never was.
+Who sees what: an invocation belongs to the namespace its record names (``services.invocations.
+visible``: a job's calls of ``default``'s built-in functions are the job's namespace's). Another
+namespace's invocation, function or job is a 404, as one that never was.
 """
 
 from __future__ import annotations
@@ -16,7 +15,7 @@ from typing import Any
 from faasrl.data.connection import UNREACHABLE
 from faasrl.gateway.log_schemas import ContainerLogOut, InvocationLogOut, LogsOut
 from faasrl.gateway.services import Services
-from faasrl.gateway.services.invocations import STATUS_PAGE
+from faasrl.gateway.services.invocations import STATUS_PAGE, visible
 from faasrl.gateway.services.sse import Pace, redis_error
 from faasrl.invoker.errors import FunctionNotFound
 from faasrl.invoker.records import INDEX_LEN
@@ -38,7 +37,7 @@ class Visibility:
     """Which namespace a record belongs to, its job's looked up once per request."""
 
     def __init__(self, svc: Services, principal: Principal):
-        self.svc, self.namespace, self.root = svc, principal.namespace, principal.root
+        self.svc, self.namespace = svc, principal.namespace
         self._jobs: dict[str, str | None] = {}
 
     async def job_namespace(self, job_id: str) -> str | None:
@@ -50,11 +49,7 @@ class Visibility:
         return self._jobs[job_id]
 
     async def sees(self, record: dict[str, Any]) -> bool:
-        job = record.get("job")
-        if not job:
-            return namespace_of(record["function"]) == self.namespace
-        owner = await self.job_namespace(job)
-        return owner == self.namespace if owner is not None else self.root
+        return visible(record, self.namespace) is not None
 
     async def job(self, job_id: str) -> None:
         """Raise ``NotVisible`` unless the job is the caller's."""
