@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from helpers import fn, namespace_key, on_gateway
-from test_dashboard import click_link, css, until  # the dashboard tests' reading helpers
+from browsing import click_link, css, until
 
 from faasrl.client import Client
 from faasrl.jobs.spec import JobSpec
