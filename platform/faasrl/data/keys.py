@@ -90,3 +90,9 @@ def buffer_snapshot_key(job_id: str, part: int | None = None) -> str:
 # Tenancy (faasrl.gateway.keys): namespaces and their quotas, and API keys (hashed), one hash each.
 NAMESPACES = "faasrl:namespaces"
 API_KEYS = "faasrl:api-keys"
+
+
+def spend_key(namespace: str) -> str:
+    """What a namespace's jobs spent (the cost model's USD per round), scored by when: its
+    daily spend quota looks back 24 h (``jobs/admission.py``)."""
+    return f"faasrl:spend:{namespace}"

@@ -32,7 +32,7 @@ from faasrl.gateway.routers import (
     system,
     ui,
 )
-from faasrl.gateway.services import Services
+from faasrl.gateway.services import Services, quotas
 from faasrl.gateway.services import functions as function_service
 from faasrl.invoker import Invoker, InvokerConfig, Pool, RecordStore, node_capacity
 from faasrl.invoker.metrics import InvokerMetrics, PoolCollector, RecordCollector
@@ -123,6 +123,7 @@ def create_app(settings: Settings, redis_url: str, function_redis_url: str | Non
         svc = Services(settings, redis, invoker, registrations, records, registry, manager,
                        code_store, memory, keys)
         app.state.services = svc
+        quotas.apply_all(svc)  # before jobs resume: they are held to them too
         if settings.resume_jobs:
             await manager.start()
         log.info("gateway up: %s backend, capacity %s, %d functions", settings.backend,

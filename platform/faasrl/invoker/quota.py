@@ -132,4 +132,5 @@ def refused(reason: str, waited_s: float | None = None) -> QuotaExceeded:
     """The error for an invocation a quota kept out (``waited_s``: its queue timeout)."""
     if waited_s is None:
         return QuotaExceeded(reason)
-    return QuotaExceeded(f"{reason}; no room within the queue timeout of {waited_s:g} s")
+    return QuotaExceeded(f"{reason}; no room within the queue timeout of {waited_s:g} s",
+                         waited=True)

@@ -5,7 +5,7 @@ import { download, followEvents, get, post, Unauthorized } from "./api.js";
 import { JobCharts } from "./charts.js";
 import { badge, fields, h, link, num, pre, seconds, table, usd, when } from "./dom.js";
 
-const ACTIVE = ["pending", "running"];
+const ACTIVE = ["pending", "running", "paused"];
 const RESUMABLE = ["cancelled", "failed", "interrupted"];
 
 function meanReturn(job) {
