@@ -3,13 +3,19 @@ function's reserved concurrency (real runtime processes, real Redis, real HTTP).
 
 from __future__ import annotations
 
+import asyncio
 import time
+from typing import Any
 
 import httpx
-from helpers import fn, set_quota, wait_for
+import pytest
+from helpers import finished, fn, set_quota, wait_for
 
 from faasrl.client import Client
 from faasrl.data.keys import NAMESPACES
+from faasrl.invoker.quota import Usage
+from faasrl.jobs.spec import JobSpec
+from faasrl.jobs.store import ACTIVE, reached_target
 from faasrl.namespaces import DEFAULT, Namespace, Quota
 
 # A short CartPole job (two actors, two envs each): rounds of a second or two.
@@ -111,3 +117,86 @@ def test_a_job_over_its_namespaces_daily_spend_pauses_and_runs_on_when_raised(ma
         done = wait_for(lambda: (j := client.job(job["id"]))["status"] == "succeeded" and j,
                         timeout_s=120, what="the job to finish")
         assert done["round"] == 3 and done["held"] is None
+
+
+# The smallest CartPole job that still learns to a target: two actors of the family's default
+# envs and steps, a training mean of 150 over 20 episodes, no evaluations.
+LEARN = {"env_id": "CartPole-v1", "controller": {"name": "fixed", "actors": 2},
+         "evaluation_episodes": 0, "stop": {"target_reward": 150, "target_window": 20,
+                                            "max_rounds": 200}}
+# Two cores: each namespace may keep one busy (lab-a by containers, lab-b by cores).
+LOAD_QUOTAS = {"lab-a": Quota(containers=1), "lab-b": Quota(cores=1.0)}
+
+
+def _on_gateway(platform: Any, coro: Any) -> Any:
+    svc = platform._app.state.services
+    return asyncio.run_coroutine_threadsafe(coro, svc.invoker._ticker.get_loop()).result(60)
+
+
+def _submit(platform: Any, namespace: str, spec: dict[str, Any]) -> str:
+    """Submit as a key of ``namespace`` would (the job is the namespace's)."""
+    svc = platform._app.state.services
+    return _on_gateway(platform, svc.jobs.submit(JobSpec.model_validate(spec), namespace)).id
+
+
+def _usage(platform: Any) -> dict[str, Usage]:
+    svc = platform._app.state.services
+
+    async def read() -> dict[str, Usage]:
+        return {ns: svc.invoker.usage(ns) for ns in LOAD_QUOTAS}
+
+    return _on_gateway(platform, read())
+
+
+def _over(usage: Usage, quota: Quota) -> list[str]:
+    return [name for name in ("cores", "memory_mb", "gpus", "containers")
+            if getattr(quota, name) is not None
+            and getattr(usage, name) > getattr(quota, name) + 1e-9]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(3600)
+def test_eight_cartpole_jobs_in_two_namespaces_with_quotas_learn_as_each_alone(make_platform):
+    """Seeds 21-28, each alone first, then all eight at once, four in lab-a and four in
+    lab-b, each namespace held to one busy container's worth: all finish, each reaches the
+    target within 1.5x its rounds alone, and no sample of what a namespace holds (every
+    0.5 s) exceeds its quota."""
+    seeds = list(range(21, 29))
+    namespaces = ["lab-a"] * 4 + ["lab-b"] * 4
+    # Memory for every job's learner and actors: what the quotas share is the cores.
+    platform = make_platform(register_builtins=True, node_memory_mb=8 * (4096 + 2 * 2048))
+    with platform.client() as client:
+        alone: dict[int, int] = {}
+        for seed in seeds:
+            job = finished(client, client.submit({**LEARN, "seed": seed})["id"], 600)
+            assert reached_target(job["stop_reason"]), job
+            alone[seed] = job["round"]
+        for ns, quota in LOAD_QUOTAS.items():
+            set_quota(platform, ns, **quota.model_dump(exclude_none=True))
+        t0 = time.monotonic()
+        ids = [_submit(platform, ns, {**LEARN, "seed": seed})
+               for ns, seed in zip(namespaces, seeds, strict=True)]
+        peak = {ns: Usage() for ns in LOAD_QUOTAS}
+        over: list[tuple[float, str, list[str]]] = []
+        samples = 0
+        while any(client.job(i)["status"] in ACTIVE for i in ids):
+            assert time.monotonic() - t0 < 2400, "the eight jobs took over 40 minutes"
+            for ns, u in _usage(platform).items():
+                samples += 1
+                if bad := _over(u, LOAD_QUOTAS[ns]):
+                    over.append((time.monotonic() - t0, ns, bad))
+                p = peak[ns]
+                peak[ns] = Usage(max(p.cores, u.cores), max(p.memory_mb, u.memory_mb),
+                                 max(p.gpus, u.gpus), max(p.containers, u.containers))
+            time.sleep(0.5)
+        wall = time.monotonic() - t0
+        together = [client.job(i) for i in ids]
+    print(f"\n8 jobs in {wall:.0f} s, {samples} samples; peak usage {peak}")
+    for seed, ns, job in zip(seeds, namespaces, together, strict=True):
+        print(f"seed {seed} {ns}: {job['round']} rounds together, {alone[seed]} alone "
+              f"({job['round'] / alone[seed]:.2f}x), wall {job['wall_s']:.0f} s")
+    assert over == []
+    for seed, job in zip(seeds, together, strict=True):
+        assert job["status"] == "succeeded" and reached_target(job["stop_reason"]), job
+        assert job["round"] <= 1.5 * alone[seed], (seed, job["round"], alone[seed])
+    assert all(peak[ns].cores > 0 for ns in LOAD_QUOTAS)  # both namespaces ran

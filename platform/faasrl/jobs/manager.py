@@ -27,6 +27,7 @@ from faasrl.jobs.env_probe import EnvProbe
 from faasrl.jobs.errors import InvalidJobField
 from faasrl.jobs.spec import JobSpec
 from faasrl.jobs.store import ACTIVE, JobRecord, JobStore
+from faasrl.namespaces import DEFAULT
 from faasrl.rl.model_spec import NetworkError, trunk
 from faasrl.workflow import WORKFLOWS
 from faasrl.workflow.job import JobRun
@@ -74,7 +75,7 @@ class JobManager:
         tasks = [self._stop(job_id, "interrupted") for job_id in list(self._running)]
         await asyncio.gather(*tasks, return_exceptions=True)
 
-    async def submit(self, spec: JobSpec) -> JobRecord:
+    async def submit(self, spec: JobSpec, namespace: str = DEFAULT) -> JobRecord:
         needed = [("actor_function", spec.actor_function),
                   ("learner_function", spec.learner_function)]
         if spec.execution == "async":
@@ -99,7 +100,7 @@ class JobManager:
             self._check_replay(spec, described)
         self._check_network(spec, described)
         rec = JobRecord(id=uuid.uuid4().hex[:12], spec=spec, created_at=time.time(),
-                        env_description=described)
+                        env_description=described, namespace=namespace)
         await self.store.save(rec)
         self._launch(rec)
         return rec
