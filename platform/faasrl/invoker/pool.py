@@ -469,6 +469,10 @@ class Pool:
 
     def set_quota(self, namespace: str, quota: Quota, now: float) -> list[Action]:
         """A namespace's quota changed: what waits for it may fit now."""
+        if not self._quotas.active:  # the sums were not kept while nothing read them
+            self._quotas.clear()
+            for c in self._containers.values():
+                self._quotas.count(self._charges(c), c.need, self._holds_cores(c), +1)
         self._quotas.set(namespace, quota)
         return self._dispatch(now)
 
@@ -477,7 +481,13 @@ class Pool:
 
     def usage(self, namespace: str) -> Usage:
         """What the namespace's tenants hold now (``quota.py`` says what counts for whom)."""
-        return self._quotas.usage(namespace)
+        if self._quotas.active:
+            return self._quotas.usage(namespace)
+        tally = Quotas()  # no quota anywhere: the running sums are not kept, count now
+        for c in self._containers.values():
+            if namespace in self._charges(c):
+                tally.count((namespace,), c.need, self._holds_cores(c), +1)
+        return tally.usage(namespace)
 
     @property
     def reserved(self) -> Resources:
@@ -580,6 +590,9 @@ class Pool:
     def _charge(self, c: Container, namespace: str) -> None:
         """An invocation of ``namespace`` takes ``c``: it counts for that namespace too."""
         if namespace not in c.charged:
+            if not self._quotas.active:
+                c.charged.add(namespace)
+                return
             self._quotas.count(self._charges(c), c.need, self._holds_cores(c), -1)
             c.charged.add(namespace)
             self._quotas.count(c.charged, c.need, self._holds_cores(c), +1)
@@ -597,7 +610,8 @@ class Pool:
         held[0] += sign * cores
         held[1] += sign * need.memory_mb
         held[2] += sign * need.gpus
-        self._quotas.count(self._charges(c), need, cores != 0, sign)
+        if self._quotas.active:  # else nothing reads the sums (set_quota recounts them)
+            self._quotas.count(self._charges(c), need, cores != 0, sign)
         if c.state is State.STOPPING:
             stopping = self._stopping_sum
             stopping[0] += sign * cores
@@ -806,7 +820,7 @@ class Pool:
         actions: list[Action] = []
         budget = self._free() + self._sums()[1]  # what is free once stopping containers are gone
         blocked: set[str] = set()  # functions whose earlier waiter found nothing in this pass
-        aside = self._set_aside()
+        aside = self._set_aside() if self._reserving else {}
         for i, w in enumerate(waiters):
             if w.container is not None:
                 continue
@@ -828,7 +842,7 @@ class Pool:
                 w.blocked = why  # it holds nothing back: its quota is its own
                 continue
             # what others' reservations keep from this waiter's function
-            others = self._others(aside, w)
+            others = self._others(aside, w) if aside else NOTHING
             cpu = Resources(need_of(self._specs[w.function]).cpu)
             if c is not None and c.state is State.STARTING:
                 self._charge(c, w.namespace)

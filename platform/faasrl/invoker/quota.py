@@ -58,7 +58,8 @@ def reserved_containers(spec: FunctionSpec) -> int:
 
 
 class Quotas:
-    """Per namespace: its ``Quota`` and what its tenants hold, kept as running sums."""
+    """Per namespace: its ``Quota`` and what its tenants hold, kept as running sums while any
+    namespace has a quota (the pool recounts them when the first is set)."""
 
     def __init__(self) -> None:
         self._quotas: dict[str, Quota] = {}
@@ -69,6 +70,10 @@ class Quotas:
             self._quotas.pop(namespace, None)
         else:
             self._quotas[namespace] = quota
+
+    def clear(self) -> None:
+        """Forget the sums (before a recount)."""
+        self._held.clear()
 
     def quota(self, namespace: str) -> Quota:
         return self._quotas.get(namespace) or Quota()
