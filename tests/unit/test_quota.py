@@ -268,3 +268,15 @@ def test_what_namespaces_hold_matches_a_recount_and_quotas_hold_at_every_step():
                 (u.containers, q.containers), (u.cores, q.cores), (u.memory_mb, q.memory_mb),
                 (u.gpus, q.gpus)) if limit is not None), (step, ns, u)
     assert refused > 0  # the quotas were in play
+
+
+def test_a_first_quota_counts_what_the_namespace_held_before_it():
+    """Without quotas the pool keeps no sums; the first quota set counts what is held."""
+    p = pool()
+    p.register(spec("f"), 0)
+    cid = only(p.request("f", "w1", 0, tenant=LAB_A), Start).container
+    p.ready(cid, 0)
+    assert p.usage("lab-a") == Usage(1.0, 128, 0, 1)  # counted when asked
+    assert p.set_quota("lab-a", Quota(containers=1), 1) == []
+    assert p.request("f", "w2", 1, tenant=LAB_A) == []  # the busy one counts
+    assert only(p.release(cid, 2), Assign).waiter == "w2"

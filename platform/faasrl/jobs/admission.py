@@ -104,6 +104,7 @@ class Admission:
         waiting = self._waiting.setdefault(namespace, [])
         waiting.append((created_at, job_id))
         waiting.sort()
+        self.changed()  # those it now waits behind or ahead of say so
         try:
             told = None
             while (why := self._jobs_hold(namespace, job_id)) is not None:
