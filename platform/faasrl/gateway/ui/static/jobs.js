@@ -63,6 +63,7 @@ function summary(job) {
     ["policy version", job.version ?? "–"],
     ["held-out evaluation", ev ? `${num(ev.mean)} ± ${num(ev.std)} over ${ev.episodes}` : "–"],
     ["stop reason", job.stop_reason || "–"],
+    ["held by a quota", job.held || undefined],
     ["error", job.error ? h("span", { class: "error" }, job.error) : undefined],
   ]);
 }
