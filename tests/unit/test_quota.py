@@ -6,7 +6,7 @@ import itertools
 import random
 
 import pytest
-from test_pool import of, only, pool, spec
+from test_pool import of, only, pool, random_events, spec
 
 from faasrl.invoker.errors import QueueTimeout, QuotaExceeded
 from faasrl.invoker.pool import Assign, Reject, Start, State, Stop
@@ -203,52 +203,17 @@ def test_what_namespaces_hold_matches_a_recount_and_quotas_hold_at_every_step():
     p.register(spec("c", cpu=0.25, gpu=1, memory_mb=512), 0)
     p.register(qualified("lab-a.d", cpu=1.0, memory_mb=256), 0)
     tenants = (LAB_A, LAB_B, Tenant("j", "default"))
-    starting: set[str] = set()
-    busy: list[str] = []
-    stopping: set[str] = set()
     waiters = itertools.count()
 
-    def apply(actions) -> None:
-        for a in actions:
-            if isinstance(a, Start):
-                starting.add(a.container)
-            elif isinstance(a, Assign):
-                busy.append(a.container)
-            elif isinstance(a, Stop):
-                stopping.add(a.container)
+    def request(now: float) -> list:
+        name = rng.choice(names)
+        tenant = LAB_A if name.startswith("lab-a.") else rng.choice(tenants)
+        return p.request(name, f"w{next(waiters)}", now, tenant=tenant)
 
     refused = 0
-    for step in range(600):
-        now = float(step)
-        event = rng.choice(("request", "request", "ready", "release", "release", "lost",
-                            "stopped", "tick"))
-        if event == "request":
-            name = rng.choice(names)
-            tenant = LAB_A if name.startswith("lab-a.") else rng.choice(tenants)
-            actions = p.request(name, f"w{next(waiters)}", now, tenant=tenant)
-            refused += sum(isinstance(a, Reject) for a in actions)
-            apply(actions)
-        elif event == "ready" and starting:
-            cid = rng.choice(sorted(starting))
-            starting.discard(cid)
-            if p.container(cid) is not None and p.container(cid).state is State.STARTING:
-                apply(p.ready(cid, now))
-        elif event == "release" and busy:
-            cid = busy.pop(rng.randrange(len(busy)))
-            if p.container(cid) is not None:
-                apply(p.release(cid, now))
-        elif event == "lost" and p.containers():
-            apply(p.lost(rng.choice(p.containers()).id, "test", now))
-        elif event == "stopped" and stopping:
-            cid = rng.choice(sorted(stopping))
-            stopping.discard(cid)
-            busy[:] = [b for b in busy if b != cid]
-            apply(p.stopped(cid, now))
-        elif event == "tick":
-            actions = p.tick(now)
-            refused += sum(isinstance(a, Reject) and isinstance(a.error, QuotaExceeded)
-                           for a in actions)
-            apply(actions)
+    for step, actions in random_events(p, rng, request):
+        refused += sum(isinstance(a, Reject) and isinstance(a.error, QuotaExceeded)
+                       for a in actions)
         recount: dict[str, list[float]] = {}
         for c in p.containers():
             cores = c.need.cpu if c.state in (State.STARTING, State.BUSY) else 0.0
