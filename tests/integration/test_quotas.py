@@ -171,6 +171,8 @@ def test_eight_cartpole_jobs_in_two_namespaces_with_quotas_learn_as_each_alone(m
             job = finished(client, client.submit({**LEARN, "seed": seed})["id"], 600)
             assert reached_target(job["stop_reason"]), job
             alone[seed] = job["round"]
+            print(f"seed {seed} alone: {job['round']} rounds, wall {job['wall_s']:.0f} s",
+                  flush=True)
         for ns, quota in LOAD_QUOTAS.items():
             set_quota(platform, ns, **quota.model_dump(exclude_none=True))
         t0 = time.monotonic()
