@@ -25,7 +25,10 @@ import httpx
 from faasrl import code_archive
 from faasrl.backends.base import ContainerHandle
 from faasrl.client import Client
+from faasrl.data.keys import job_key
 from faasrl.invoker.runtime_client import RuntimeClient
+from faasrl.jobs.spec import JobSpec
+from faasrl.jobs.store import INDEX, JobRecord
 
 TEST_FUNCTIONS = Path(__file__).parent / "functions"
 # Envs brought as code: a corridor that passes gymnasium's checker and ones that misbehave.
@@ -424,3 +427,14 @@ def pipelined_invocations(url: str, function: str, args: Any, count: int,
                                       for n in shares))
 
     return [answer for part in asyncio.run(run()) for answer in part]
+
+
+def seed_job(r: Any, job_id: str, namespace: str, status: str, cost_usd: float,
+             finished_at: float | None = None) -> None:
+    """A job record of ``namespace`` as the job store keeps it, in Redis client ``r``; no run
+    behind it (a gateway started after it would resume a running one)."""
+    rec = JobRecord(id=job_id, spec=JobSpec(env_id="CartPole-v1"), namespace=namespace,
+                    status=status, created_at=time.time() - 3 * 86400, cost_usd=cost_usd,
+                    finished_at=finished_at)
+    r.set(job_key(job_id, "record"), rec.model_dump_json())
+    r.zadd(INDEX, {job_id: rec.created_at})

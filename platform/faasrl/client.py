@@ -184,6 +184,43 @@ class Client:
     def metrics(self) -> str:
         return self._http.get("/metrics").text
 
+    # -------------------------------------------------------- namespaces and keys
+    def whoami(self) -> dict[str, Any]:
+        """The caller's namespace and role, and whether it is the gateway's token (root)."""
+        return self._call("GET", "/v1/whoami")
+
+    def create_namespace(self, name: str, quota: dict[str, Any] | None = None
+                         ) -> dict[str, Any]:
+        return self._call("POST", "/v1/namespaces", json={"name": name, "quota": quota or {}})
+
+    def namespaces(self) -> list[dict[str, Any]]:
+        return self._call("GET", "/v1/namespaces")
+
+    def namespace(self, name: str) -> dict[str, Any]:
+        """Its quota, and what it holds now and spent over the last 24 h (``usage``)."""
+        return self._call("GET", f"/v1/namespaces/{name}")
+
+    def set_quota(self, name: str, quota: dict[str, Any], replace: bool = False
+                  ) -> dict[str, Any]:
+        """Change the limits given (None: no limit); ``replace``: those left out go too."""
+        return self._call("PUT" if replace else "PATCH", f"/v1/namespaces/{name}/quota",
+                          json=quota)
+
+    def delete_namespace(self, name: str) -> None:
+        self._call("DELETE", f"/v1/namespaces/{name}")
+
+    def create_key(self, namespace: str, role: str = "write", name: str = ""
+                   ) -> dict[str, Any]:
+        """A new key: ``key`` is in this answer only; ``lambda_api`` its SigV4 credentials."""
+        return self._call("POST", f"/v1/namespaces/{namespace}/keys",
+                          json={"role": role, "name": name})
+
+    def keys(self, namespace: str) -> list[dict[str, Any]]:
+        return self._call("GET", f"/v1/namespaces/{namespace}/keys")
+
+    def revoke_key(self, namespace: str, key_id: str) -> dict[str, Any]:
+        return self._call("DELETE", f"/v1/namespaces/{namespace}/keys/{key_id}")
+
     # -------------------------------------------------------------------- jobs
     def submit(self, spec: dict[str, Any], base: str | Path | None = None) -> dict[str, Any]:
         """Start a job. An env given as a folder (``env.code_dir``, relative to ``base``) is

@@ -374,7 +374,17 @@ BAD_PATH_PARAMETERS = [
     ("GET", "/v1/jobs/{job_id}/events", "abc~", "job_id"),
     ("POST", "/v1/jobs/{job_id}/cancel", "abc.def", "job_id"),
     ("POST", "/v1/jobs/{job_id}/resume", "é", "job_id"),
+    ("GET", "/v1/namespaces/{namespace}", "Lab_A", "namespace"),
+    ("DELETE", "/v1/namespaces/{namespace}", "lab.a", "namespace"),
+    ("PUT", "/v1/namespaces/{namespace}/quota", "-lab", "namespace"),
+    ("PATCH", "/v1/namespaces/{namespace}/quota", "x" * 33, "namespace"),
+    ("POST", "/v1/namespaces/{namespace}/keys", "LAB", "namespace"),
+    ("GET", "/v1/namespaces/{namespace}/keys", "lab_a", "namespace"),
+    ("DELETE", "/v1/namespaces/{namespace}/keys/{key_id}", "frl_0123", "key_id"),
 ]
+# A body each route takes (the others: {} to POST, PUT and PATCH, none to the rest).
+BODIES = {("PUT", "/v1/functions/{name}"): {"handler": "fns:echo"},
+          ("POST", "/v1/functions/{name}/prewarm"): {"count": 1}}
 
 
 def test_bad_path_parameters_are_422_naming_them(platform):
@@ -382,14 +392,16 @@ def test_bad_path_parameters_are_422_naming_them(platform):
     with_parameters = {(method.upper(), path) for path, ops in doc["paths"].items()
                        if path.startswith("/v1/") and "{" in path for method in ops}
     assert with_parameters == {(m, p) for m, p, _, _ in BAD_PATH_PARAMETERS}  # none left out
+    valid = {"namespace": "default", "key_id": "0" * 12}  # a route's other parameters
     with httpx.Client(base_url=platform.url) as http:
         for method, template, value, name in BAD_PATH_PARAMETERS:
             op = doc["paths"][template][method.lower()]
-            (param,) = [p for p in op["parameters"] if p["in"] == "path"]
-            assert param["name"] == name and param["schema"]["pattern"], (method, template)
-            path = template.replace("{" + name + "}", value)
-            body = {"PUT": {"handler": "fns:echo"}, "POST": {"count": 1} if
-                    path.endswith("/prewarm") else {}}.get(method)
+            params = {p["name"]: p for p in op["parameters"] if p["in"] == "path"}
+            assert all(p["schema"]["pattern"] for p in params.values()), (method, template)
+            assert name in params, (method, template)
+            path = template.replace("{" + name + "}", value).format(**valid)
+            body = BODIES.get((method, template),
+                              {} if method in ("POST", "PUT", "PATCH") else None)
             resp = http.request(method, path, json=body)
             assert resp.status_code == 422, (method, path, resp.text)
             assert list(resp.json()["error"]["fields"]) == [name], (method, path, resp.text)

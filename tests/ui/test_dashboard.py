@@ -4,12 +4,12 @@ gateway's pages in headless Chromium, a job submitted through the API watched li
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import fn, wait_for
+from browsing import click_link, css, until
+from helpers import fn
 
 from faasrl.client import Client
 
@@ -23,34 +23,6 @@ JOB = {"name": "ui-cartpole", "env_id": "CartPole-v1", "envs_per_actor": 2,
        "controller": {"name": "nitro", "min_actors": 1, "max_actors": 3,
                       "hessian_samples": 64, "hessian_iterations": 8}}
 CHARTS = ("chart-return-steps", "chart-return-time", "chart-actors", "chart-phases", "chart-cost")
-WAIT_S = 120.0
-
-
-def until(browser: Any, what: str, check: Callable[[], Any], timeout_s: float = WAIT_S) -> Any:
-    """``check()`` once it is truthy; the page may redraw under it meanwhile, so a vanished
-    or not-yet-there element is just not yet."""
-    from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
-
-    def attempt() -> Any:
-        try:
-            return check()
-        except (NoSuchElementException, StaleElementReferenceException):
-            return None
-    return wait_for(attempt, timeout_s=timeout_s, what=f"the dashboard to show {what}",
-                    poll_s=0.2)
-
-
-def css(browser: Any, selector: str) -> Any:
-    from selenium.webdriver.common.by import By
-
-    return browser.find_element(By.CSS_SELECTOR, selector)
-
-
-def click_link(browser: Any, text: str) -> None:
-    from selenium.webdriver.common.by import By
-
-    until(browser, f"a link {text!r}",
-          lambda: browser.find_element(By.LINK_TEXT, text).click() or True)
 
 
 def stray_text(browser: Any) -> list[str]:

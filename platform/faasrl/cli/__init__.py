@@ -9,6 +9,7 @@ from __future__ import annotations
 from faasrl.cli import functions, jobs, up
 from faasrl.cli.app import app, console
 from faasrl.cli.deploy import deploy_app
+from faasrl.cli.namespaces import keys_app, namespaces_app
 from faasrl.cli.scheduler import scheduler_app
 from faasrl.client import GatewayError
 from faasrl.manifest import ManifestError
@@ -20,6 +21,8 @@ app.add_typer(functions.functions_app, name="functions")
 app.add_typer(jobs.jobs_app, name="jobs")
 app.add_typer(deploy_app, name="deploy")
 app.add_typer(scheduler_app, name="scheduler")
+app.add_typer(namespaces_app, name="namespaces")
+app.add_typer(keys_app, name="keys")
 
 
 def main() -> None:

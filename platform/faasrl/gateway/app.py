@@ -29,11 +29,13 @@ from faasrl.gateway.routers import (
     invocations,
     jobs,
     lambda_api,
+    namespaces,
     system,
     ui,
 )
 from faasrl.gateway.services import Services, quotas
 from faasrl.gateway.services import functions as function_service
+from faasrl.gateway.services import namespaces as namespace_service
 from faasrl.invoker import Invoker, InvokerConfig, Pool, RecordStore, node_capacity
 from faasrl.invoker.metrics import InvokerMetrics, PoolCollector, RecordCollector
 from faasrl.invoker.record_archive import RecordArchive
@@ -123,6 +125,7 @@ def create_app(settings: Settings, redis_url: str, function_redis_url: str | Non
         svc = Services(settings, redis, invoker, registrations, records, registry, manager,
                        code_store, memory, keys)
         app.state.services = svc
+        svc.spawn(namespace_service.write_key_use(keys))
         quotas.apply_all(svc)  # before jobs resume: they are held to them too
         if settings.resume_jobs:
             await manager.start()
@@ -135,6 +138,7 @@ def create_app(settings: Settings, redis_url: str, function_redis_url: str | Non
                 task.cancel()
             await _step("background tasks",
                         asyncio.gather(*svc.background, return_exceptions=True))
+            await _step("keys' last use", namespace_service.flush_key_use(keys))
             await _step("job drivers", manager.close())
             await _step("containers", invoker.close())
             await _step("invocation records", records.close())
@@ -152,8 +156,10 @@ def create_app(settings: Settings, redis_url: str, function_redis_url: str | Non
     install_error_handlers(app)
     lambda_api.install_error_handler(app)
     app.add_middleware(BodyLimit, max_bytes=settings.max_payload_bytes)
-    for module in (system, functions, code, invocations, cluster, jobs, lambda_api, ui):
+    for module in (system, functions, code, invocations, cluster, jobs, namespaces, lambda_api,
+                   ui):
         app.include_router(module.router)
+    app.include_router(namespaces.whoami_router)
     ui.install(app)
     return app
 

@@ -1,5 +1,6 @@
 // The dashboard's shell: log in, the hash routes (#/jobs, #/jobs/ID, #/functions,
-// #/functions/NAME, #/invocations?function=&status=, #/invocations/ID), and the page context
+// #/functions/NAME, #/invocations?function=&status=, #/invocations/ID, #/namespaces,
+// #/namespaces/NAME), and the page context
 // each page gets (an abort signal that fires when the user leaves it, and a poller).
 
 import { get, token, Unauthorized } from "./api.js";
@@ -7,6 +8,7 @@ import { h } from "./dom.js";
 import { functionPage, functionsPage } from "./functions.js";
 import { invocationPage, invocationsPage } from "./invocations.js";
 import { jobPage, jobsPage } from "./jobs.js";
+import { namespacePage, namespacesPage } from "./namespaces.js";
 
 const ROUTES = [
   [/^jobs$/, jobsPage],
@@ -15,6 +17,8 @@ const ROUTES = [
   [/^functions\/([A-Za-z0-9_-]+)$/, functionPage],
   [/^invocations$/, invocationsPage],
   [/^invocations\/([0-9a-f]{32})$/, invocationPage],
+  [/^namespaces$/, namespacesPage],
+  [/^namespaces\/([a-z0-9-]+)$/, namespacePage],
 ];
 
 const main = document.getElementById("main");
