@@ -234,6 +234,7 @@ class Pool:
         self._homes: dict[str, str] = {}  # affinity key -> the container that last served it
         self._quotas = Quotas()
         self._reserving: set[str] = set()  # functions with a reserved_concurrency
+        self._capped: set[str] = set()  # functions with a bound on invocations in flight
 
     # ----------------------------------------------------------------- functions
     def spec(self, name: str) -> FunctionSpec:
@@ -253,10 +254,12 @@ class Pool:
             raise CapacityError(f"more than this whole node has ({detail})")
         self._specs[spec.name] = spec
         self._generation[spec.name] = self._generation.get(spec.name, 0) + 1
-        if spec.reserved_concurrency is not None:
-            self._reserving.add(spec.name)
-        else:
-            self._reserving.discard(spec.name)
+        for names, yes in ((self._reserving, spec.reserved_concurrency is not None),
+                           (self._capped, function_cap(spec) is not None)):
+            if yes:
+                names.add(spec.name)
+            else:
+                names.discard(spec.name)
         self._failures.pop(spec.name, None)
         self._backoff_until.pop(spec.name, None)
         actions = self._retire_stale(spec.name)
@@ -266,6 +269,7 @@ class Pool:
         self.spec(name)
         del self._specs[name]
         self._reserving.discard(name)
+        self._capped.discard(name)
         actions: list[Action] = []
         for w in [w for w in self._queue.values() if w.function == name]:
             del self._queue[w.id]
@@ -881,11 +885,13 @@ class Pool:
     def _refusal(self, w: Waiter, c: Container | None) -> str | None:
         """Which quota keeps ``w`` from taking ``c`` (None: a new container), as a sentence;
         None where none does."""
-        spec = self._specs[w.function]
-        if (cap := function_cap(spec)) is not None and self._in_flight(w.function) >= cap[1]:
-            return f"function {w.function!r} is at its {cap[0]} of {cap[1]}"
+        if w.function in self._capped:
+            cap = function_cap(self._specs[w.function])
+            if cap is not None and self._in_flight(w.function) >= cap[1]:
+                return f"function {w.function!r} is at its {cap[0]} of {cap[1]}"
         if not self._quotas.active:
             return None
+        spec = self._specs[w.function]
         ns = w.namespace
         if c is None:
             return self._quotas.refusal(ns, need_of(spec), 1)
