@@ -287,8 +287,23 @@ def finished(client: Any, job_id: str, timeout_s: float = 120) -> dict[str, Any]
     """The job's record once it has ended: not pending, running, or interrupted (which a
     restarted gateway resumes)."""
     return wait_for(lambda: (j := client.job(job_id))["status"] not in
-                    ("pending", "running", "interrupted") and j,
+                    ("pending", "running", "paused", "interrupted") and j,
                     timeout_s=timeout_s, what=f"job {job_id} to finish", poll_s=0.1)
+
+
+def set_quota(platform: Any, namespace: str, **limits: Any) -> None:
+    """Store a namespace with this quota and apply it, on an embedded gateway's own loop (as
+    the namespaces' admin route does)."""
+    from faasrl.gateway.services.quotas import apply_quota
+    from faasrl.namespaces import Namespace, Quota
+
+    svc = platform._app.state.services
+
+    async def save() -> None:
+        await svc.keys.save_namespace(Namespace(name=namespace, quota=Quota(**limits)))
+        apply_quota(svc, namespace)
+
+    asyncio.run_coroutine_threadsafe(save(), svc.invoker._ticker.get_loop()).result(10)
 
 
 def succeeded(client: Any, job_id: str, timeout_s: float = 120) -> dict[str, Any]:

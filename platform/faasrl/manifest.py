@@ -98,6 +98,15 @@ class FunctionSpec(BaseModel):
     min_warm: int = Field(0, ge=0, le=1024, description="containers kept started ahead")
     keep_alive_s: float = Field(600.0, ge=0, description="idle seconds before reclaiming")
     max_concurrency: int = Field(1, ge=1, le=1024, description="invocations one container serves")
+    reserved_concurrency: int | None = Field(
+        None, ge=1, le=100_000,
+        description="Lambda's reserved concurrency: invocations in flight at once that this "
+                    "node keeps capacity for (other functions cannot take it), and also at "
+                    "most this many in flight; None: no reservation")
+    concurrency_limit: int | None = Field(
+        None, ge=1, le=100_000,
+        description="at most this many invocations in flight at once (across its containers), "
+                    "with no capacity set aside; None: no limit")
     affinity: Literal["prefer", "wait"] = Field(
         "prefer", description="an invocation with an affinity key whose container is busy: "
         "'prefer' takes another one, 'wait' waits for it (the handler keeps state per key "
@@ -141,6 +150,14 @@ class FunctionSpec(BaseModel):
             raise ValueError("a function cannot be its own destination (each invocation would "
                              "invoke it again)")
         return destination
+
+    @field_validator("concurrency_limit")
+    @classmethod
+    def _one_concurrency_bound(cls, limit: int | None, info: ValidationInfo) -> int | None:
+        if limit is not None and info.data.get("reserved_concurrency") is not None:
+            raise ValueError("reserved_concurrency is also the function's limit: set one of "
+                             "reserved_concurrency and concurrency_limit")
+        return limit
 
     @field_validator("placement")
     @classmethod

@@ -7,8 +7,8 @@ import time
 from typing import Any
 
 import pytest
-from helpers import fn, namespace_key, on_gateway
 from browsing import click_link, css, until
+from helpers import fn, namespace_key, on_gateway
 
 from faasrl.client import Client
 from faasrl.jobs.spec import JobSpec

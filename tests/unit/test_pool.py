@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import random
 from collections import Counter
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -16,7 +17,17 @@ from faasrl.invoker.errors import (
     QueueTimeout,
     StartFailed,
 )
-from faasrl.invoker.pool import Assign, Pool, Reject, Start, StartStem, State, Stop, StopStem
+from faasrl.invoker.pool import (
+    Action,
+    Assign,
+    Pool,
+    Reject,
+    Start,
+    StartStem,
+    State,
+    Stop,
+    StopStem,
+)
 from faasrl.invoker.resources import Resources
 from faasrl.invoker.tenant import Tenant
 from faasrl.manifest import FunctionSpec
@@ -560,6 +571,53 @@ def test_no_stem_cells_unless_asked():
 TENANTS = (None, Tenant("job-1", "default", 2.0), Tenant("job-2", "lab-a", 1.0))
 
 
+def random_events(p: Pool, rng: random.Random, request: Callable[[float], list[Action]],
+                  steps: int = 600, **more: Callable[[float], list[Action]]
+                  ) -> Iterator[tuple[int, list[Action]]]:
+    """Drive ``p`` through ``steps`` random events, as an invoker would carry its actions out:
+    requests (``request(now)``), ready, release, lost, stopped, tick, and the ``more`` named.
+    Yields each step and its actions."""
+    starting: set[str] = set()
+    busy: list[str] = []
+    stopping: set[str] = set()
+    kinds = ("request", "request", "ready", "release", "release", "lost", "stopped", "tick",
+             *more)
+    for step in range(steps):
+        now = float(step)
+        event = rng.choice(kinds)
+        actions: list[Action] = []
+        if event == "request":
+            actions = request(now)
+        elif event == "ready" and starting:
+            cid = rng.choice(sorted(starting))
+            starting.discard(cid)
+            if p.container(cid) is not None and p.container(cid).state is State.STARTING:
+                actions = p.ready(cid, now)
+        elif event == "release" and busy:
+            cid = busy.pop(rng.randrange(len(busy)))
+            if p.container(cid) is not None:
+                actions = p.release(cid, now)
+        elif event == "lost" and p.containers():
+            actions = p.lost(rng.choice(p.containers()).id, "test", now)
+        elif event == "stopped" and stopping:
+            cid = rng.choice(sorted(stopping))
+            stopping.discard(cid)
+            busy[:] = [b for b in busy if b != cid]
+            actions = p.stopped(cid, now)
+        elif event == "tick":
+            actions = p.tick(now)
+        elif event in more:
+            actions = more[event](now)
+        for a in actions:
+            if isinstance(a, Start):
+                starting.add(a.container)
+            elif isinstance(a, Assign):
+                busy.append(a.container)
+            elif isinstance(a, Stop):
+                stopping.add(a.container)
+        yield step, actions
+
+
 def test_the_running_sums_of_what_containers_hold_match_a_recount():
     """The pool keeps what its containers hold as running sums; after any sequence of events
     they must equal the sum over its containers (cores only while starting or busy; memory
@@ -570,47 +628,11 @@ def test_the_running_sums_of_what_containers_hold_match_a_recount():
     p.register(spec("a", cpu=0.5), 0)
     p.register(spec("b", cpu=1.5, max_concurrency=2), 0)
     p.register(spec("c", cpu=0.25, gpu=1, memory_mb=512), 0)
-    starting: set[str] = set()
-    busy: list[str] = []
-    stopping: set[str] = set()
     waiters = itertools.count()
-
-    def apply(actions) -> None:
-        for a in actions:
-            if isinstance(a, Start):
-                starting.add(a.container)
-            elif isinstance(a, Assign):
-                busy.append(a.container)
-            elif isinstance(a, Stop):
-                stopping.add(a.container)
-
-    for step in range(600):
-        now = float(step)
-        event = rng.choice(("request", "request", "ready", "release", "release", "lost",
-                            "stopped", "tick", "redeploy"))
-        if event == "request":
-            apply(p.request(rng.choice(names), f"w{next(waiters)}", now,
-                            tenant=rng.choice(TENANTS)))
-        elif event == "ready" and starting:
-            cid = rng.choice(sorted(starting))
-            starting.discard(cid)
-            if p.container(cid) is not None and p.container(cid).state is State.STARTING:
-                apply(p.ready(cid, now))
-        elif event == "release" and busy:
-            cid = busy.pop(rng.randrange(len(busy)))
-            if p.container(cid) is not None:
-                apply(p.release(cid, now))
-        elif event == "lost" and p.containers():
-            apply(p.lost(rng.choice(p.containers()).id, "test", now))
-        elif event == "stopped" and stopping:
-            cid = rng.choice(sorted(stopping))
-            stopping.discard(cid)
-            busy[:] = [b for b in busy if b != cid]
-            apply(p.stopped(cid, now))
-        elif event == "tick":
-            apply(p.tick(now))
-        elif event == "redeploy":
-            apply(p.register(spec(rng.choice(names), cpu=0.5), now))
+    for step, _ in random_events(
+            p, rng, lambda now: p.request(rng.choice(names), f"w{next(waiters)}", now,
+                                          tenant=rng.choice(TENANTS)),
+            redeploy=lambda now: p.register(spec(rng.choice(names), cpu=0.5), now)):
         cpu = sum(c.need.cpu for c in p.containers()
                   if c.state in (State.STARTING, State.BUSY))
         memory = sum(c.need.memory_mb for c in p.containers())

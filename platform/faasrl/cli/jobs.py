@@ -131,7 +131,8 @@ def _rounds_line(job: dict[str, Any]) -> str:
 
 
 def _summary(job: dict[str, Any]) -> None:
-    lines = [f"status      {job['status']}: {job.get('stop_reason') or job.get('error') or ''}",
+    why = job.get("held") or job.get("stop_reason") or job.get("error") or ""
+    lines = [f"status      {job['status']}: {why}",
              _rounds_line(job),
              f"cost        serverless ${job['cost_usd']:.4f}   serverful (same run) "
              f"${job['serverful_cost_usd']:.4f}",

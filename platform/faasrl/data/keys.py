@@ -114,3 +114,9 @@ def code_owners_key(sha256: str) -> str:
     """A set: the namespaces that uploaded the code archive ``sha256`` (none: it was stored
     before namespaces, and is ``default``'s)."""
     return f"faasrl:code-owners:{sha256}"
+
+
+def spend_key(namespace: str) -> str:
+    """What a namespace's jobs spent (the cost model's USD per round), scored by when: its
+    daily spend quota looks back 24 h (``jobs/admission.py``)."""
+    return f"faasrl:spend:{namespace}"

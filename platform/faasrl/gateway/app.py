@@ -35,7 +35,7 @@ from faasrl.gateway.routers import (
     system,
     ui,
 )
-from faasrl.gateway.services import Services, events
+from faasrl.gateway.services import Services, events, quotas
 from faasrl.gateway.services import functions as function_service
 from faasrl.gateway.services import namespaces as namespace_service
 from faasrl.invoker import Invoker, InvokerConfig, Pool, RecordStore, node_capacity
@@ -129,6 +129,7 @@ def create_app(settings: Settings, redis_url: str, function_redis_url: str | Non
                        code_store, memory, keys)
         app.state.services = svc
         svc.spawn(namespace_service.write_key_use(keys))
+        quotas.apply_all(svc)  # before jobs resume: they are held to them too
         if settings.resume_jobs:
             await manager.start()
         await events.resume(svc)  # asynchronous invocations an earlier gateway left

@@ -36,6 +36,18 @@ class QueueFull(InvokerError):
     status = 429
 
 
+class QuotaExceeded(InvokerError):
+    """A namespace's quota or a function's concurrency bound kept the invocation out until its
+    queue timeout (or it could never fit); the message names the quota."""
+
+    status = 429
+    retry_after_s = 5  # quotas free as invocations end: seconds, not the 1 s of a full queue
+
+    def __init__(self, message: str, waited: bool = False):
+        super().__init__(message)
+        self.waited = waited  # it waited its queue timeout (else: it could never fit)
+
+
 class QueueTimeout(InvokerError):
     status = 503
 

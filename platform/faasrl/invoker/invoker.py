@@ -41,11 +41,13 @@ from faasrl.invoker.pool import (
     StopStem,
     need_of,
 )
+from faasrl.invoker.quota import Usage
 from faasrl.invoker.records import InvocationRecord, RecordStore, micro
 from faasrl.invoker.resources import Resources
 from faasrl.invoker.runtime_client import RuntimeClient, RuntimeGone
 from faasrl.invoker.tenant import Tenant
 from faasrl.manifest import FunctionSpec
+from faasrl.namespaces import Quota
 
 log = logging.getLogger(__name__)
 # A stem cell's start limit, in start timeouts: it imports in the background at a low CPU
@@ -196,6 +198,19 @@ class Invoker:
     def share(self, tenant: Tenant) -> Share:
         """``tenant``'s part of the node's recent usage against its fair share."""
         return self._pool.share(tenant, time.monotonic())
+
+    def set_quota(self, namespace: str, quota: Quota) -> None:
+        """Hold the namespace's tenants to ``quota`` from now on (what waits may fit now)."""
+        self._apply(self._pool.set_quota(namespace, quota, time.monotonic()))
+
+    def quota(self, namespace: str) -> Quota:
+        """The quota the namespace is held to (no limits where none was set)."""
+        return self._pool.quota(namespace)
+
+    def usage(self, namespace: str) -> Usage:
+        """What the namespace's tenants hold now: cores, memory_mb, gpus, containers (who a
+        container counts for: ``invoker/quota.py``)."""
+        return self._pool.usage(namespace)
 
     def queued(self, function: str) -> int:
         """Invocations of ``function`` waiting for a container."""

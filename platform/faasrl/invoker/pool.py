@@ -29,6 +29,11 @@ Policy in brief:
 - Preemption: a waiter whose tenant outweighs the one that pre-warmed containers may stop
   those that serve nobody yet (starting with no claim, or idle and never used) when nothing
   else makes room; a container that runs an invocation is never taken.
+- Quotas (``quota.py``): a waiter that would take its namespace beyond its quota, or its
+  function beyond its ``reserved_concurrency`` / ``concurrency_limit``, waits without holding
+  anything back, and is refused (429) at its queue timeout. A function's reservation sets
+  capacity aside: other functions' waiters see the node less what its reserved containers
+  would hold beyond what its containers hold now, and do not evict its idle containers.
 - A container holds its function's memory and GPUs from start until it has exited, but its cores
   only while it starts or runs an invocation: an idle container uses memory, not CPU. So an idle
   learner does not block a round's actors, and an idle actor needs free cores to run again.
@@ -62,12 +67,14 @@ from faasrl.invoker.errors import (
     StartFailed,
 )
 from faasrl.invoker.fairshare import FairShare, Share
+from faasrl.invoker.quota import Quotas, Usage, function_cap, refused, reserved_containers
 from faasrl.invoker.resources import Resources
 from faasrl.invoker.tenant import Tenant
 from faasrl.manifest import FunctionSpec
-from faasrl.namespaces import local_name
+from faasrl.namespaces import Quota, local_name, namespace_of
 
 STEM_HEADROOM_MB = 128  # of its memory, beyond what a stem cell uses, a function must have
+NOTHING = Resources()
 MICRO = 1_000_000  # the held sums count cores in millionths: integers add up exactly
 
 
@@ -99,6 +106,9 @@ class Container:
     running: list[Tenant] = field(default_factory=list)  # whom its invocations in flight are for
     share: float = 0.0  # what one invocation on it holds of the node (see FairShare)
     prewarmed_for: Tenant | None = None  # who asked for it ahead (None: its function's min_warm)
+    # The namespaces of the invocations it took since it was last idle (empty: it counts for
+    # its function's namespace; see quota.py)
+    charged: set[str] = field(default_factory=set)
 
 
 @dataclass
@@ -125,6 +135,12 @@ class Waiter:
     @property
     def who(self) -> Tenant:
         return self.tenant or Tenant.of_function(self.function)
+    blocked: str | None = None  # the quota it waits for, as the last pass found
+
+    @property
+    def namespace(self) -> str:
+        """Whose quota it counts against."""
+        return self.tenant.namespace if self.tenant is not None else namespace_of(self.function)
 
 
 # Actions the invoker carries out.
@@ -182,6 +198,17 @@ def stem_image(spec: FunctionSpec) -> str | None:
     return None if spec.gpu else spec.image or ""
 
 
+def _hold(budget: Resources, need: Resources, others: Resources) -> Resources:
+    """``budget`` less what a blocked waiter holds back: ``need``, from the part of it that
+    others' reservations leave to its function (never from what they set aside)."""
+    if others is NOTHING:
+        return (budget - need).floor_zero()
+    rest = (budget - others - need).floor_zero()
+    return Resources(min(budget.cpu, others.cpu + rest.cpu),
+                     min(budget.memory_mb, others.memory_mb + rest.memory_mb),
+                     min(budget.gpus, others.gpus + rest.gpus))
+
+
 def _unique_id() -> str:
     return uuid.uuid4().hex[:12]
 
@@ -224,6 +251,9 @@ class Pool:
         self._stem_backoff_until: dict[str, float] = {}
         self._homes: dict[str, str] = {}  # affinity key -> the container that last served it
         self._fair = FairShare()  # who got how much recently: the order waiters are served in
+        self._quotas = Quotas()
+        self._reserving: set[str] = set()  # functions with a reserved_concurrency
+        self._capped: set[str] = set()  # functions with a bound on invocations in flight
 
     # ----------------------------------------------------------------- functions
     def spec(self, name: str) -> FunctionSpec:
@@ -244,6 +274,12 @@ class Pool:
             raise CapacityError(f"more than this whole node has ({detail})")
         self._specs[spec.name] = spec
         self._generation[spec.name] = self._generation.get(spec.name, 0) + 1
+        for names, yes in ((self._reserving, spec.reserved_concurrency is not None),
+                           (self._capped, function_cap(spec) is not None)):
+            if yes:
+                names.add(spec.name)
+            else:
+                names.discard(spec.name)
         self._failures.pop(spec.name, None)
         self._backoff_until.pop(spec.name, None)
         actions = self._retire_stale(spec.name)
@@ -252,6 +288,8 @@ class Pool:
     def unregister(self, name: str, now: float) -> list[Action]:
         self.spec(name)
         del self._specs[name]
+        self._reserving.discard(name)
+        self._capped.discard(name)
         actions: list[Action] = []
         for w in [w for w in self._queue.values() if w.function == name]:
             self._dequeue(w.id)
@@ -270,13 +308,15 @@ class Pool:
         actor slot and its envs): the key's home serves it when it can, so that state is
         reused instead of rebuilt (see the module docstring for when it waits for the home).
         """
-        self.spec(function)
+        spec = self.spec(function)
         tenant = tenant or Tenant.of_function(function)
-        ahead = any(w.function == function and w.container is None
-                    and not self._waits_for_home(w) and w.who.weight >= tenant.weight
-                    for w in self._queue.values())
-        self._enqueue(Waiter(waiter, function, now, affinity=affinity, tenant=tenant,
-                             retry=retry))
+        w = Waiter(waiter, function, now, affinity=affinity, tenant=tenant, retry=retry)
+        if self._quotas.active and (why := self._quotas.beyond(w.namespace, need_of(spec))):
+            return [Reject(waiter, refused(why))]
+        ahead = any(x.function == function and x.container is None and x.blocked is None
+                    and not self._waits_for_home(x) and x.who.weight >= tenant.weight
+                    for x in self._queue.values())
+        self._enqueue(w)
         if retry:  # to the head of the line: of its tenant's, and past other tenants
             self._queue = {waiter: self._queue.pop(waiter), **self._queue}
         # Behind a waiter of its function that the last pass left waiting, a new waiter gets
@@ -348,7 +388,9 @@ class Pool:
         if not actions:
             w = self._next_for(c, now)
             if w is not None:  # the container's cores change hands: nothing else fits now
-                return [self._assign(w, c, now, cold=False, bills_init=False)]
+                handed = [self._assign(w, c, now, cold=False, bills_init=False)]
+                # ... but its charge may have left a namespace that others of it wait for
+                return handed + self._dispatch(now) if self._quotas.active else handed
         return actions + self._dispatch(now)
 
     def resize(self, capacity: Resources, gpu_ids: Iterable[int], now: float) -> list[Action]:
@@ -424,7 +466,7 @@ class Pool:
         budget = self._unclaimed_budget()
         actions: list[Action] = []
         for _ in range(max(0, n - self._warm(function))):
-            if not self._can_start(spec, budget):
+            if not self._can_start(spec, budget) or self._owner_refuses(spec):
                 break
             budget = budget - need_of(spec)
             actions.append(self._start(spec, now, prewarmed=True, tenant=tenant))
@@ -437,7 +479,8 @@ class Pool:
             if w.container is None and now - w.since > self.queue_timeout_s:
                 self._dequeue(w.id)
                 msg = f"no container for {w.function!r} within {self.queue_timeout_s:g} s"
-                actions.append(Reject(w.id, QueueTimeout(msg)))
+                actions.append(Reject(w.id, refused(w.blocked, self.queue_timeout_s)
+                                      if w.blocked is not None else QueueTimeout(msg)))
         for name, spec in self._specs.items():
             idle = sorted((c for c in self._live(name) if c.state is State.IDLE
                            and now - (c.idle_since or now) >= spec.keep_alive_s),
@@ -462,6 +505,28 @@ class Pool:
         """``tenant``'s part of the node's recent usage against its fair share (the tenants
         waiting now count as contending)."""
         return self._fair.share(tenant, now, (w.who for w in self._queue.values()))
+
+    def set_quota(self, namespace: str, quota: Quota, now: float) -> list[Action]:
+        """A namespace's quota changed: what waits for it may fit now."""
+        if not self._quotas.active:  # the sums were not kept while nothing read them
+            self._quotas.clear()
+            for c in self._containers.values():
+                self._quotas.count(self._charges(c), c.need, self._holds_cores(c), +1)
+        self._quotas.set(namespace, quota)
+        return self._dispatch(now)
+
+    def quota(self, namespace: str) -> Quota:
+        return self._quotas.quota(namespace)
+
+    def usage(self, namespace: str) -> Usage:
+        """What the namespace's tenants hold now (``quota.py`` says what counts for whom)."""
+        if self._quotas.active:
+            return self._quotas.usage(namespace)
+        tally = Quotas()  # no quota anywhere: the running sums are not kept, count now
+        for c in self._containers.values():
+            if namespace in self._charges(c):
+                tally.count((namespace,), c.need, self._holds_cores(c), +1)
+        return tally.usage(namespace)
 
     @property
     def reserved(self) -> Resources:
@@ -531,6 +596,7 @@ class Pool:
     def _assign(self, w: Waiter, c: Container, now: float, *, cold: bool, bills_init: bool
                 ) -> Assign:
         self._dequeue(w.id)
+        self._charge(c, w.namespace)
         c.inflight += 1
         c.served += 1
         self._move(c, State.BUSY)
@@ -546,7 +612,9 @@ class Pool:
         return Assign(w.id, c.id, cold, bills_init)
 
     def _start(self, spec: FunctionSpec, now: float, *, prewarmed: bool,
-               tenant: Tenant | None = None) -> Start:
+               tenant: Tenant | None = None, charge: str | None = None) -> Start:
+        """``tenant``: who pre-warms it; ``charge``: the namespace of the waiter it is started
+        for (None: pre-warmed)."""
         need = need_of(spec)
         gpus, self._free_gpus = tuple(self._free_gpus[:need.gpus]), self._free_gpus[need.gpus:]
         stem = self._stem_for(spec)
@@ -554,7 +622,8 @@ class Pool:
             del self._stems[stem.id]  # container's now (so are its labels, which cannot change)
         c = Container(stem.id if stem is not None else self._new_id(), spec.name,
                       self._generation[spec.name], need, gpus, prewarmed, now, last_used=now,
-                      prewarmed_for=tenant, share=self._share_of(spec))
+                      prewarmed_for=tenant, share=self._share_of(spec),
+                      charged={charge} if charge is not None else set())
         self._containers[c.id] = c
         self._count(c, +1)
         return Start(c.id, spec, gpus, stem.id if stem is not None else None)
@@ -583,7 +652,24 @@ class Pool:
         if c.state is not state:
             self._count(c, -1)
             c.state = state
+            if state is State.IDLE:  # it counts for its function's namespace again
+                c.charged.clear()
             self._count(c, +1)
+
+    def _charge(self, c: Container, namespace: str) -> None:
+        """An invocation of ``namespace`` takes ``c``: it counts for that namespace too."""
+        if namespace not in c.charged:
+            if not self._quotas.active:
+                c.charged.add(namespace)
+                return
+            self._quotas.count(self._charges(c), c.need, self._holds_cores(c), -1)
+            c.charged.add(namespace)
+            self._quotas.count(c.charged, c.need, self._holds_cores(c), +1)
+
+    @staticmethod
+    def _charges(c: Container) -> Iterable[str]:
+        """The namespaces ``c`` counts for (see quota.py)."""
+        return c.charged or (namespace_of(c.function),)
 
     def _count(self, c: Container, sign: int) -> None:
         """Add (``sign`` +1) or take out (-1) what ``c`` holds in its state to the sums."""
@@ -593,6 +679,8 @@ class Pool:
         held[0] += sign * cores
         held[1] += sign * need.memory_mb
         held[2] += sign * need.gpus
+        if self._quotas.active:  # else nothing reads the sums (set_quota recounts them)
+            self._quotas.count(self._charges(c), need, cores != 0, sign)
         if c.state is State.STOPPING:
             stopping = self._stopping_sum
             stopping[0] += sign * cores
@@ -698,7 +786,7 @@ class Pool:
             if now < self._backoff_until.get(name, 0.0):
                 continue
             for _ in range(max(0, spec.min_warm - self._warm(name))):
-                if not self._can_start(spec, budget):
+                if not self._can_start(spec, budget) or self._owner_refuses(spec):
                     break
                 budget = budget - need_of(spec)
                 actions.append(self._start(spec, now, prewarmed=True))
@@ -749,7 +837,8 @@ class Pool:
         it is the home of, else of those that have no other home to wait for."""
         def waiting() -> Iterator[Waiter]:
             return (w for w in self._queue.values()
-                    if w.function == c.function and w.container is None)
+                    if w.function == c.function and w.container is None
+                    and self._refusal(w, c) is None)
 
         if len(self._queued_by.get(c.function, ())) <= 1:  # one tenant: arrival order
             def first(waiters: Iterator[Waiter], now: float) -> Waiter | None:
@@ -807,7 +896,8 @@ class Pool:
                 freed = freed + stem.need
         candidates = sorted(  # homes of state that waits for them go last
             (c for c in self._containers.values() if c.state is State.IDLE
-             and (c.function != function or self._stale(c))),
+             and (c.function != function or self._stale(c))
+             and (c.function == function or c.function not in self._reserving)),
             key=lambda c: (self._keeps_state(c), c.last_used))
         freed, chosen = self._enough(candidates, short, freed)
         if not freed.covers(short):
@@ -859,53 +949,115 @@ class Pool:
         actions: list[Action] = []
         budget = self._free() + self._sums()[1]  # what is free once stopping containers are gone
         blocked: set[str] = set()  # functions whose earlier waiter found nothing in this pass
+        aside = self._set_aside() if self._reserving else {}
         for i, w in enumerate(waiters):
             if w.container is not None:
                 continue
+            w.blocked = None
             if w.function in blocked:
                 # Only what later waiters of other functions may take: when none is left, the
                 # rest of the pass would only lower this local budget (64 clients of one
                 # function queue 44 waiters here, a pass over them per event otherwise).
                 if not any(j > i for f, j in last.items() if f not in blocked):
                     break
-                budget = (budget - need_of(self._specs[w.function])).floor_zero()
+                budget = _hold(budget, need_of(self._specs[w.function]), self._others(aside, w))
                 continue
             c = self._assignable(w)
             if c is None and self._waits_for_home(w):
                 continue  # its busy home goes to it when released; it holds nothing back
+            if c is None:
+                c = self._claimable(w.function)
+            if (why := self._refusal(w, c)) is not None:
+                w.blocked = why  # it holds nothing back: its quota is its own
+                continue
+            # what others' reservations keep from this waiter's function
+            others = self._others(aside, w) if aside else NOTHING
             cpu = Resources(need_of(self._specs[w.function]).cpu)
+            if c is not None and c.state is State.STARTING:
+                self._charge(c, w.namespace)
+                c.claims.append(w.id)
+                w.container = c.id
+                continue
             if c is not None:
                 if c.state is State.IDLE:  # it needs its cores back
-                    if not (budget.covers(cpu) and self._free().covers(cpu)):
-                        budget = (budget - cpu).floor_zero()
+                    if not ((budget - others).covers(cpu) and self._free().covers(cpu)):
+                        budget = _hold(budget, cpu, others)
                         blocked.add(w.function)
                         continue
                     budget = budget - cpu
                 actions.append(self._assign(w, c, now, cold=False, bills_init=False))
                 continue
-            if (c := self._claimable(w.function)) is not None:
-                c.claims.append(w.id)
-                w.container = c.id
-                continue
             spec = self._specs[w.function]
             need = need_of(spec)
             budget = budget + self._stem_credit(spec)
-            if not budget.covers(need):
-                freed, stops = self._evict(w.function, need - budget)
+            if not (budget - others).covers(need):
+                freed, stops = self._evict(w.function, need - (budget - others))
                 budget, actions = budget + freed, actions + stops
-            if not budget.covers(need):
-                freed, stops = self._preempt(w, need - budget)
+            if not (budget - others).covers(need):
+                freed, stops = self._preempt(w, need - (budget - others))
                 budget, actions = budget + freed, actions + stops
-            if not budget.covers(need):
-                budget = (budget - need).floor_zero()  # hold it for this waiter
+            if not (budget - others).covers(need):
+                budget = _hold(budget, need, others)  # hold it for this waiter
                 blocked.add(w.function)
                 continue
             budget = budget - need
             if self._can_start(spec, need):
-                start = self._start(spec, now, prewarmed=False)
+                start = self._start(spec, now, prewarmed=False, charge=w.namespace)
                 self._containers[start.container].claims.append(w.id)
                 w.container = start.container
                 actions.append(start)
             # else: the capacity it needs is being freed; stopped() dispatches again
         return actions
 
+    # ------------------------------------------------------------------- quotas
+    def _refusal(self, w: Waiter, c: Container | None) -> str | None:
+        """Which quota keeps ``w`` from taking ``c`` (None: a new container), as a sentence;
+        None where none does."""
+        if w.function in self._capped:
+            cap = function_cap(self._specs[w.function])
+            if cap is not None and self._in_flight(w.function) >= cap[1]:
+                return f"function {w.function!r} is at its {cap[0]} of {cap[1]}"
+        if not self._quotas.active:
+            return None
+        spec = self._specs[w.function]
+        ns = w.namespace
+        if c is None:
+            return self._quotas.refusal(ns, need_of(spec), 1)
+        if ns in c.charged:
+            return None  # it counts for the namespace already
+        if c.state is State.IDLE and ns == namespace_of(c.function):
+            return self._quotas.refusal(ns, Resources(c.need.cpu), 0)  # only its cores are new
+        return self._quotas.refusal(ns, c.need, 1)
+
+    def _owner_refuses(self, spec: FunctionSpec) -> bool:
+        """Whether a pre-warmed container of ``spec`` would take its function's namespace
+        beyond its quota (it counts for that namespace: see quota.py)."""
+        return self._quotas.active and self._quotas.refusal(
+            namespace_of(spec.name), need_of(spec), 1) is not None
+
+    @staticmethod
+    def _others(aside: dict[str, Resources], w: Waiter) -> Resources:
+        """What other functions' reservations keep from ``w``'s function."""
+        if not aside:
+            return NOTHING
+        return sum((r for f, r in aside.items() if f != w.function), NOTHING)
+
+    def _in_flight(self, function: str) -> int:
+        """The function's invocations running or waiting for a container that is starting."""
+        return sum(c.inflight + len(c.claims) for c in self._containers.values()
+                   if c.function == function)
+
+    def _set_aside(self) -> dict[str, Resources]:
+        """Per function with a ``reserved_concurrency``: the capacity its reservation keeps
+        from other functions — its reserved containers' worth, less what its containers hold
+        (an idle one holds its memory: its cores stay set aside)."""
+        aside: dict[str, Resources] = {}
+        for name in self._reserving:
+            spec = self._specs[name]
+            n, need = reserved_containers(spec), need_of(spec)
+            want = Resources(need.cpu * n, need.memory_mb * n, need.gpus * n)
+            for c in self._containers.values():
+                if c.function == name and c.state is not State.STOPPING:
+                    want = want - self._held(c)
+            aside[name] = want.floor_zero()
+        return aside

@@ -22,6 +22,7 @@ from faasrl.data.health import RedisHealth
 from faasrl.env_code import EnvDescription
 from faasrl.invoker import Invoker
 from faasrl.invoker.errors import FunctionNotFound
+from faasrl.jobs.admission import Admission
 from faasrl.jobs.env_probe import EnvProbe
 from faasrl.jobs.errors import InvalidJobField
 from faasrl.jobs.spec import FUNCTION_FIELDS, JobSpec
@@ -53,6 +54,7 @@ class JobManager:
         self._health = health
         self._outage_max_s = outage_max_s
         self._running: dict[str, tuple[JobRun, asyncio.Task[None]]] = {}
+        self.admission = Admission(invoker.quota, redis)  # the namespaces' jobs and spend
         if health is not None:
             health.on_recovery(self._grant_all)
 
@@ -197,6 +199,10 @@ class JobManager:
         return [self._running[rec.id][0].record if rec.id in self._running else rec
                 for rec in await self.store.list()]
 
+    def quota_changed(self) -> None:
+        """A namespace's quota was set: jobs held by one look again."""
+        self.admission.changed()
+
     def running(self) -> list[JobRecord]:
         """The records of the jobs this gateway runs now, as their runs hold them."""
         return [job_run.record for job_run, _ in self._running.values()]
@@ -243,7 +249,7 @@ class JobManager:
         job_run = JobRun(rec, store=self.store, invoker=self._invoker, redis=self._redis,
                         checkpoints=self._checkpoints, workflow=WORKFLOWS[rec.spec.execution],
                         schedulers=self._schedulers, health=self._health,
-                        outage_max_s=self._outage_max_s)
+                        outage_max_s=self._outage_max_s, admission=self.admission)
         task = asyncio.create_task(job_run.run(), name=f"job-{rec.id}")
         self._running[rec.id] = (job_run, task)
         task.add_done_callback(lambda _: self._running.pop(rec.id, None))

@@ -15,8 +15,10 @@ from faasrl.jobs.spec import JobSpec
 from faasrl.namespaces import DEFAULT
 
 INDEX = "faasrl:jobs"
-JobStatus = Literal["pending", "running", "succeeded", "failed", "cancelled", "interrupted"]
-ACTIVE: tuple[str, ...] = ("pending", "running")
+# paused: its namespace spent its daily quota (jobs/admission.py); it runs on by itself
+JobStatus = Literal["pending", "running", "paused", "succeeded", "failed", "cancelled",
+                    "interrupted"]
+ACTIVE: tuple[str, ...] = ("pending", "running", "paused")
 TARGET_REACHED = "target reward reached"  # how the stop reason of a job that reached it begins
 
 
@@ -45,6 +47,8 @@ class JobRecord(BaseModel):
     namespace: str = Field(DEFAULT, description="whose job it is")
     status: JobStatus = "pending"
     stop_reason: str | None = None
+    held: str | None = Field(None, description="why a pending or paused job does not run now: "
+                                               "the quota it waits for")
     error: str | None = None
     created_at: float
     started_at: float | None = None

@@ -37,8 +37,10 @@ from faasrl.data.health import RedisHealth
 from faasrl.data.keys import env_code_key, latest_key, optimizer_keys, params_key
 from faasrl.data.ops import put_weights
 from faasrl.invoker import InvocationRecord, Invoker, InvokerError
+from faasrl.invoker.errors import QuotaExceeded
 from faasrl.invoker.registry import CodeStore
 from faasrl.invoker.tenant import Tenant
+from faasrl.jobs.admission import Admission
 from faasrl.jobs.checkpoint import read_checkpoint, write_checkpoint
 from faasrl.jobs.cost import serverful_cost
 from faasrl.jobs.function_calls import evaluate_args, init_args, result
@@ -137,8 +139,9 @@ class JobRun:
     def __init__(self, record: JobRecord, *, store: JobStore, invoker: Invoker, redis: Redis,
                  checkpoints: Path, workflow: Callable[[JobRun], Workflow],
                  schedulers: Path | None = None, health: RedisHealth | None = None,
-                 outage_max_s: float = 600.0):
+                 outage_max_s: float = 600.0, admission: Admission | None = None):
         self.record = record
+        self.admission = admission  # its namespace's jobs and spend quotas (None: none)
         self.store = store
         self.invoker = invoker
         self.redis = redis
@@ -164,7 +167,8 @@ class JobRun:
     # ------------------------------------------------------------------- the job
     async def run(self) -> None:
         rec, spec = self.record, self.record.spec
-        rec.status, rec.error, rec.stop_reason = "running", None, None
+        await self._admit()
+        rec.status, rec.error, rec.stop_reason, rec.held = "running", None, None, None
         rec.started_at = rec.started_at or time.time()
         self._clock, self._wall_before = time.monotonic(), rec.wall_s
         try:
@@ -188,6 +192,7 @@ class JobRun:
                                                                        time.time()))
             while (reason := await self._stop_reason()) is None:
                 self._stop_if_requested()
+                await self._within_spend()
                 await self.with_redis(self.grant)  # a restarted Redis forgot the user
                 try:
                     await self.workflow.round()
@@ -205,6 +210,8 @@ class JobRun:
             log.warning("job %s failed: %s", rec.id, exc)
             rec.status, rec.error = "failed", str(exc)
         finally:
+            if self.admission is not None:
+                self.admission.leave(rec.id, rec.namespace)
             if self._events is not None:
                 await asyncio.to_thread(self._events.close)
             await self.workflow.abandon()
@@ -212,6 +219,47 @@ class JobRun:
             if rec.status != "interrupted":
                 rec.finished_at = time.time()
             await self._save_final()
+
+    async def _admit(self) -> None:
+        """Wait (``pending``, ``held`` saying why) until the namespace's quota of concurrent
+        jobs lets this one run; a job stopped meanwhile ends as its stop asks."""
+        rec = self.record
+        if self.admission is None:
+            return
+
+        async def hold(why: str) -> None:
+            rec.status, rec.held = "pending", why
+            await self.with_redis(lambda: self.store.save(rec))
+
+        try:
+            await self.admission.enter(rec.id, rec.namespace, rec.created_at, hold)
+        except asyncio.CancelledError:
+            rec.status, rec.held = self.stop_requested or "cancelled", None
+            if rec.status != "interrupted":
+                rec.finished_at = time.time()
+            try:
+                await self.store.save(rec)
+            except UNREACHABLE as exc:
+                log.error("job %s: could not save its end (%s)", rec.id, exc)
+            raise
+
+    async def _within_spend(self) -> None:
+        """Before a round: ``paused`` while the namespace's spend over the last 24 h is at its
+        quota. The pause is no run time (its wall clock stops)."""
+        rec = self.record
+        if self.admission is None:
+            return
+        t0 = time.monotonic()
+
+        async def hold(why: str) -> None:
+            rec.status, rec.held = "paused", why
+            await self.with_redis(lambda: self.store.save(rec))
+
+        await self.admission.within_spend(rec.namespace, hold)
+        if rec.status == "paused":
+            self._clock += time.monotonic() - t0
+            rec.status, rec.held = "running", None
+            await self.with_redis(lambda: self.store.save(rec))
 
     def _advance_wall(self, saved_s: float = 0.0) -> None:
         """The measured wall moves to now; the modeled-parallel one (``jobs/parallel.py``) as
@@ -423,6 +471,9 @@ class JobRun:
         self.paused_s = 0.0
         index = len(self.history) - 1
         await self.with_redis(lambda: self.store.save_round(rec, row, index))
+        if self.admission is not None:
+            await self.with_redis(lambda: self.admission.spent(
+                rec.namespace, rec.id, outcome.round, cost_round, ended))
         await self._log_row(row, ended)
         if rec.round % spec.checkpoint_every == 0:
             await self.with_redis(self._checkpoint)
@@ -478,11 +529,17 @@ class JobRun:
         spec = self.record.spec
         # Actors go where the job places them; learners always run locally.
         placement = spec.placement.actors if function == spec.actor_function else "local"
-        try:
-            return await self.invoker.invoke(function, args, affinity=affinity,
-                                             placement=placement, tenant=self.tenant)
-        except InvokerError as exc:
-            raise JobError(f"{function}: {exc.kind}: {exc.message}") from exc
+        while True:
+            try:
+                return await self.invoker.invoke(function, args, affinity=affinity,
+                                                 placement=placement, tenant=self.tenant)
+            except QuotaExceeded as exc:
+                if not exc.waited:  # it could never fit
+                    raise JobError(f"{function}: {exc.kind}: {exc.message}") from exc
+                # A job waits out its namespace's quota: it queues again.
+                log.info("job %s: %s; queueing again", self.record.id, exc.message)
+            except InvokerError as exc:
+                raise JobError(f"{function}: {exc.kind}: {exc.message}") from exc
 
     async def invoke_until_done(self, function: str, args: dict[str, Any], *,
                                 affinity: str | None = None, retries: int = 0

@@ -47,6 +47,7 @@ from faasrl.invoker.errors import (
     InvokerError,
     QueueFull,
     QueueTimeout,
+    QuotaExceeded,
 )
 from faasrl.invoker.invoker import new_invocation_id
 from faasrl.invoker.records import InvocationRecord
@@ -218,7 +219,7 @@ def _client_context(header: str | None) -> dict[str, Any] | None:
 
 
 def _refusal(exc: InvokerError, arn: str) -> LambdaApiError:
-    if isinstance(exc, QueueFull | QueueTimeout | MemoryPressure):
+    if isinstance(exc, QueueFull | QueueTimeout | QuotaExceeded | MemoryPressure):
         return LambdaApiError(429, "TooManyRequestsException", f"Rate Exceeded. {exc.message}",
                               headers={"Retry-After": str(exc.retry_after_s)})
     if isinstance(exc, FunctionNotFound | FunctionGone):

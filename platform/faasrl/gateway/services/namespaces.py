@@ -24,7 +24,7 @@ from faasrl.gateway.namespace_schemas import (
     UsageOut,
 )
 from faasrl.gateway.services import Services
-from faasrl.invoker.errors import FunctionNotFound
+from faasrl.gateway.services.quotas import apply_quota
 from faasrl.invoker.records import INDEX_LEN, InvocationRecord
 from faasrl.jobs.cost import Pricing, actor_cost
 from faasrl.jobs.store import ACTIVE, JobRecord
@@ -68,23 +68,6 @@ def require_admin(svc: Services, principal: Principal, name: str) -> Namespace:
 
 
 # ---------------------------------------------------------------------------- usage and spend
-def _held(svc: Services, name: str) -> tuple[float, int, int, int]:
-    """(cores, memory MB, GPUs, containers) its functions' containers hold now."""
-    cores, memory_mb, gpus, count = 0.0, 0, 0, 0
-    for c in svc.invoker.containers():
-        if not owns(name, c.function):
-            continue
-        count += 1
-        gpus += len(c.gpus)
-        try:
-            spec = svc.invoker.spec(c.function)
-        except FunctionNotFound:  # deleted, its containers retiring: their size is gone
-            continue
-        cores += spec.cpu
-        memory_mb += spec.memory_mb
-    return cores, memory_mb, gpus, count
-
-
 async def spend(svc: Services, name: str, jobs: list[JobRecord], now: float) -> float:
     """USD over the last ``SPEND_WINDOW_S``: the cost_usd of its jobs running or finished
     within it (whole: rows keep no time), and its own functions' invocations in it, billed as
@@ -107,8 +90,9 @@ async def spend(svc: Services, name: str, jobs: list[JobRecord], now: float) -> 
 async def described(svc: Services, namespace: Namespace, jobs: list[JobRecord]
                     ) -> NamespaceOut:
     """A namespace with its quota and what it uses of it now."""
-    cores, memory_mb, gpus, containers = _held(svc, namespace.name)
-    usage = UsageOut(cores=cores, memory_mb=memory_mb, gpus=gpus, containers=containers,
+    held = svc.invoker.usage(namespace.name)  # as its quota counts it: invoker/quota.py
+    usage = UsageOut(cores=held.cores, memory_mb=held.memory_mb, gpus=held.gpus,
+                     containers=held.containers,
                      jobs=sum(1 for j in jobs if j.namespace == namespace.name
                               and j.status in ACTIVE),
                      spend_usd_per_day=await spend(svc, namespace.name, jobs, time.time()))
@@ -121,6 +105,7 @@ async def create(svc: Services, name: str, quota: Quota) -> Namespace:
     if svc.keys.namespace(name) is not None:
         raise HTTPException(status.HTTP_409_CONFLICT, f"a namespace named {name!r} exists")
     await svc.keys.save_namespace(Namespace(name=name, quota=quota))
+    apply_quota(svc, name)
     namespace = svc.keys.namespace(name)
     assert namespace is not None
     return namespace
@@ -135,6 +120,7 @@ async def set_quota(svc: Services, principal: Principal, name: str, quota: Quota
     if not replace:
         quota = namespace.quota.model_copy(update=quota.model_dump(exclude_unset=True))
     await svc.keys.save_namespace(namespace.model_copy(update={"quota": quota}))
+    apply_quota(svc, name)
     updated = svc.keys.namespace(name)
     assert updated is not None
     return updated
@@ -155,6 +141,7 @@ async def delete(svc: Services, name: str) -> None:
                             f"namespace {name!r} still holds {' and '.join(held)}: delete "
                             "them first")
     await svc.keys.delete_namespace(name)
+    apply_quota(svc, name)  # no quota left to hold it to
 
 
 # ---------------------------------------------------------------------------- keys

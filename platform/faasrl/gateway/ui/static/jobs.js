@@ -5,7 +5,7 @@ import { download, followEvents, get, post, Unauthorized } from "./api.js";
 import { JobCharts } from "./charts.js";
 import { badge, fields, h, link, num, pre, seconds, table, usd, when } from "./dom.js";
 
-const ACTIVE = ["pending", "running"];
+const ACTIVE = ["pending", "running", "paused"];
 const RESUMABLE = ["cancelled", "failed", "interrupted"];
 
 function meanReturn(job) {
@@ -63,6 +63,7 @@ function summary(job) {
     ["policy version", job.version ?? "–"],
     ["held-out evaluation", ev ? `${num(ev.mean)} ± ${num(ev.std)} over ${ev.episodes}` : "–"],
     ["stop reason", job.stop_reason || "–"],
+    ["held by a quota", job.held || undefined],
     ["error", job.error ? h("span", { class: "error" }, job.error) : undefined],
   ]);
 }
