@@ -21,11 +21,10 @@ from typer.testing import CliRunner
 
 from faasrl.cli import app
 from faasrl.client import Client, GatewayError
-from faasrl.data.keys import API_KEYS
+from faasrl.data.keys import API_KEYS, spend_key
 from faasrl.embedded import EmbeddedPlatform
 from faasrl.gateway.keys import KeyStore, sigv4_secret
 from faasrl.gateway.services.namespaces import write_key_use
-from faasrl.jobs.cost import Pricing
 
 TOKEN = "namespaces-test-token"
 PLATFORM = {"token": TOKEN}  # conftest's platform
@@ -195,17 +194,18 @@ def test_usage_spend_and_deletion(platform: EmbeddedPlatform, client: Client,
     seed_job(r, "lab-a-today", "lab-a", "succeeded", 0.5, finished_at=now - 3600)
     seed_job(r, "lab-a-last-week", "lab-a", "succeeded", 10.0, finished_at=now - 7 * 86400)
     seed_job(r, "default-job", "default", "running", 3.0)
-    # A function of default's own (no job runs it): its invocations are billed as Lambda's.
-    client.deploy(fn("greet", "fns:echo"))
-    records = [client.invoke("greet", {"n": i}) for i in range(3)]
-    pricing = Pricing()
-    billed = sum(r["billed_ms"] / 1000 * r["memory_mb"] / 1024 * pricing.lambda_gb_s
-                 + pricing.lambda_request for r in records)
+    # What the spend quota counts: each round's price, when it ran (jobs/admission.py)
+    r.zadd(spend_key("lab-a"), {"lab-a-running:3:0.25": now, "lab-a-today:9:0.5": now - 3600,
+                                "lab-a-last-week:9:10.0": now - 7 * 86400})
+    r.zadd(spend_key("default"), {"default-job:1:3.0": now})
+    client.deploy(fn("greet", "fns:echo"))  # invocations outside jobs are not in the spend
+    for i in range(3):
+        client.invoke("greet", {"n": i})
     usage = client.namespace("lab-a")["usage"]
     assert usage["jobs"] == 1
     assert usage["spend_usd_per_day"] == pytest.approx(0.75)
     default = client.namespace("default")["usage"]
-    assert default["spend_usd_per_day"] == pytest.approx(3.0 + billed)
+    assert default["spend_usd_per_day"] == pytest.approx(3.0)
     # greet's idle container counts for its namespace, without cores (invoker/quota.py)
     assert default["containers"] == 1 and default["cores"] == 0.0
     assert default["memory_mb"] == 256

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 
 from fastapi import HTTPException, status
 
@@ -25,14 +24,10 @@ from faasrl.gateway.namespace_schemas import (
 )
 from faasrl.gateway.services import Services
 from faasrl.gateway.services.quotas import apply_quota
-from faasrl.invoker.records import INDEX_LEN, InvocationRecord
-from faasrl.jobs.cost import Pricing, actor_cost
 from faasrl.jobs.store import ACTIVE, JobRecord
 from faasrl.namespaces import DEFAULT, Namespace, Principal, Quota, owns
 
 log = logging.getLogger(__name__)
-SPEND_WINDOW_S = 86400.0  # a quota's spend_usd_per_day is over this window
-JOB_FUNCTIONS = ("actor_function", "learner_function", "parameter_function", "buffer_function")
 
 
 def _not_found(name: str) -> HTTPException:
@@ -68,23 +63,11 @@ def require_admin(svc: Services, principal: Principal, name: str) -> Namespace:
 
 
 # ---------------------------------------------------------------------------- usage and spend
-async def spend(svc: Services, name: str, jobs: list[JobRecord], now: float) -> float:
-    """USD over the last ``SPEND_WINDOW_S``: the cost_usd of its jobs running or finished
-    within it (whole: rows keep no time), and its own functions' invocations in it, billed as
-    Lambda bills (``jobs/cost.py``). Functions jobs run are left out of the latter: what they
-    cost is in their jobs' cost_usd."""
-    since = now - SPEND_WINDOW_S
-    total = sum(j.cost_usd for j in jobs if j.namespace == name
-                and (j.status in ACTIVE or (j.finished_at or now) >= since))
-    run_by_jobs = {getattr(j.spec, field) for j in jobs for field in JOB_FUNCTIONS}
-    pricing = Pricing()
-    for spec in svc.invoker.functions():
-        if not owns(name, spec.name) or spec.name in run_by_jobs:
-            continue
-        records = [InvocationRecord(**r) for r in await svc.records.recent(spec.name, INDEX_LEN)
-                   if (r["finished_at"] or 0.0) >= since]
-        total += actor_cost(records, pricing)
-    return total
+async def spend(svc: Services, name: str) -> float:
+    """USD over the last 24 h as the ``spend_usd_per_day`` quota counts it: the cost model's
+    price of each round its jobs ran in the window (``jobs/admission.py``). Invocations made
+    outside jobs are billed per record, not counted here."""
+    return sum(usd for _, usd in await svc.jobs.admission.spend(name))
 
 
 async def described(svc: Services, namespace: Namespace, jobs: list[JobRecord]
@@ -95,7 +78,7 @@ async def described(svc: Services, namespace: Namespace, jobs: list[JobRecord]
                      containers=held.containers,
                      jobs=sum(1 for j in jobs if j.namespace == namespace.name
                               and j.status in ACTIVE),
-                     spend_usd_per_day=await spend(svc, namespace.name, jobs, time.time()))
+                     spend_usd_per_day=await spend(svc, namespace.name))
     return NamespaceOut(name=namespace.name, quota=namespace.quota,
                         created_at=namespace.created_at, usage=usage)
 
