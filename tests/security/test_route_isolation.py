@@ -43,7 +43,8 @@ FUNCTION = "alpha-fn"
 JOB = "alphajob0001"
 LAMBDA_PREFIX = "/2015-03-31/"
 MISSING = {"name": "no-such-fn", "function_name": "no-such-fn", "job_id": "nosuchjob001",
-           "invocation_id": "0" * 32, "namespace": "no-such-ns", "key_id": "0" * 12}
+           "invocation_id": "0" * 32, "namespace": "no-such-ns", "key_id": "0" * 12,
+           "letter_id": "0" * 32}
 # Namespaces' own routes: root administers every namespace (and may delete it), so root is not
 # sent there; a second namespace's key gets what a missing namespace gets.
 ADMIN_PREFIX = "/v1/namespaces"
@@ -101,7 +102,8 @@ def tenants(make_platform) -> Iterator[dict[str, Any]]:
     on_gateway(platform, save_job)
     yield {"platform": platform, "keys": {A: (a_id, a_key), B: (b_id, b_key)},
            "ids": {"name": FUNCTION, "function_name": FUNCTION, "job_id": JOB,
-                   "invocation_id": invocation, "namespace": A, "key_id": a_id},
+                   "invocation_id": invocation, "namespace": A, "key_id": a_id,
+                   "letter_id": "f" * 32},  # no letter: the function's namespace decides
            "sha": sha, "archive": code_archive.pack(TEST_FUNCTIONS)}
 
 
@@ -125,6 +127,8 @@ def body_for(method: str, path: str, archive: bytes) -> Any:
         return {"args": {}}
     if path.endswith("/prewarm"):
         return {"count": 0}
+    if path.endswith("/dead-letters/redrive"):
+        return {"all": True}
     if (method, path) == ("POST", "/v1/functions"):
         return fn(FUNCTION)
     if (method, path) == ("PUT", "/v1/functions/{name}"):
