@@ -4,6 +4,7 @@ use against its quota and its spend, and their keys; a namespace's key sees its 
 from __future__ import annotations
 
 import re
+import time
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ from browsing import click_link, css, log_in, until
 from helpers import seed_job
 
 from faasrl.client import Client
+from faasrl.data.keys import spend_key
 
 pytestmark = pytest.mark.ui
 TOKEN = "namespaces-ui-token"
@@ -35,6 +37,7 @@ def test_root_sees_every_namespace_and_a_key_its_own(
     client.create_namespace("lab-a", {"jobs": 1, "spend_usd_per_day": 2.0, "cores": 4.0})
     client.create_namespace("lab-b")
     seed_job(r, "lab-a-job", "lab-a", "running", 0.5)
+    r.zadd(spend_key("lab-a"), {"lab-a-job:1:0.5": time.time()})  # its round, as billed
     reader = client.create_key("lab-a", "read", name="dashboard")
     admin = client.create_key("lab-a", "admin", name="lead")
 
