@@ -23,12 +23,14 @@ import math
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
+from math import exp
 from typing import TypeVar
 
 from faasrl.invoker.tenant import Tenant
 
 HALF_LIFE_S = 20.0  # usage older than this counts half: the window fairness is judged over
 _RATE = math.log(2) / HALF_LIFE_S
+_MEAN_LIFE = 1.0 / _RATE
 _ACTIVE = 1e-3  # a tenant whose usage fell below this share of the total no longer contends
 _GONE = 1e-6  # share-seconds: usage faded this far is forgotten
 T = TypeVar("T")
@@ -47,8 +49,8 @@ class Usage:
         a decaying charge at the running rate)."""
         dt = now - self.at
         if dt > 0:
-            decay = math.exp(-_RATE * dt)
-            self.value = self.value * decay + self.running * (1.0 - decay) / _RATE
+            decay = exp(-_RATE * dt)
+            self.value = self.value * decay + self.running * (1.0 - decay) * _MEAN_LIFE
             self.at = now
         return self.value
 
@@ -87,9 +89,10 @@ class FairShare:
         ns = self._namespaces.get(tenant.namespace)
         if ns is None:
             ns = self._namespaces[tenant.namespace] = Usage(at=now)
-        for usage in (own, ns):
-            usage.advance(now)
-            usage.running = max(0.0, usage.running + rate)
+        own.advance(now)
+        own.running = max(0.0, own.running + rate)
+        ns.advance(now)
+        ns.running = max(0.0, ns.running + rate)
 
     def key(self, tenant: Tenant, now: float) -> tuple[float, float]:
         """Where ``tenant``'s first waiter goes in line: its namespace's usage, then its own

@@ -85,6 +85,9 @@ class State(StrEnum):
     STOPPING = "stopping"
 
 
+_HOLDS_CORES = frozenset({State.STARTING, State.BUSY})
+
+
 @dataclass
 class Container:
     id: str
@@ -122,25 +125,21 @@ class StemCell:
     memory_mb: float = 0.0  # what it uses once ready (its preloaded imports)
 
 
-@dataclass
+@dataclass(slots=True)
 class Waiter:
     id: str
     function: str
     since: float
+    who: Tenant  # who it is for: a job's tenant, or its function's own (Tenant.of_function)
     container: str | None = None  # the starting container it will get
     affinity: str | None = None  # the key whose home (the container that last served it) it wants
-    tenant: Tenant | None = None  # who it is for (None: its function's own)
     retry: bool = False  # a retry of an invocation whose container died: it goes first
-
-    @property
-    def who(self) -> Tenant:
-        return self.tenant or Tenant.of_function(self.function)
     blocked: str | None = None  # the quota it waits for, as the last pass found
 
     @property
     def namespace(self) -> str:
         """Whose quota it counts against."""
-        return self.tenant.namespace if self.tenant is not None else namespace_of(self.function)
+        return self.who.namespace
 
 
 # Actions the invoker carries out.
@@ -196,6 +195,11 @@ def stem_image(spec: FunctionSpec) -> str | None:
     """The image whose stem cells can become this function's container (None: none can; a
     stem cell's devices cannot change, so it has no GPUs)."""
     return None if spec.gpu else spec.image or ""
+
+
+def _less(budget: Resources, others: Resources) -> Resources:
+    """``budget`` less what others' reservations keep (no arithmetic when none do)."""
+    return budget if others is NOTHING else budget - others
 
 
 def _hold(budget: Resources, need: Resources, others: Resources) -> Resources:
@@ -310,7 +314,7 @@ class Pool:
         """
         spec = self.spec(function)
         tenant = tenant or Tenant.of_function(function)
-        w = Waiter(waiter, function, now, affinity=affinity, tenant=tenant, retry=retry)
+        w = Waiter(waiter, function, now, tenant, affinity=affinity, retry=retry)
         if self._quotas.active and (why := self._quotas.beyond(w.namespace, need_of(spec))):
             return [Reject(waiter, refused(why))]
         ahead = any(x.function == function and x.container is None and x.blocked is None
@@ -637,10 +641,11 @@ class Pool:
                      need.gpus / cap.gpus if cap.gpus else 0.0]
         return max(fractions) / max(1, spec.max_concurrency)
 
-    def _holds_cores(self, c: Container) -> bool:
+    @staticmethod
+    def _holds_cores(c: Container) -> bool:
         """Memory and GPUs are held for a container's whole life; cores only while it starts
         or runs."""
-        return c.state in (State.STARTING, State.BUSY)
+        return c.state in _HOLDS_CORES
 
     def _held(self, c: Container) -> Resources:
         if self._holds_cores(c):
@@ -674,7 +679,7 @@ class Pool:
     def _count(self, c: Container, sign: int) -> None:
         """Add (``sign`` +1) or take out (-1) what ``c`` holds in its state to the sums."""
         need = c.need
-        cores = round(need.cpu * MICRO) if self._holds_cores(c) else 0  # exact, unlike floats
+        cores = round(need.cpu * MICRO) if c.state in _HOLDS_CORES else 0  # exact, unlike floats
         held = self._held_sum
         held[0] += sign * cores
         held[1] += sign * need.memory_mb
@@ -970,17 +975,17 @@ class Pool:
             if (why := self._refusal(w, c)) is not None:
                 w.blocked = why  # it holds nothing back: its quota is its own
                 continue
-            # what others' reservations keep from this waiter's function
-            others = self._others(aside, w) if aside else NOTHING
-            cpu = Resources(need_of(self._specs[w.function]).cpu)
             if c is not None and c.state is State.STARTING:
                 self._charge(c, w.namespace)
                 c.claims.append(w.id)
                 w.container = c.id
                 continue
+            # what others' reservations keep from this waiter's function
+            others = self._others(aside, w) if aside else NOTHING
             if c is not None:
                 if c.state is State.IDLE:  # it needs its cores back
-                    if not ((budget - others).covers(cpu) and self._free().covers(cpu)):
+                    cpu = Resources(need_of(self._specs[w.function]).cpu)
+                    if not (_less(budget, others).covers(cpu) and self._free().covers(cpu)):
                         budget = _hold(budget, cpu, others)
                         blocked.add(w.function)
                         continue

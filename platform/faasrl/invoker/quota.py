@@ -64,12 +64,16 @@ class Quotas:
     def __init__(self) -> None:
         self._quotas: dict[str, Quota] = {}
         self._held: dict[str, list[int]] = {}  # [micro cores, memory_mb, gpus, containers]
+        # Whether any namespace has a quota (else nothing is ever refused here): an attribute,
+        # not a property, as the pool reads it several times per warm invocation.
+        self.active = False
 
     def set(self, namespace: str, quota: Quota) -> None:
         if quota == Quota():
             self._quotas.pop(namespace, None)
         else:
             self._quotas[namespace] = quota
+        self.active = bool(self._quotas)
 
     def clear(self) -> None:
         """Forget the sums (before a recount)."""
@@ -77,11 +81,6 @@ class Quotas:
 
     def quota(self, namespace: str) -> Quota:
         return self._quotas.get(namespace) or Quota()
-
-    @property
-    def active(self) -> bool:
-        """Whether any namespace has a quota (else nothing is ever refused here)."""
-        return bool(self._quotas)
 
     def count(self, namespaces: Iterable[str], need: Resources, cores: bool, sign: int) -> None:
         """Add (``sign`` +1) or take out (-1) one container of ``need`` for each namespace;

@@ -8,6 +8,7 @@ counts against, ``weight`` its share relative to others that contend (a job's ``
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from faasrl.namespaces import namespace_of
 
@@ -19,7 +20,13 @@ class Tenant:
     weight: float = 1.0
     job: str | None = None
 
-    @classmethod
-    def of_function(cls, function: str) -> Tenant:
-        """A plain invocation's: its function's, in the function's namespace."""
-        return cls(function, namespace_of(function))
+    @staticmethod
+    def of_function(function: str) -> Tenant:
+        """A plain invocation's: its function's, in the function's namespace (one per function,
+        made once: the warm path asks for it on every invocation)."""
+        return _own(function)
+
+
+@lru_cache(maxsize=4096)
+def _own(function: str) -> Tenant:
+    return Tenant(function, namespace_of(function))
