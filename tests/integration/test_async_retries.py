@@ -124,6 +124,26 @@ def test_redrive_one_and_all_and_delete(client: Client):
     assert client.dead_letters("t") == []
 
 
+async def _redrive_at_once(url: str, body: dict[str, Any], times: int) -> list[httpx.Response]:
+    async with httpx.AsyncClient(base_url=url) as http:
+        return await asyncio.gather(*(http.post("/v1/functions/t/dead-letters/redrive", json=body)
+                                      for _ in range(times)))
+
+
+@pytest.mark.parametrize("body", [{"id": None}, {"all": True}])
+def test_a_letter_redriven_twice_at_once_runs_once(client: Client, body):
+    client.deploy(fn("t", handler="fns:boom", maximum_retry_attempts=0))
+    iid = client.invoke_async("t", 7)
+    letters(client, "t", 1)
+    client.deploy(fn("t", handler="fns:echo", maximum_retry_attempts=0))
+    body = {"id": iid} if "id" in body else body
+    answers = asyncio.run(_redrive_at_once(client.url, body, 4))
+    redriven = [d for a in answers if a.status_code == 200 for d in a.json()["redriven"]]
+    assert [d["dead_letter"] for d in redriven] == [iid]  # not one new invocation per request
+    assert client.wait(redriven[0]["invocation"])["result"]["args"] == 7
+    assert client.dead_letters("t") == []
+
+
 def test_destinations_receive_lambdas_record(client: Client):
     client.deploy(fn("dest"))
     client.deploy(fn("ok", on_success="dest"))

@@ -16,7 +16,8 @@ async def listed(svc: Services, function: str) -> list[DeadLetter]:
 
 async def redrive(svc: Services, function: str, letter_id: str | None) -> list[Redriven]:
     """Accept ``letter_id`` (None: every one) again as a new asynchronous invocation, with its
-    full retry budget, and drop it from the list; what was redriven (none: no such letter)."""
+    full retry budget, and drop it from the list; what was redriven (none: no such letter).
+    A letter leaves the list before it is accepted, so concurrent redrives run it once."""
     spec = svc.invoker.spec(function)
     if letter_id is None:
         letters = await svc.dead_letters.list(function)
@@ -25,8 +26,13 @@ async def redrive(svc: Services, function: str, letter_id: str | None) -> list[R
         letters = [letter] if letter is not None else []
     out = []
     for letter in reversed(letters):  # the oldest first, as they came
-        invocation = await invocations.accept(svc, spec, letter.args)
-        await svc.dead_letters.remove(function, letter.id)
+        if not await svc.dead_letters.remove(function, letter.id):
+            continue  # a concurrent redrive (or delete) took it: it runs once
+        try:
+            invocation = await invocations.accept(svc, spec, letter.args)
+        except Exception:
+            await svc.dead_letters.add(letter)  # refused (memory short): the letter stays
+            raise
         out.append(Redriven(dead_letter=letter.id, invocation=invocation))
     return out
 
