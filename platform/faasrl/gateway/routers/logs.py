@@ -68,7 +68,7 @@ async def function_logs(
         function = logs.function_of(svc, principal, name, job)
         if follow:
             if job is not None:
-                await logs.Visibility(svc, principal).job(job)
+                await logs.own_job(svc, principal, job)
             return _stream(logs.follow(svc, principal, [function], job, limit,
                                        closing=lambda: request.app.state.closing,
                                        disconnected=request.is_disconnected))
@@ -87,7 +87,7 @@ async def job_logs(job_id: JobId, request: Request, principal: PrincipalDep, svc
     if Redis is unreachable."""
     try:
         if follow:
-            await logs.Visibility(svc, principal).job(job_id)
+            await logs.own_job(svc, principal, job_id)
             functions = [spec.name for spec in svc.invoker.functions()]
             return _stream(logs.follow(svc, principal, functions, job_id, limit,
                                        closing=lambda: request.app.state.closing,

@@ -14,7 +14,7 @@ from typing import Any
 
 from faasrl.data.connection import UNREACHABLE
 from faasrl.gateway.log_schemas import ContainerLogOut, InvocationLogOut, LogsOut
-from faasrl.gateway.services import Services
+from faasrl.gateway.services import Services, jobs
 from faasrl.gateway.services.invocations import STATUS_PAGE, visible
 from faasrl.gateway.services.sse import Pace, redis_error
 from faasrl.invoker.errors import FunctionNotFound
@@ -33,35 +33,19 @@ class LogsGone(LookupError):
     """The invocation's record is archived; its logs left Redis with it (a 404)."""
 
 
-class Visibility:
-    """Which namespace a record belongs to, its job's looked up once per request."""
-
-    def __init__(self, svc: Services, principal: Principal):
-        self.svc, self.namespace = svc, principal.namespace
-        self._jobs: dict[str, str | None] = {}
-
-    async def job_namespace(self, job_id: str) -> str | None:
-        if job_id not in self._jobs:
-            try:
-                self._jobs[job_id] = (await self.svc.jobs.get(job_id)).namespace
-            except JobNotFound:
-                self._jobs[job_id] = None
-        return self._jobs[job_id]
-
-    async def sees(self, record: dict[str, Any]) -> bool:
-        return visible(record, self.namespace) is not None
-
-    async def job(self, job_id: str) -> None:
-        """Raise ``NotVisible`` unless the job is the caller's."""
-        if await self.job_namespace(job_id) != self.namespace:
-            raise NotVisible(f"no job {job_id!r}")
+async def own_job(svc: Services, principal: Principal, job_id: str) -> None:
+    """Raise ``NotVisible`` unless the job is the caller's (``services.jobs.owned``)."""
+    try:
+        await jobs.owned(svc, job_id, principal.namespace)
+    except JobNotFound:
+        raise NotVisible(f"no job {job_id!r}") from None
 
 
 async def invocation(svc: Services, principal: Principal, invocation_id: str) -> str | None:
     """An invocation's logs ("" when it wrote nothing); None: no such invocation for the
     caller. Raises ``LogsGone`` for an archived record's."""
     record = await svc.records.get(invocation_id)
-    if record is None or not await Visibility(svc, principal).sees(record):
+    if visible(record, principal.namespace) is None:
         return None
     text = (await svc.records.logs([invocation_id]))[0]
     if text is None and not await svc.records.logs_kept(invocation_id):
@@ -87,23 +71,23 @@ async def function_logs(svc: Services, principal: Principal, function: str, job:
                         limit: int) -> LogsOut:
     """The ``limit`` most recent finished invocations of ``function`` (of ``job``'s alone
     when given) with their logs, and its containers' own output (none with ``job``)."""
-    seen = Visibility(svc, principal)
     if job is not None:
-        await seen.job(job)
+        await own_job(svc, principal, job)
     records = await _records(svc, [function], job, limit)
     containers = [] if job is not None else [
         ContainerLogOut(at=out.at, container=out.container, logs=out.text)
         for out in svc.invoker.container_output(function)]
-    return LogsOut(invocations=await _with_logs(svc, records, seen), containers=containers)
+    return LogsOut(invocations=await _with_logs(svc, records, principal.namespace),
+                   containers=containers)
 
 
 async def job_logs(svc: Services, principal: Principal, job_id: str, limit: int) -> LogsOut:
     """The ``limit`` most recent finished invocations the job made, of every function."""
-    seen = Visibility(svc, principal)
-    await seen.job(job_id)
+    await own_job(svc, principal, job_id)
     functions = [spec.name for spec in svc.invoker.functions()]
     records = await _records(svc, functions, job_id, limit)
-    return LogsOut(invocations=await _with_logs(svc, records, seen), containers=[])
+    return LogsOut(invocations=await _with_logs(svc, records, principal.namespace),
+                   containers=[])
 
 
 async def _records(svc: Services, functions: list[str], job: str | None, limit: int
@@ -125,9 +109,9 @@ async def _records(svc: Services, functions: list[str], job: str | None, limit: 
     return sorted(found, key=lambda r: r["requested_at"], reverse=True)[:limit]
 
 
-async def _with_logs(svc: Services, records: list[dict[str, Any]], seen: Visibility
+async def _with_logs(svc: Services, records: list[dict[str, Any]], namespace: str
                      ) -> list[InvocationLogOut]:
-    records = [r for r in records if await seen.sees(r)]
+    records = [r for r in records if visible(r, namespace) is not None]
     logs = await svc.records.logs([r["id"] for r in records])
     return [InvocationLogOut(id=r["id"], function=local_name(r["function"]), job=r.get("job"),
                              status=r["status"], requested_at=r["requested_at"],
@@ -144,7 +128,6 @@ async def follow(svc: Services, principal: Principal, functions: list[str], job:
     what its containers write outside invocations (those kept, with a ``tail``). ``error`` and
     the end if Redis is unreachable; ends when the gateway is ``closing`` or the client has
     ``disconnected``."""
-    seen = Visibility(svc, principal)
     sent: dict[str, None] = {}  # ids sent or skipped, oldest first (the most recent INDEX_LEN)
     containers = job is None and len(functions) == 1
     since, first, pace = float("-inf") if tail else float("inf"), True, Pace(disconnected)
@@ -154,7 +137,7 @@ async def follow(svc: Services, principal: Principal, functions: list[str], job:
                                      max(tail, FOLLOW_PAGE) if first else FOLLOW_PAGE)
             fresh = [r for r in reversed(records[:tail] if first else records)
                      if r["id"] not in sent]
-            for out in await _with_logs(svc, fresh, seen):
+            for out in await _with_logs(svc, fresh, principal.namespace):
                 yield f"event: invocation\nid: {out.id}\ndata: {out.model_dump_json()}\n\n"
             sent.update((r["id"], None) for r in reversed(records))
             while len(sent) > INDEX_LEN:
