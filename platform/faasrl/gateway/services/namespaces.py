@@ -112,7 +112,8 @@ async def set_quota(svc: Services, principal: Principal, name: str, quota: Quota
 async def delete(svc: Services, name: str) -> None:
     """Forget a namespace and revoke its keys. Refused (409) for ``default`` and while it still
     holds functions or jobs (finished ones included): nothing of it is deleted behind its
-    users' backs, and nothing of it outlives it, to reappear in a namespace of the same name."""
+    users' backs. Its records, logs, code archives and spend stay under its name (a later
+    namespace of the name sees them: docs/teams.md)."""
     if name == DEFAULT:
         raise HTTPException(status.HTTP_409_CONFLICT, "namespace 'default' cannot be deleted")
     functions = [s.name for s in svc.invoker.functions() if owns(name, s.name)]
