@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from helpers import fn, wait_for
 from redis.asyncio import Redis
 
 from faasrl.client import Client, GatewayError
+from faasrl.gateway.async_events import CHAIN_MAX
 from faasrl.gateway.keys import KeyStore
 from faasrl.namespaces import Namespace
 
@@ -169,6 +171,19 @@ def test_destinations_receive_lambdas_record(client: Client):
     assert failure["responsePayload"]["errorType"] == "ValueError"
     assert "bad value" in failure["responsePayload"]["errorMessage"]
     assert len(client.dead_letters("bad")) == 1  # and it is dead-lettered too
+
+
+def test_functions_that_are_each_others_destination_stop_after_16_invocations(client: Client):
+    client.deploy(fn("ping", on_success="pong"))
+    client.deploy(fn("pong", on_success="ping"))
+    client.invoke_async("ping")
+
+    def made() -> int:
+        return sum(len(client.invocations(name, limit=100)) for name in ("ping", "pong"))
+
+    wait_for(lambda: made() >= CHAIN_MAX, timeout_s=30, what=f"{CHAIN_MAX} invocations")
+    time.sleep(3.0)  # a loop goes on: about one more each second on a loaded 2-core machine
+    assert made() == CHAIN_MAX
 
 
 def test_lambda_api_events_are_retried_and_dead_lettered(platform, client: Client):

@@ -32,6 +32,7 @@ from faasrl.invoker.records import InvocationRecord
 from faasrl.manifest import FunctionSpec
 
 DEAD_LETTERS_MAX = 1000  # dead letters kept per function; the oldest go first
+CHAIN_MAX = 16  # invocations in one chain of destinations (Lambda stops a recursive loop at 16)
 Condition = Literal["Success", "RetriesExhausted", "EventAgeExceeded"]  # Lambda's names
 
 
@@ -46,6 +47,7 @@ class Event:
     attempts: list[str]  # invocation ids, oldest first: the last one is running or next
     due_at: float  # when the last attempt is to start
     options: dict[str, Any] = field(default_factory=dict)  # Invoker.invoke's keywords
+    chain: int = 1  # its place in a chain of destinations: 1 for an invocation a client made
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), separators=(",", ":"))

@@ -13,6 +13,7 @@ from typing import Any
 from redis.exceptions import RedisError
 
 from faasrl.gateway.async_events import (
+    CHAIN_MAX,
     Condition,
     DeadLetter,
     Event,
@@ -33,12 +34,13 @@ log = logging.getLogger(__name__)
 
 
 async def submit(svc: Services, spec: FunctionSpec, args: Any, *,
-                 invocation_id: str | None = None, **options: Any) -> str:
+                 invocation_id: str | None = None, chain: int = 1, **options: Any) -> str:
     """Accept an event and start it; its id. Its record says ``queued`` and the event is in
-    Redis before this returns. ``options``: ``Invoker.invoke``'s keywords."""
+    Redis before this returns. ``chain``: its place in a chain of destinations.
+    ``options``: ``Invoker.invoke``'s keywords."""
     now = time.time()
     event = Event(invocation_id or new_invocation_id(), spec.name, args, now, [], now,
-                  {k: v for k, v in options.items() if v is not None})
+                  {k: v for k, v in options.items() if v is not None}, chain)
     event.attempts.append(event.id)
     rec = InvocationRecord(event.id, spec.name, memory_mb=spec.memory_mb,
                            backend=svc.invoker.backend_name, requested_at=now,
@@ -190,15 +192,22 @@ async def _give_up(svc: Services, spec: FunctionSpec, event: Event,
 async def _send(svc: Services, spec: FunctionSpec, destination: str | None, event: Event,
                 condition: Condition, attempts: int, rec: InvocationRecord | None) -> None:
     """Invoke ``destination`` (a function of the event's namespace) asynchronously with
-    Lambda's destination record; one that is gone or refuses is logged, not retried."""
+    Lambda's destination record; one that is gone or refuses is logged, not retried. A chain
+    of destinations stops at ``CHAIN_MAX`` invocations: two functions that name each other
+    would otherwise invoke each other for ever."""
     if destination is None:
+        return
+    if event.chain >= CHAIN_MAX:
+        log.warning("asynchronous invocation %s of %s: its destination %r not invoked: the "
+                    "chain of destinations reached %d invocations (a loop?)", event.id,
+                    event.function, destination, CHAIN_MAX)
         return
     name = qualify(namespace_of(event.function), destination)
     arn = function_arn(svc.settings.lambda_api_region, local_name(event.function))
     try:
         target = svc.invoker.spec(name)
         await submit(svc, target, destination_record(event, arn, condition, attempts, rec,
-                                                     spec.timeout_s))
+                                                     spec.timeout_s), chain=event.chain + 1)
     except InvokerError as exc:
         log.warning("asynchronous invocation %s of %s: its destination %r refused it: %s",
                     event.id, event.function, destination, exc.message)
