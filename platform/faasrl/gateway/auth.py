@@ -21,7 +21,7 @@ from faasrl.gateway.keys import KeyStore
 from faasrl.namespaces import ROOT, Principal
 
 NAMESPACE_HEADER = "x-faasrl-namespace"
-_READS = frozenset({"GET", "HEAD", "OPTIONS"})
+READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})  # what a read key may send
 
 
 def identify(settings: Settings, keys: KeyStore | None, authorization: str,
@@ -62,7 +62,7 @@ async def authenticate(request: Request) -> Principal:
         raise _unauthorized("missing, wrong or revoked bearer key")
     if namespace and principal.root and (keys is None or keys.namespace(namespace) is None):
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"no namespace named {namespace!r}")
-    if request.method not in _READS and not principal.can_write:
+    if request.method not in READ_METHODS and not principal.can_write:
         raise HTTPException(status.HTTP_403_FORBIDDEN,
                             f"key {principal.key_id} may only read (role 'read')")
     return principal

@@ -31,6 +31,7 @@ from fastapi.responses import JSONResponse
 
 from faasrl.backends.aws_lambda import CLIENT_CONTEXT_MAX
 from faasrl.gateway import sigv4
+from faasrl.gateway.auth import READ_METHODS
 from faasrl.gateway.keys import KeyStore, sigv4_secret
 from faasrl.gateway.lambda_schemas import (
     EVENT_PAYLOAD_MAX,
@@ -111,7 +112,7 @@ async def require_signature(request: Request) -> Principal:
             raise LambdaApiError(403, "UnrecognizedClientException",
                                  "The security token included in the request is invalid.")
         principal = found
-    if request.method not in ("GET", "HEAD") and not principal.can_write:
+    if request.method not in READ_METHODS and not principal.can_write:
         raise LambdaApiError(403, "AccessDeniedException",
                              f"key {principal.key_id} may only read (role 'read')")
     return principal
