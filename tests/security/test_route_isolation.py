@@ -239,6 +239,9 @@ def test_lists_show_each_namespace_its_own(tenants):
     assert f'function="{FUNCTION}"' in series["a"]  # bare, in its own view
     assert FUNCTION not in series["b"] and FUNCTION not in series["anonymous"]
     assert f'function="{A}.{FUNCTION}"' in series["root"]  # root sees every namespace's
+    nowhere = httpx.get(f"{platform.url}/metrics", headers={"Authorization": f"Bearer {TOKEN}",
+                                                           "X-Faasrl-Namespace": "nowhere"})
+    assert nowhere.status_code == 404  # as on every /v1 route, not an empty namespace's view
 
 
 def test_a_namespace_names_only_its_own_code_archives(tenants):

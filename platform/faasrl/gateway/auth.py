@@ -50,6 +50,13 @@ def _unauthorized(detail: str) -> HTTPException:
                          headers={"WWW-Authenticate": "Bearer"})
 
 
+def require_namespace(keys: KeyStore | None, principal: Principal, namespace: str | None
+                      ) -> None:
+    """404 for a root request whose namespace header names no namespace."""
+    if namespace and principal.root and (keys is None or keys.namespace(namespace) is None):
+        raise HTTPException(status.HTTP_404_NOT_FOUND, f"no namespace named {namespace!r}")
+
+
 async def authenticate(request: Request) -> Principal:
     """The request's principal; 401 for a missing, wrong or revoked key, 403 for a write by a
     read key, 404 for a namespace header naming none."""
@@ -60,8 +67,7 @@ async def authenticate(request: Request) -> Principal:
                          request.headers.get("authorization", ""), namespace)
     if principal is None:
         raise _unauthorized("missing, wrong or revoked bearer key")
-    if namespace and principal.root and (keys is None or keys.namespace(namespace) is None):
-        raise HTTPException(status.HTTP_404_NOT_FOUND, f"no namespace named {namespace!r}")
+    require_namespace(keys, principal, namespace)
     if request.method not in READ_METHODS and not principal.can_write:
         raise HTTPException(status.HTTP_403_FORBIDDEN,
                             f"key {principal.key_id} may only read (role 'read')")

@@ -13,7 +13,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from redis.exceptions import RedisError
 
 import faasrl
-from faasrl.gateway.auth import NAMESPACE_HEADER, identify
+from faasrl.gateway.auth import NAMESPACE_HEADER, identify, require_namespace
 from faasrl.gateway.schemas import HealthOut
 from faasrl.gateway.services import ServicesDep, invocations
 from faasrl.gateway.services.metrics import scrape
@@ -46,5 +46,6 @@ async def metrics(request: Request, svc: ServicesDep) -> Response:
     if principal is None:
         raise HTTPException(401, "wrong or revoked bearer key",
                             headers={"WWW-Authenticate": "Bearer"})
+    require_namespace(svc.keys, principal, namespace)
     return Response(scrape(svc, principal, all_namespaces=not namespace),
                     media_type=CONTENT_TYPE_LATEST)
