@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Annotated
 
 import typer
@@ -31,3 +32,8 @@ def given_token() -> str | None:
 def connect() -> Client:
     """A client of the gateway given by --url/--token, else of the one found running."""
     return Client.discover(_target["url"], _target["token"])
+
+
+def local_time(epoch: float) -> str:
+    """An epoch time as the CLI's tables and logs print it: the local date and time."""
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(epoch))

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.table import Table
 
-from faasrl.cli.app import connect, console
+from faasrl.cli.app import connect, console, local_time
 from faasrl.invoker.records import FINAL
 
 functions_app = typer.Typer(help="Register, list and delete functions.", no_args_is_help=True)
@@ -115,7 +114,7 @@ def dead_letters(
     table = Table("id", "failed", "condition", "attempts", "error", "args")
     for d in letters:
         error = f"{d['error'].get('type', '')}: {d['error'].get('message', '')}"
-        table.add_row(d["id"], time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(d["failed_at"])),
+        table.add_row(d["id"], local_time(d["failed_at"]),
                       d["condition"], str(d["attempts"]), error[:60],
                       json.dumps(d["args"])[:40])
     console.print(table)

@@ -2,23 +2,22 @@
 
 from __future__ import annotations
 
-import time
 from typing import Annotated, Any
 
 import typer
 
-from faasrl.cli.app import connect, console
+from faasrl.cli.app import connect, console, local_time
 
 
 def _show(event: str, data: dict[str, Any]) -> None:
     """One invocation's output (or a container's own) under a line saying whose it is."""
     if event == "invocation":
-        at = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(data["requested_at"]))
+        at = local_time(data["requested_at"])
         job = f" job {data['job']}" if data.get("job") else ""
         console.print(f"[dim]{at}[/dim] [bold]{data['function']}[/bold] {data['id']} "
                       f"{data['status']}{job}", highlight=False)
     elif event == "container":
-        at = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(data["at"]))
+        at = local_time(data["at"])
         console.print(f"[dim]{at}[/dim] container {data['container']} (outside invocations)",
                       highlight=False)
     else:
