@@ -813,6 +813,8 @@ class Pool:
     def _in_order(self, waiters: list[Waiter], now: float) -> list[Waiter]:
         """Waiters in the order they are served: retries first, then by fair share
         (``FairShare.order``: namespaces, then tenants by weight), then arrival."""
+        if len(waiters) == 1:  # one waits: the warm path's usual pass
+            return waiters
         retries = [w for w in waiters if w.retry]
         others = [w for w in waiters if not w.retry] if retries else waiters
         first = others[0].who.key if others else None
@@ -840,6 +842,9 @@ class Pool:
     def _next_for(self, c: Container, now: float) -> Waiter | None:
         """Who a released container goes to: the first in line of the waiters of its function
         it is the home of, else of those that have no other home to wait for."""
+        if not self._queued_by.get(c.function):  # none of its waiters waits: the warm path
+            return None
+
         def waiting() -> Iterator[Waiter]:
             return (w for w in self._queue.values()
                     if w.function == c.function and w.container is None
