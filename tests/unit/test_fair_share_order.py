@@ -178,3 +178,12 @@ def test_usage_halves_every_half_life_and_share_compares_it_with_the_entitlement
     fair.stop(A, 1.0, 2 * HALF_LIFE_S)
     fair.forget_idle(1000 * HALF_LIFE_S)
     assert fair.share(A, 1000 * HALF_LIFE_S).got == 0.0
+
+
+def test_a_job_and_a_function_named_like_its_id_do_not_share_usage():
+    job = Tenant.of_job("0123456789ab", "default", 1.0)
+    fn = Tenant.of_function("0123456789ab")
+    fair = FairShare()
+    fair.start(job, 0.5, 0.0)
+    assert fair.key(job, 10.0)[1] > 0
+    assert fair.key(fn, 10.0) == (fair.key(job, 10.0)[0], 0.0)

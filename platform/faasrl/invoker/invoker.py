@@ -48,6 +48,7 @@ from faasrl.invoker.runtime_client import RuntimeClient, RuntimeGone
 from faasrl.invoker.tenant import Tenant
 from faasrl.manifest import FunctionSpec
 from faasrl.namespaces import Quota
+from faasrl.runtime.logs import LOG_MAX
 
 log = logging.getLogger(__name__)
 # A stem cell's start limit, in start timeouts: it imports in the background at a low CPU
@@ -413,8 +414,8 @@ class Invoker:
         except BaseException:
             self._lose(cid, "invocation cancelled mid-run")
             raise
-        logs = out.get("logs")
-        logs = logs if isinstance(logs, str) else ""
+        logs = out.get("logs")  # bounded here too: the handler shares the runtime's process
+        logs = logs[-LOG_MAX:] if isinstance(logs, str) else ""
         if isinstance(written := out.get("container_logs"), str):
             self._logs.add(rec.function, cid, written)
         rec.run_s = micro(float(out.get("duration_s", time.monotonic() - t0)))

@@ -150,8 +150,7 @@ class JobRun:
         self.schedulers = schedulers
         self.folder = checkpoints / record.id
         self.credentials = acl.JobCredentials.new(record.id)  # its functions' Redis user
-        self.tenant = Tenant(record.id, record.namespace, record.spec.priority,  # its share
-                             job=record.id)
+        self.tenant = Tenant.of_job(record.id, record.namespace, record.spec.priority)
         self.paused_s = 0.0  # time spent waiting for Redis (reset per row)
         self.stop_requested: str | None = None  # the status to end with: see _stop_if_requested
         self.history: list[dict[str, Any]] = []
