@@ -123,6 +123,7 @@ def test_every_algorithms_published_model_acts_in_onnxruntime_as_in_faasrl(case:
     assert meta["action_space"]["type"] == ("discrete" if spec.action_kind == "discrete"
                                             else "box")
     assert meta["network"]["dueling"] == (name == "dqn")
+    onnx.checker.check_model(onnx.load_from_string(exported), full_check=True)
     graph = onnx.load_from_string(exported).graph
     assert graph.input[0].type.tensor_type.shape.dim[0].dim_param == "batch"
     if spec.normalize_obs:  # the running statistics are in the graph, by their names

@@ -242,5 +242,4 @@ def to_onnx(blob: bytes) -> bytes:
                               doc_string="faasrl's acting network; metadata_props say its "
                                          "env, observation and action space")
     helper.set_model_props(model, _metadata(meta))
-    onnx.checker.check_model(model, full_check=True)
-    return model.SerializeToString()
+    return model.SerializeToString()  # onnx's checker passes it (the tests run it): 2x the time
