@@ -252,14 +252,15 @@ def jobs_export(
     if tensorboard is None and not any(files.values()):
         raise typer.BadParameter("give --tensorboard DIR, --model FILE, --onnx FILE or more",
                                  param_hint="--tensorboard/--model/--onnx")
-    which = "latest version" if version is None else f"version {version}"
     with connect() as client:
         job = client.job(job_id)
         rows = client.job_metrics(job_id) if tensorboard is not None else []
+        # The latest as the record has it: both files are of one version, however the job runs.
+        version = job["version"] if version is None else version
         for format, path in files.items():
             if path is not None:
                 path.write_bytes(client.model(job_id, version, format))
-                console.print(f"wrote the policy's {which} ({format}) to {path}")
+                console.print(f"wrote the policy's version {version} ({format}) to {path}")
     if tensorboard is not None:
         if not rows:
             raise typer.BadParameter(f"job {job_id} has no rounds yet", param_hint="JOB_ID")

@@ -139,18 +139,27 @@ def _bounds(action_space: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
             np.asarray(action_space["high"], np.float32))
 
 
+def _clip(g: _Graph, x: str, space: dict[str, Any]) -> str:
+    """torch's clamp(x, low, high): min(max(x, low), high)."""
+    low, high = _bounds(space)
+    return g.op("Min", g.op("Max", x, g.const(low)), g.const(high))
+
+
+def _to_bounds(g: _Graph, x: str, space: dict[str, Any]) -> str:
+    """SAC's to_env: (high + low) / 2 + (high - low) / 2 * x, in float32 as its buffers."""
+    low, high = _bounds(space)
+    return g.op("Add", g.const((high + low) / 2), g.op("Mul", g.const((high - low) / 2), x))
+
+
 # The card's combination rules (faasrl.rl.model_card.RULES) over a step's inputs ``xs``.
 RULE_OPS: dict[str, Callable[[_Graph, list[str], dict[str, Any], dict[str, Any]], str]] = {
     "argmax": lambda g, xs, step, space: g.op("ArgMax", xs[0], axis=-1, keepdims=0),
-    "clip": lambda g, xs, step, space: g.op(
-        "Min", g.op("Max", xs[0], g.const(_bounds(space)[0])), g.const(_bounds(space)[1])),
+    "clip": lambda g, xs, step, space: _clip(g, xs[0], space),
     "first": lambda g, xs, step, space: g.op(
         "Slice", xs[0], g.const([0], np.int64), g.const([step["n"]], np.int64),
         g.const([-1], np.int64)),
     "tanh": lambda g, xs, step, space: g.op("Tanh", xs[0]),
-    "to_bounds": lambda g, xs, step, space: g.op(
-        "Add", g.const((_bounds(space)[1] + _bounds(space)[0]) / 2),
-        g.op("Mul", g.const((_bounds(space)[1] - _bounds(space)[0]) / 2), xs[0])),
+    "to_bounds": lambda g, xs, step, space: _to_bounds(g, xs[0], space),
     "dueling": lambda g, xs, step, space: g.op(
         "Sub", g.op("Add", xs[0], xs[1]), g.op("ReduceMean", xs[1], axes=[-1], keepdims=1)),
 }

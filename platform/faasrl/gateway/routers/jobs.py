@@ -118,7 +118,7 @@ async def model(job_id: JobId, svc: ServicesDep, principal: PrincipalDep,
     except jobs.WeightsNotKept as exc:
         raise HTTPException(404, str(exc)) from None
     except NotExportable as exc:
-        raise HTTPException(409, f"version {version}: {exc}") from None
+        raise HTTPException(409, str(exc)) from None
     return Response(blob, media_type="application/octet-stream", headers={
         "Content-Disposition": f'attachment; filename="{job_id}-v{version}.{format}"',
         "X-Faasrl-Version": str(version)})
