@@ -3,7 +3,10 @@ the TensorBoard event file on every round of a job that asks for one.
 
 Model files: per env family's default policy, the safetensors blob a learner publishes, with
 the old metadata (``env_id``, ``policy``, ``version``) and with the card (rl/model_card.py):
-its size, and the time to build the card and encode the blob (medians). TensorBoard: a real
+its size, and the time to build the card and encode the blob (medians); the same blob as ONNX
+(``?format=onnx``, rl/onnx_export.py): its size, the time the gateway takes to build it, and
+one deterministic action per batch of 1 and 64 observations in onnxruntime against faasrl's
+torch forward (``ActorCritic.act``, one thread each). TensorBoard: a real
 CartPole job's metrics rows (from a short job on an embedded platform) written one by one with
 ``EventLog.add_row`` (flushed per row), against the same rows saved by ``JobStore.save_round``
 on the same Redis: the per-row work a round already did before. Both in this process, timings
@@ -22,6 +25,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import onnxruntime as ort
+import torch
 from jobrun import write_results
 from redis.asyncio import Redis
 from rich.console import Console
@@ -34,6 +40,7 @@ from faasrl.jobs.scalars import row_scalars
 from faasrl.jobs.store import JobRecord, JobStore
 from faasrl.jobs.tensorboard import EventLog
 from faasrl.rl.model_card import model_card
+from faasrl.rl.onnx_export import to_onnx
 from faasrl.rl.policy import ActorCritic, policy_spec_for
 
 ENVS = ("CartPole-v1", "Hopper-v5", "ALE/Pong-v5")
@@ -48,6 +55,26 @@ def median_s(fn: Any, repeats: int) -> float:
         fn()
         times.append(time.perf_counter() - t0)
     return statistics.median(times)
+
+
+def onnx_figures(model: ActorCritic, blob: bytes, repeats: int) -> dict[str, Any]:
+    """The blob as ONNX: size, build time, and a deterministic action per batch in onnxruntime
+    and in torch, both on one thread."""
+    onnx_model = to_onnx(blob)
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = options.inter_op_num_threads = 1
+    session = ort.InferenceSession(onnx_model, options, providers=["CPUExecutionProvider"])
+    spec, out = model.spec, {"onnx_bytes": len(onnx_model),
+                             "onnx_build_s": median_s(lambda: to_onnx(blob), repeats)}
+    torch.set_num_threads(1)
+    for batch in (1, 64):
+        obs = np.zeros((batch, *spec.obs_shape), spec.obs_dtype)
+        x = torch.from_numpy(obs)
+        with torch.no_grad():
+            out[f"torch_b{batch}_s"] = median_s(lambda x=x: model.act(x, True), repeats)
+        out[f"onnxruntime_b{batch}_s"] = median_s(
+            lambda o=obs: session.run(["action"], {"obs": o}), repeats)
+    return out
 
 
 def model_files(repeats: int) -> list[dict[str, Any]]:
@@ -67,7 +94,8 @@ def model_files(repeats: int) -> list[dict[str, Any]]:
             "encode_old_s": median_s(lambda s=state, m=old: encode_tensors(s, metadata=m),
                                      repeats),
             "encode_card_s": median_s(lambda s=state, m=new: encode_tensors(s, metadata=m),
-                                      repeats)})
+                                      repeats),
+            **onnx_figures(model, encode_tensors(state, metadata=new), repeats)})
     return out
 
 
@@ -120,6 +148,15 @@ def main() -> None:
         table.add_row(f["env"], f"{f['bytes_old']:,}", f"{f['bytes_card']:,}",
                       f"{f['bytes_card'] / f['bytes_old']:.3f}", f"{f['card_s'] * 1e3:.2f}",
                       f"{f['encode_old_s'] * 1e3:.2f} → {f['encode_card_s'] * 1e3:.2f}")
+    console.print(table)
+    table = Table("env", "ONNX file", "x card file", "build ms", "act b1 ms torch → ORT",
+                  "act b64 ms torch → ORT", title="the same version as ONNX")
+    for f in files:
+        table.add_row(f["env"], f"{f['onnx_bytes']:,}", f"{f['onnx_bytes'] / f['bytes_card']:.3f}",
+                      f"{f['onnx_build_s'] * 1e3:.2f}",
+                      *(f"{f[f'torch_b{b}_s'] * 1e3:.3f} → {f[f'onnxruntime_b{b}_s'] * 1e3:.3f} "
+                        f"({f[f'onnxruntime_b{b}_s'] / f[f'torch_b{b}_s']:.2f}x)"
+                        for b in (1, 64)))
     console.print(table)
     console.print(f"TensorBoard, per row ({rows['rows']} rows of a CartPole job): add_row "
                   f"{rows['tensorboard_s'] * 1e3:.2f} ms against save_round "

@@ -333,8 +333,13 @@ class Client:
     def delete_job(self, job_id: str) -> None:
         self._call("DELETE", f"/v1/jobs/{job_id}")
 
-    def model(self, job_id: str, version: int | None = None) -> bytes:
-        params = {} if version is None else {"version": version}
+    def model(self, job_id: str, version: int | None = None, format: str = "safetensors"
+              ) -> bytes:
+        """A model version's file (the latest when ``version`` is None): the safetensors file
+        the job published, or with ``format="onnx"`` its acting network as ONNX."""
+        params: dict[str, Any] = {"format": format}
+        if version is not None:
+            params["version"] = version
         resp = self._http.get(f"/v1/jobs/{job_id}/model", params=params)
         _raise_for_error(resp)
         return resp.content

@@ -239,19 +239,28 @@ def jobs_export(
         help="folder for TensorBoard event files (one scalar per metrics column, step = env "
              "steps)")] = None,
     model: Annotated[Path | None, typer.Option(
-        help="file for the latest policy (safetensors that describes itself)")] = None,
+        help="file for the policy (safetensors that describes itself)")] = None,
+    onnx: Annotated[Path | None, typer.Option(
+        help="file for the policy's acting network as ONNX (preprocessing in the graph, the "
+             "model card in its metadata)")] = None,
+    version: Annotated[int | None, typer.Option(
+        min=0, help="the model version for --model/--onnx (default: the latest)")] = None,
 ) -> None:
-    """Write a job's metrics rows as TensorBoard event files, and/or its latest model."""
-    if tensorboard is None and model is None:
-        raise typer.BadParameter("give --tensorboard DIR, --model FILE or both",
-                                 param_hint="--tensorboard/--model")
+    """Write a job's metrics rows as TensorBoard event files, and/or its model (safetensors,
+    ONNX)."""
+    files = {"safetensors": model, "onnx": onnx}
+    if tensorboard is None and not any(files.values()):
+        raise typer.BadParameter("give --tensorboard DIR, --model FILE, --onnx FILE or more",
+                                 param_hint="--tensorboard/--model/--onnx")
     with connect() as client:
         job = client.job(job_id)
         rows = client.job_metrics(job_id) if tensorboard is not None else []
-        blob = client.model(job_id) if model is not None else b""
-    if model is not None:
-        model.write_bytes(blob)
-        console.print(f"wrote the policy's latest version to {model}")
+        # The latest as the record has it: both files are of one version, however the job runs.
+        version = job["version"] if version is None else version
+        for format, path in files.items():
+            if path is not None:
+                path.write_bytes(client.model(job_id, version, format))
+                console.print(f"wrote the policy's version {version} ({format}) to {path}")
     if tensorboard is not None:
         if not rows:
             raise typer.BadParameter(f"job {job_id} has no rounds yet", param_hint="JOB_ID")

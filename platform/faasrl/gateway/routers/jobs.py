@@ -17,6 +17,7 @@ from faasrl.jobs.errors import InvalidJobField
 from faasrl.jobs.manager import JobConflict, JobNotFound
 from faasrl.jobs.spec import JobSpec
 from faasrl.jobs.store import JobRecord
+from faasrl.rl.onnx_export import NotExportable
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"], dependencies=[Depends(authenticate)],
                    responses={401: {"model": ErrorOut}, 404: {"model": ErrorOut},
@@ -101,19 +102,25 @@ async def events(job_id: JobId, request: Request, svc: ServicesDep, principal: P
 
 
 @router.get("/{job_id}/model", response_class=Response,
-            responses={200: {"content": {"application/octet-stream": {}}}})
+            responses={200: {"content": {"application/octet-stream": {}}},
+                       409: {"model": ErrorOut}})
 async def model(job_id: JobId, svc: ServicesDep, principal: PrincipalDep,
-                version: Annotated[int | None, Query(ge=0)] = None) -> Response:
+                version: Annotated[int | None, Query(ge=0)] = None,
+                format: Annotated[jobs.ModelFormat, Query()] = "safetensors") -> Response:
     """The policy's weights as safetensors, described in its metadata (rl/model_card.py:
-    algorithm, env, observation formula, action space, forward pass; ``version``);
-    the latest version unless ``version`` is given."""
+    algorithm, env, observation formula, action space, forward pass; ``version``), or with
+    ``format=onnx`` its acting network as ONNX, the observation's preprocessing in the graph
+    and the card in its metadata_props (rl/onnx_export.py); the latest version unless
+    ``version`` is given."""
     rec = await _get(svc, job_id, principal)
     try:
-        blob, version = await jobs.weights(svc, rec, version)
+        blob, version = await jobs.model_file(svc, rec, version, format)
     except jobs.WeightsNotKept as exc:
         raise HTTPException(404, str(exc)) from None
+    except NotExportable as exc:
+        raise HTTPException(409, str(exc)) from None
     return Response(blob, media_type="application/octet-stream", headers={
-        "Content-Disposition": f'attachment; filename="{job_id}-v{version}.safetensors"',
+        "Content-Disposition": f'attachment; filename="{job_id}-v{version}.{format}"',
         "X-Faasrl-Version": str(version)})
 
 

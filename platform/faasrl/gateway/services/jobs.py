@@ -1,13 +1,14 @@
 """What the jobs router answers beyond one call to the job manager: a job's metrics as CSV, its
-rounds as a server-sent event stream, and its policy's weights."""
+rounds as a server-sent event stream, and its policy's weights (as stored, or as ONNX)."""
 
 from __future__ import annotations
 
+import asyncio
 import csv
 import io
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from typing import Any, Literal
 
 from faasrl.data.connection import UNREACHABLE
 from faasrl.data.keys import params_key
@@ -17,6 +18,11 @@ from faasrl.jobs.manager import JobNotFound
 from faasrl.jobs.spec import FUNCTION_FIELDS
 from faasrl.jobs.store import ACTIVE, JobRecord
 from faasrl.namespaces import local_name
+from faasrl.rl.onnx_export import to_onnx
+
+# A model version's file formats (each its file's suffix): the safetensors file a job
+# published, or ONNX built from it.
+ModelFormat = Literal["safetensors", "onnx"]
 
 
 async def owned(svc: Services, job_id: str, namespace: str) -> JobRecord:
@@ -88,4 +94,14 @@ async def weights(svc: Services, rec: JobRecord, version: int | None) -> tuple[b
     if blob is None:
         raise WeightsNotKept(f"job {rec.id}: version {version} is not kept "
                              f"(the latest is {rec.version})")
+    return blob, version
+
+
+async def model_file(svc: Services, rec: JobRecord, version: int | None, format: ModelFormat
+                     ) -> tuple[bytes, int]:
+    """:func:`weights` in ``format``; ONNX is built off the event loop (a CNN's takes tens
+    of milliseconds)."""
+    blob, version = await weights(svc, rec, version)
+    if format == "onnx":
+        blob = await asyncio.to_thread(to_onnx, blob)
     return blob, version
