@@ -4,8 +4,10 @@ Its manifest's environment names the job, the version and the job's serving user
 :class:`faasrl.contracts.PolicyConfig`, set by ``faasrl jobs serve``); the model is read from
 that version's served copy (``faasrl.data.keys.served_key``), the only keys the user may read,
 and rebuilt with faasrl's own networks (:mod:`faasrl.rl.serving`): nothing of the env's code is
-needed. A changed configuration (a replaced manifest starts new containers, so this happens
-only where one process serves several) loads the new version.
+needed. The model is loaded again only when the configuration changes (a replaced manifest
+starts new containers, so in practice once per container). A container serves a few
+invocations at once (the manifest's ``max_concurrency``): the gateway's next one is already
+there when the last answer leaves.
 
     args: faasrl.rl.serving.PolicyRequest  ({"obs": ..., "outputs", "sample", "session", ...})
     result: {"actions": ..., "version": N, plus "values" / "q_values" / "log_probs" if asked}
@@ -14,6 +16,7 @@ only where one process serves several) loads the new version.
 from __future__ import annotations
 
 import os
+import threading
 from typing import Any
 
 import torch
@@ -25,12 +28,17 @@ from faasrl.rl.serving import ServedPolicy
 
 torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
 _served: tuple[str | None, ServedPolicy] | None = None  # (its configuration, the model)
+_loading = threading.Lock()  # the manifest's max_concurrency: invocations share the model
 
 
 def _policy() -> ServedPolicy:
     global _served
     raw = os.environ.get(POLICY_ENV)
-    if _served is None or _served[0] != raw:
+    if _served is not None and _served[0] == raw:
+        return _served[1]
+    with _loading:
+        if _served is not None and _served[0] == raw:
+            return _served[1]
         config = PolicyConfig.from_env(dict(os.environ))
         redis = function_redis({"redis": config.redis.model_dump()})
         blob = redis.get(served_key(config.job, config.version))
@@ -38,7 +46,7 @@ def _policy() -> ServedPolicy:
             raise LookupError(f"job {config.job}: no served copy of version {config.version} "
                               "(the job was deleted?)")
         _served = (raw, ServedPolicy(blob))
-    return _served[1]
+        return _served[1]
 
 
 def main(args: Any, context: Any) -> dict[str, Any]:

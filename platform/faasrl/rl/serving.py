@@ -21,6 +21,7 @@ import base64
 import binascii
 import json
 import math
+import threading
 from collections import OrderedDict
 from typing import Any, Literal
 
@@ -62,15 +63,21 @@ class PolicyRequest(BaseModel):
 
 
 class FrameStacks:
-    """Each session's last frames (the model's stack), at most ``MAX_SESSIONS`` of them."""
+    """Each session's last frames (the model's stack), at most ``MAX_SESSIONS`` of them;
+    shared by the container's concurrent invocations."""
 
     def __init__(self, stack_shape: tuple[int, ...], capacity: int = MAX_SESSIONS):
         self.shape = stack_shape
         self.capacity = capacity
         self._stacks: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()
 
     def push(self, session: str, frame: np.ndarray, reset: bool) -> np.ndarray:
         """The session's stack with ``frame`` last (a reset repeats it through the stack)."""
+        with self._lock:
+            return self._push(session, frame, reset)
+
+    def _push(self, session: str, frame: np.ndarray, reset: bool) -> np.ndarray:
         if reset:
             stack = np.repeat(frame[None], self.shape[0], axis=0)
         elif session in self._stacks:
