@@ -154,47 +154,66 @@ class ServedPolicy:
                                  f"{', '.join(map(str, shape))}]{frame}; got {list(obs.shape)}")
 
     def _forward(self, obs: torch.Tensor, request: PolicyRequest) -> dict[str, torch.Tensor]:
-        model, wanted = self.model, set(request.outputs)
-        if isinstance(model, ActorCritic):
-            features = model.features(obs)
-            head = model.actor(features)
-            if request.sample:
-                raw = model._dist(head).sample()
-            else:
-                raw = head.argmax(-1) if self.spec.action_kind == "discrete" else head
-            out = {"actions": self._clipped(raw)}
-            if "log_probs" in wanted:
-                out["log_probs"] = model.log_prob(head, raw)
-            if "values" in wanted:
-                out["values"] = model.critic(features).squeeze(-1)
-            return out
-        if isinstance(model, QLearner):
-            q = model.online(obs)
-            actions = q.argmax(1)
-            if request.sample:
-                explores = torch.rand(len(q)) < request.epsilon
-                actions = torch.where(explores, torch.randint(q.shape[1], (len(q),)), actions)
-            out = {"actions": actions}
-            if "values" in wanted:
-                out["values"] = q.max(1).values
-            if "q_values" in wanted:
-                out["q_values"] = q
-            return out
-        mean, log_std = model._mean_log_std(obs)
-        noise = torch.randn_like(mean) if request.sample else torch.zeros_like(mean)
-        unit, log_probs = squashed_gaussian(mean, log_std, noise)
-        out = {"actions": model.to_env(unit)}
-        if "log_probs" in wanted:
-            out["log_probs"] = log_probs
-        if "values" in wanted:
-            out["values"] = model.q1(obs, unit).squeeze(-1)
-        return out
+        for kind, forward in _FORWARDS.items():
+            if isinstance(self.model, kind):
+                return forward(self.model, obs, request)
+        raise TypeError(f"no forward for a {type(self.model).__name__}")
 
-    def _clipped(self, actions: torch.Tensor) -> torch.Tensor:
-        if self.spec.action_kind == "discrete":
-            return actions
-        return actions.clamp(torch.tensor(self.spec.action_low, dtype=actions.dtype),
-                             torch.tensor(self.spec.action_high, dtype=actions.dtype))
+
+def _actor_critic(model: ActorCritic, obs: torch.Tensor, request: PolicyRequest
+                  ) -> dict[str, torch.Tensor]:
+    """The mode (argmax, or the mean clipped to the box as the env's ClipAction does) or a
+    sample; log-probs of the action before clipping, as training scores it."""
+    spec = model.spec
+    features = model.features(obs)
+    head = model.actor(features)
+    if request.sample:
+        raw = model._dist(head).sample()
+    else:
+        raw = head.argmax(-1) if spec.action_kind == "discrete" else head
+    actions = raw if spec.action_kind == "discrete" else raw.clamp(
+        torch.tensor(spec.action_low, dtype=raw.dtype),
+        torch.tensor(spec.action_high, dtype=raw.dtype))
+    out = {"actions": actions}
+    if "log_probs" in request.outputs:
+        out["log_probs"] = model.log_prob(head, raw)
+    if "values" in request.outputs:
+        out["values"] = model.critic(features).squeeze(-1)
+    return out
+
+
+def _q_learner(model: QLearner, obs: torch.Tensor, request: PolicyRequest
+               ) -> dict[str, torch.Tensor]:
+    """Greedy, or ε-greedy with the request's ε when sampling."""
+    q = model.online(obs)
+    actions = q.argmax(1)
+    if request.sample:
+        explores = torch.rand(len(q)) < request.epsilon
+        actions = torch.where(explores, torch.randint(q.shape[1], (len(q),)), actions)
+    out = {"actions": actions}
+    if "values" in request.outputs:
+        out["values"] = q.max(1).values
+    if "q_values" in request.outputs:
+        out["q_values"] = q
+    return out
+
+
+def _soft_actor_critic(model: SoftActorCritic, obs: torch.Tensor, request: PolicyRequest
+                       ) -> dict[str, torch.Tensor]:
+    """tanh(mean) (no noise) or a squashed-Gaussian sample, in the action box; Q1 at it."""
+    mean, log_std = model._mean_log_std(obs)
+    noise = torch.randn_like(mean) if request.sample else torch.zeros_like(mean)
+    unit, log_probs = squashed_gaussian(mean, log_std, noise)
+    out = {"actions": model.to_env(unit)}
+    if "log_probs" in request.outputs:
+        out["log_probs"] = log_probs
+    if "values" in request.outputs:
+        out["values"] = model.q1(obs, unit).squeeze(-1)
+    return out
+
+
+_FORWARDS: dict[type, Any] = {ActorCritic: _actor_critic, QLearner: _q_learner,
+                              SoftActorCritic: _soft_actor_critic}
 
 
 def parse_request(args: Any) -> PolicyRequest:
