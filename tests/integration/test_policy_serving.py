@@ -20,6 +20,7 @@ from faasrl.algorithms import algorithm
 from faasrl.cli import app
 from faasrl.client import Client, GatewayError
 from faasrl.contracts import POLICY_ENV, PolicyConfig
+from faasrl.data.acl import serving_user
 from faasrl.data.codec import decode_tensors
 from faasrl.data.connection import without_credentials
 from faasrl.data.keys import params_key, served_key
@@ -204,3 +205,17 @@ def test_the_serving_user_reads_only_its_jobs_served_copies(client: Client, plat
     with pytest.raises(redis.exceptions.AuthenticationError):
         redis.Redis.from_url(without_credentials(redis_url), username=config.redis.username,
                              password=config.redis.password).ping()
+
+
+def test_a_restarted_gateway_grants_the_serving_user_again(make_platform: Any, r: redis.Redis):
+    """Redis keeps ACL users in memory only: a gateway grants every serving user again at
+    start (and when Redis comes back), so a served policy works after Redis forgot its user."""
+    first = make_platform(**PLATFORM)
+    with first.client() as client:
+        job = trained(client, "ppo", rounds=1)
+        name = client.serve_job(job["id"])["function"]
+    first.stop()
+    r.execute_command("ACL", "DELUSER", serving_user(job["id"]))  # as a restarted Redis would
+    with make_platform(**PLATFORM).client() as client:
+        out = client.invoke(name, {"obs": [0.0] * 4})
+    assert out["status"] == "success" and out["result"]["version"] == job["version"], out
