@@ -466,3 +466,50 @@ def seed_job(r: Any, job_id: str, namespace: str, status: str, cost_usd: float,
                     finished_at=finished_at)
     r.set(job_key(job_id, "record"), rec.model_dump_json())
     r.zadd(INDEX, {job_id: rec.created_at})
+
+
+def spread(model: Any) -> None:
+    """Heads big enough that an untrained model's actions differ from state to state."""
+    import torch
+
+    head = {"ActorCritic": "actor", "QLearner": "online.advantage",
+            "SoftActorCritic": "actor"}[type(model).__name__]
+    with torch.no_grad():
+        for m in model.get_submodule(head).modules():
+            if isinstance(m, torch.nn.Linear):
+                m.weight.mul_(100.0)
+
+
+def published_blob(model: Any, algorithm: str, env_id: str, version: int = 0) -> bytes:
+    """``model``'s weights as a learner publishes a version: safetensors with its model card
+    (``ParameterStore.publish``)."""
+    from faasrl.data.codec import encode_tensors
+    from faasrl.rl.model_card import model_card
+
+    return encode_tensors(model.state_dict(), metadata={
+        **model_card(model, env_id=env_id, algorithm=algorithm), "version": str(version)})
+
+
+def evaluation_actions(algorithm: str, model: Any, obs: Any) -> Any:
+    """The actions a job's evaluation (``rl.rollout.evaluate``) takes for observations
+    ``obs`` (a batch, as the env gives them): the actor-critic's mode, clipped to the action
+    box as the env's ``ClipAction`` does; an off-policy model's ``act`` without exploring."""
+    import numpy as np
+    import torch
+
+    from faasrl.algorithms import algorithm as module_of
+    from faasrl.rl.policy import ActorCritic
+
+    spec = model.spec
+    x = torch.from_numpy(np.asarray(obs, dtype=spec.obs_dtype))
+    with torch.no_grad():
+        if isinstance(model, ActorCritic):
+            actions = model.act(x, deterministic=True)
+            if spec.action_kind == "continuous":
+                actions = actions.clamp(torch.tensor(spec.action_low),
+                                        torch.tensor(spec.action_high))
+        else:
+            module = module_of(algorithm)
+            actions = module.act(model, x, module.Config(), slot=0, actors=1, generator=None,
+                                 explore=False)
+    return actions.numpy()

@@ -344,6 +344,14 @@ class Client:
         _raise_for_error(resp)
         return resp.content
 
+    def serve_job(self, job_id: str, version: int | None = None, name: str | None = None
+                  ) -> dict[str, Any]:
+        """Deploy the job's policy function (the latest version unless ``version``; named
+        ``<job id>-policy`` unless ``name``); invoke it with ``{"obs": ...}``."""
+        body = {k: v for k, v in (("version", version), ("name", name)) if v is not None}
+        return self._call("POST", f"/v1/jobs/{job_id}/serve", json=body,
+                          timeout=SUBMIT_TIMEOUT)
+
     def job_events(self, job_id: str) -> Iterator[tuple[str, dict[str, Any]]]:
         """(event, data) pairs from the job's server-sent events until its ``end`` event;
         reconnects where it left off if the stream breaks."""

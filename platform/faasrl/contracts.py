@@ -11,6 +11,7 @@ args: job.envs_per_actor: Field required``). No torch here: the gateway imports 
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import (
@@ -498,3 +499,29 @@ class SampleResult(BufferResult):
 
 BufferArgs = Annotated[IngestArgs | SampleArgs, Field(discriminator="mode")]
 BUFFER_ARGS: TypeAdapter[BufferArgs] = TypeAdapter(BufferArgs)
+
+
+# ------------------------------------------------------------------------------ served policies
+class PolicyConfig(BaseModel):
+    """What a policy function serves (``functions/policy``), from its manifest's environment:
+    so a snapshot of the manifest (a published function version) names its model version."""
+
+    model_config = CONTRACT
+    job: str = Field(description="the job whose model it serves")
+    version: int = Field(ge=0, description="the model version (its served copy: "
+                                           "faasrl.data.keys.served_key)")
+    redis: Credentials = Field(description="the job's serving user (faasrl.data.acl)")
+
+    def to_env(self) -> dict[str, str]:
+        return {POLICY_ENV: self.model_dump_json()}
+
+    @classmethod
+    def from_env(cls, environ: dict[str, str]) -> PolicyConfig:
+        if POLICY_ENV not in environ:
+            raise ContractError(f"{POLICY_ENV} is not set: this function serves a job's policy "
+                                "once deployed by `faasrl jobs serve JOB` (POST "
+                                "/v1/jobs/{id}/serve)")
+        return parse(cls, json.loads(environ[POLICY_ENV]), "policy function config")
+
+
+POLICY_ENV = "FAASRL_POLICY"  # the manifest's environment variable holding a PolicyConfig

@@ -238,3 +238,16 @@ def chatty(args, context):
 
 
 print("chatty imported")  # import-time output: the container's, not an invocation's
+
+
+def invoke_other(args, context):
+    """Invoke ``args.function`` through the gateway's Lambda API, as a function's own code
+    would (boto3), and answer what it answered."""
+    import json
+
+    import boto3
+
+    aws = boto3.client("lambda", endpoint_url=args["url"], region_name="us-east-1",
+                       aws_access_key_id="faasrl", aws_secret_access_key=args["secret"])
+    out = aws.invoke(FunctionName=args["function"], Payload=json.dumps(args["payload"]))
+    return json.loads(out["Payload"].read())

@@ -381,6 +381,7 @@ BAD_PATH_PARAMETERS = [
     ("GET", "/v1/jobs/{job_id}/logs", "abc.def", "job_id"),
     ("POST", "/v1/jobs/{job_id}/cancel", "abc.def", "job_id"),
     ("POST", "/v1/jobs/{job_id}/resume", "é", "job_id"),
+    ("POST", "/v1/jobs/{job_id}/serve", "abc.def", "job_id"),
     ("GET", "/v1/namespaces/{namespace}", "Lab_A", "namespace"),
     ("DELETE", "/v1/namespaces/{namespace}", "lab.a", "namespace"),
     ("PUT", "/v1/namespaces/{namespace}/quota", "-lab", "namespace"),

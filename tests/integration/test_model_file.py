@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import safetensors.numpy
 import torch
-from helpers import CORRIDOR_DIR, REPO, succeeded
+from helpers import CORRIDOR_DIR, REPO, spread, succeeded
 
 from faasrl.algorithms import algorithm
 from faasrl.client import Client
@@ -123,16 +123,6 @@ def make_model(name: str, env_id: str, hyperparameters: dict[str, Any] | None = 
     cfg = JobSpec.model_validate({"algorithm": name, "env_id": env_id,
                                   "hyperparameters": hyperparameters or {}}).hyperparameters
     return algorithm(name).make_model(policy_spec_for(env_id), cfg)
-
-
-def spread(model: torch.nn.Module) -> None:
-    """Heads big enough that actions differ from state to state."""
-    head = {"ActorCritic": "actor", "QLearner": "online.advantage",
-            "SoftActorCritic": "actor"}[type(model).__name__]
-    with torch.no_grad():
-        for m in model.get_submodule(head).modules():
-            if isinstance(m, torch.nn.Linear):
-                m.weight.mul_(100.0)
 
 
 def network(hidden: list[int], activation: str, **more: Any) -> dict[str, Any]:

@@ -26,7 +26,7 @@ from faasrl.config import Settings
 from faasrl.inputs import load_yaml
 
 jobs_app = typer.Typer(help="Training jobs: list (no command), show, cancel, resume, rm, "
-                            "export.",
+                            "export, serve.",
                        invoke_without_command=True)
 
 
@@ -270,6 +270,25 @@ def jobs_export(
                         tensorboard, job["started_at"] or job["created_at"])
         console.print(f"wrote {n} rounds to {tensorboard}; view them with "
                       f"'tensorboard --logdir {tensorboard}'")
+
+
+@jobs_app.command("serve")
+def jobs_serve(
+    job_id: str,
+    version: Annotated[int | None, typer.Option(
+        min=0, help="the model version to serve (a kept one); default: the latest")] = None,
+    name: Annotated[str | None, typer.Option(
+        help="the function's name; default: <job id>-policy")] = None,
+) -> None:
+    """Deploy a function serving the job's policy: invoke it with {"obs": ...}."""
+    with connect() as client:
+        out = client.serve_job(job_id, version, name)
+    table = Table(show_header=False, box=None)
+    for key in ("function", "job", "version"):
+        table.add_row(key, str(out[key]))
+    console.print(table)
+    verb = "replaced" if out["replaced"] else "deployed"
+    console.print(f"{verb}; try: faasrl invoke {out['function']} --json '{{\"obs\": ...}}'")
 
 
 def plot(

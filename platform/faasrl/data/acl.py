@@ -21,8 +21,11 @@ from typing import Any
 
 from redis.asyncio import Redis
 
-from faasrl.data.keys import job_prefix
+from faasrl.data.keys import SERVING_PASSWORDS, job_prefix, served_pattern, serving_password_key
 
+# A served policy's user reads its job's served copies and nothing else (PING: the client's
+# health check; AUTH and HELLO need no grant).
+SERVING_COMMANDS = ("-@all", "+get", "+ping")
 JOB_COMMANDS = ("+@all", "-@dangerous", "-@admin", "-@scripting", "-@pubsub", "-scan",
                 "-randomkey")
 MIN_REDIS_VERSION = (6, 0)  # ACL users came with Redis 6.0
@@ -89,3 +92,44 @@ def grant_new(admin_url: str, job_id: str) -> dict[str, str]:
 async def revoke(redis: Redis, job_id: str) -> None:
     """Delete the job's user (Redis disconnects its clients)."""
     await redis.execute_command("ACL", "DELUSER", job_user(job_id))
+
+
+def serving_user(job_id: str) -> str:
+    """The user a job's policy functions read its served weights as (one per job, whatever
+    the function and version: a published function version keeps working)."""
+    job_prefix(job_id)
+    return f"faasrl-serve-{job_id}"
+
+
+async def grant_serving(redis: Redis, job_id: str) -> JobCredentials:
+    """The job's serving user, made on its first policy function (its password kept in
+    Redis, outside the job's prefix) and granted again as it was: GET on the job's served
+    copies only."""
+    key = serving_password_key(job_id)
+    await redis.set(key, secrets.token_urlsafe(24), nx=True)
+    password = (await redis.get(key)).decode()
+    creds = JobCredentials(serving_user(job_id), password)
+    await _set_serving(redis, job_id, creds)
+    return creds
+
+
+async def _set_serving(redis: Redis, job_id: str, creds: JobCredentials) -> None:
+    await redis.execute_command("ACL", "SETUSER", creds.username, "reset", "on",
+                                f">{creds.password}", f"~{served_pattern(job_id)}",
+                                *SERVING_COMMANDS)
+
+
+async def regrant_serving(redis: Redis) -> None:
+    """Grant every serving user again (Redis forgets ACL users when it restarts)."""
+    async for key in redis.scan_iter(match=SERVING_PASSWORDS + "*", count=500):
+        job_id = key.decode()[len(SERVING_PASSWORDS):]
+        password = await redis.get(key)
+        if password is not None:
+            await _set_serving(redis, job_id, JobCredentials(serving_user(job_id),
+                                                             password.decode()))
+
+
+async def revoke_serving(redis: Redis, job_id: str) -> None:
+    """Delete the job's serving user and its password (the job is deleted)."""
+    await redis.execute_command("ACL", "DELUSER", serving_user(job_id))
+    await redis.delete(serving_password_key(job_id))

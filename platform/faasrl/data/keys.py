@@ -87,6 +87,26 @@ def buffer_snapshot_key(job_id: str, part: int | None = None) -> str:
     return job_key(job_id, "buffer", "snapshot", *(() if part is None else (part,)))
 
 
+# Served policies (faasrl.gateway.services.serving): the versions a policy function serves,
+# copied out of the newest-few rotation so a pinned version outlives training; the job's serving
+# ACL user may read these and nothing else. Its password is kept outside the job's prefix.
+def served_key(job_id: str, version: int) -> str:
+    return job_key(job_id, "served", version)
+
+
+def served_pattern(job_id: str) -> str:
+    """Every served copy of the job's weights: the serving user's key pattern."""
+    return job_key(job_id, "served", "*")
+
+
+SERVING_PASSWORDS = "faasrl:serving:"  # + a job id: its serving user's password
+
+
+def serving_password_key(job_id: str) -> str:
+    job_prefix(job_id)  # the id's check
+    return SERVING_PASSWORDS + job_id
+
+
 # Tenancy (faasrl.gateway.keys): namespaces and their quotas, and API keys (hashed), one hash each.
 NAMESPACES = "faasrl:namespaces"
 API_KEYS = "faasrl:api-keys"

@@ -17,6 +17,7 @@ from redis.exceptions import RedisError
 import faasrl
 from faasrl.backends import create_backend, create_services
 from faasrl.config import Settings
+from faasrl.data import acl
 from faasrl.data.connection import gateway_redis, without_credentials
 from faasrl.data.health import RedisHealth
 from faasrl.gateway.errors import BodyLimit, install_error_handlers
@@ -69,6 +70,9 @@ def create_app(settings: Settings, redis_url: str, function_redis_url: str | Non
         await _warn_if_open(redis)
         health = RedisHealth(redis)
         await health.start()
+        # Served policies' users: Redis keeps ACL users in memory only.
+        await acl.regrant_serving(redis)
+        health.on_recovery(lambda: acl.regrant_serving(redis))
         backend = create_backend(settings)
         if (capacity := backend.capacity()) is not None:  # a cluster's, not this host's
             gpu_ids: list[int] = list(range(capacity.gpus))

@@ -20,6 +20,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from faasrl.data.connection import UNREACHABLE
 from faasrl.invoker.errors import InvokerError
+from faasrl.runtime.invalid import INVALID_ARGS
 
 log = logging.getLogger(__name__)
 _LOCATIONS = ("body", "query", "path", "header")
@@ -44,6 +45,22 @@ class FieldError(Exception):
     def __init__(self, fields: dict[str, str]):
         super().__init__("; ".join(f"{k}: {v}" for k, v in fields.items()))
         self.fields = fields
+
+
+class HandlerRefusedArgs(Exception):
+    """A synchronous invocation whose handler refused an argument (``InvalidArgs``): answered
+    400 naming the field, with the invocation's id (its record is kept and billed)."""
+
+    def __init__(self, invocation_id: str, error: dict[str, Any]):
+        super().__init__(error.get("message", ""))
+        self.invocation_id = invocation_id
+        self.field = str(error["field"])
+
+
+async def _on_refused_args(_: Request, exc: HandlerRefusedArgs) -> JSONResponse:
+    detail = str(exc).removeprefix(f"{exc.field}: ")
+    return JSONResponse(error_body(INVALID_ARGS, str(exc), fields={exc.field: detail},
+                                   invocation=exc.invocation_id), status_code=400)
 
 
 def _field_response(fields: dict[str, str]) -> JSONResponse:
@@ -143,6 +160,7 @@ async def _on_unexpected(_: Request, exc: Exception) -> JSONResponse:
 def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(RequestValidationError, _on_validation)
     app.add_exception_handler(FieldError, _on_field_error)
+    app.add_exception_handler(HandlerRefusedArgs, _on_refused_args)
     app.add_exception_handler(InvokerError, _on_invoker_error)
     for cls in UNREACHABLE:
         app.add_exception_handler(cls, _on_redis_unavailable)

@@ -218,6 +218,8 @@ class ErrorDetail(BaseModel):
     type: str
     message: str
     fields: dict[str, str] | None = None
+    invocation: str | None = Field(None, description="a handler's refusal (InvalidArgs): the "
+                                                     "invocation's id, whose record is kept")
 
 
 class ErrorOut(BaseModel):
@@ -250,6 +252,10 @@ def _errors(description: str) -> dict[str, Any]:
 BODY_ERRORS: dict[int | str, dict[str, Any]] = {
     400: _errors("the body is not valid JSON (type InvalidJSON)"),
     413: _errors("the body is larger than the gateway's FAASRL_MAX_PAYLOAD_BYTES")}
+# A synchronous invoke: a handler may refuse an argument too (faasrl.runtime.invalid).
+INVOKE_BODY_ERRORS: dict[int | str, dict[str, Any]] = {
+    **BODY_ERRORS, 400: _errors("the body is not valid JSON (type InvalidJSON), or the handler "
+                                "refused an argument (type InvalidArgs, ``fields`` names it)")}
 # FastAPI documents its own HTTPValidationError otherwise: the gateway answers this body instead.
 INVALID_INPUT: dict[int | str, dict[str, Any]] = {
     422: _errors("a path, query, header or body field is invalid: fields names each "
@@ -264,3 +270,20 @@ class CodeOut(BaseModel):
     sha256: str = Field(description="name the archive by this in a manifest's code_sha256")
     bytes: int
     files: int
+
+
+class ServeRequest(BaseModel):
+    """``POST /v1/jobs/{id}/serve``: which version of the job's model, under which name."""
+
+    model_config = STRICT
+
+    version: Integer | None = Field(None, ge=0, description="a kept version; null: the latest")
+    name: str | None = Field(None, pattern=FUNCTION_NAME,
+                             description="the function's name; null: '<job id>-policy'")
+
+
+class ServeOut(BaseModel):
+    function: str = Field(description="invoke it by this name")
+    job: str
+    version: int = Field(description="the model version it serves")
+    replaced: bool = Field(description="a function of that name was replaced")

@@ -235,6 +235,7 @@ class JobManager:
             await self.cancel(job_id)
         await self.store.delete(job_id)
         await acl.revoke(self._redis, job_id)
+        await acl.revoke_serving(self._redis, job_id)
         await asyncio.to_thread(shutil.rmtree, self._checkpoints / job_id, True)
 
     def _stop(self, job_id: str, status: str) -> asyncio.Task[None]:

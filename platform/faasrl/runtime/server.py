@@ -29,6 +29,7 @@ from collections.abc import Callable
 from typing import Any, NoReturn
 
 from faasrl.runtime.http import Connection, Request, dumps, error, listener, serve_forever
+from faasrl.runtime.invalid import InvalidArgs
 from faasrl.runtime.logs import Capture
 from faasrl.runtime.watchdog import Run, Watchdog
 
@@ -297,6 +298,8 @@ class Runtime:
             except BaseException as exc:
                 tb = "".join(traceback.format_exception(exc)[1:])
                 out = error(type(exc).__name__, str(exc), tb)
+                if isinstance(exc, InvalidArgs):
+                    out["error"]["field"] = exc.field
             if capture is not None and run.log is not None:
                 if logs := capture.end(run.log, token):
                     out["logs"] = logs

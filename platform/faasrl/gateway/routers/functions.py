@@ -12,6 +12,7 @@ from faasrl.gateway.errors import FieldError
 from faasrl.gateway.schemas import (
     BODY_ERRORS,
     INVALID_INPUT,
+    INVOKE_BODY_ERRORS,
     REDIS_ERRORS,
     ErrorOut,
     FunctionName,
@@ -97,7 +98,7 @@ async def delete_function(name: FunctionName, svc: ServicesDep, principal: Princ
 @router.post("/{name}/invoke", response_model=InvocationOut,
              responses={202: {"model": InvocationAccepted}, 404: {"model": ErrorOut},
                         410: {"model": ErrorOut, "description": "deleted while it waited"},
-                        429: {"model": ErrorOut}, **BODY_ERRORS,
+                        429: {"model": ErrorOut}, **INVOKE_BODY_ERRORS,
                         503: {**REDIS_ERRORS[503], "description": "no container within the "
                               "queue timeout (QueueTimeout), or Redis is unreachable"}})
 async def invoke(name: FunctionName, body: InvokeRequest,

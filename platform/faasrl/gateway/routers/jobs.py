@@ -1,4 +1,5 @@
-"""Training jobs: submit, list, inspect, follow (server-sent events), download, cancel, resume."""
+"""Training jobs: submit, list, inspect, follow (server-sent events), download, serve, cancel,
+resume."""
 
 from __future__ import annotations
 
@@ -11,8 +12,16 @@ from pydantic import BeforeValidator
 
 from faasrl.gateway.auth import PrincipalDep, authenticate
 from faasrl.gateway.errors import FieldError
-from faasrl.gateway.schemas import BODY_ERRORS, INVALID_INPUT, REDIS_ERRORS, ErrorOut, JobId
-from faasrl.gateway.services import ServicesDep, jobs
+from faasrl.gateway.schemas import (
+    BODY_ERRORS,
+    INVALID_INPUT,
+    REDIS_ERRORS,
+    ErrorOut,
+    JobId,
+    ServeOut,
+    ServeRequest,
+)
+from faasrl.gateway.services import ServicesDep, jobs, serving
 from faasrl.jobs.errors import InvalidJobField
 from faasrl.jobs.manager import JobConflict, JobNotFound
 from faasrl.jobs.spec import JobSpec
@@ -122,6 +131,21 @@ async def model(job_id: JobId, svc: ServicesDep, principal: PrincipalDep,
     return Response(blob, media_type="application/octet-stream", headers={
         "Content-Disposition": f'attachment; filename="{job_id}-v{version}.{format}"',
         "X-Faasrl-Version": str(version)})
+
+
+@router.post("/{job_id}/serve", response_model=ServeOut, responses={
+    409: {"model": ErrorOut, "description": "the job has published no weights yet"},
+    **BODY_ERRORS})
+async def serve(job_id: JobId, svc: ServicesDep, principal: PrincipalDep,
+                body: ServeRequest | None = None) -> ServeOut:
+    """Deploy the built-in policy function serving a version of the job's model (the latest
+    unless ``version``) in the job's namespace, as ``name`` (``<job id>-policy`` unless given);
+    invoke it with ``{"obs": ...}`` like any function. Again with the same name: replaced."""
+    rec = await _get(svc, job_id, principal)
+    try:
+        return await serving.serve(svc, rec, body or ServeRequest())
+    except serving.NothingToServe as exc:
+        raise HTTPException(409, str(exc)) from None
 
 
 @router.post("/{job_id}/cancel", response_model=JobRecord, responses={409: {"model": ErrorOut}})

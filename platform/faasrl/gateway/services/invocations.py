@@ -4,20 +4,26 @@ from __future__ import annotations
 
 from typing import Any
 
+from faasrl.gateway.errors import HandlerRefusedArgs
 from faasrl.gateway.memory import MB
 from faasrl.gateway.schemas import ArchiveOut, InvokeRequest, RecordsOut
 from faasrl.gateway.services import Services, events
 from faasrl.invoker.records import INDEX_LEN
 from faasrl.manifest import FunctionSpec
 from faasrl.namespaces import local_name, owns
+from faasrl.runtime.invalid import INVALID_ARGS
 
 STATUS_PAGE = 200  # records read at a time when looking for those that ended one way
 
 
 async def run(svc: Services, name: str, request: InvokeRequest) -> bytes:
-    """Run an invocation while the client waits; its record as the JSON answered."""
+    """Run an invocation while the client waits; its record as the JSON answered, or
+    ``HandlerRefusedArgs`` (a 400) when the handler refused an argument."""
     rec = await svc.invoker.invoke(name, request.args, timeout_s=request.timeout_s,
                                    affinity=request.affinity)
+    if rec.status == "error" and rec.error and rec.error.get("type") == INVALID_ARGS \
+            and "field" in rec.error:
+        raise HandlerRefusedArgs(rec.id, rec.error)
     return rec.to_json()
 
 

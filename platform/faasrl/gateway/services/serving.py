@@ -1,0 +1,55 @@
+"""Serving a job's policy: the built-in policy function deployed in the job's namespace.
+
+``serve`` copies the version's weights to its served key (out of the newest-few rotation, so a
+pinned version outlives training and a restart of the job), grants the job's serving user
+(GET on those copies, nothing else) and registers ``functions/policy``'s manifest under the
+function's name with a :class:`~faasrl.contracts.PolicyConfig` in its environment. From then on
+it is a function like any other (invoke, records, cost, Lambda API).
+"""
+
+from __future__ import annotations
+
+from faasrl.contracts import Credentials, PolicyConfig
+from faasrl.data import acl
+from faasrl.data.keys import params_key, served_key
+from faasrl.gateway.errors import FieldError
+from faasrl.gateway.schemas import ServeOut, ServeRequest
+from faasrl.gateway.services import Services, functions
+from faasrl.jobs.store import JobRecord
+from faasrl.manifest import FunctionSpec, load_manifest, renamed
+from faasrl.namespaces import qualify
+
+POLICY_FUNCTION = "policy"  # the built-in function's folder under functions_dir
+
+
+class NothingToServe(LookupError):
+    """The job has published no weights yet."""
+
+
+def default_name(job_id: str) -> str:
+    return f"{job_id}-policy"
+
+
+async def serve(svc: Services, rec: JobRecord, request: ServeRequest) -> ServeOut:
+    """Deploy (or redeploy) the job's policy function; what it serves."""
+    if rec.version is None:
+        raise NothingToServe(f"job {rec.id} has published no weights yet")
+    version = rec.version if request.version is None else request.version
+    served = served_key(rec.id, version)
+    await svc.redis.copy(params_key(rec.id, version), served)  # kept if already served
+    if not await svc.redis.exists(served):
+        raise FieldError({"version": f"version {version} is not kept (the latest is "
+                                     f"{rec.version}; the newest few are kept)"})
+    creds = await acl.grant_serving(svc.redis, rec.id)
+    name = request.name or default_name(rec.id)
+    config = PolicyConfig(job=rec.id, version=version,
+                          redis=Credentials(username=creds.username, password=creds.password))
+    spec = policy_spec(svc, name, config)
+    replaced = await functions.deploy(svc, renamed(spec, qualify(rec.namespace, name)))
+    return ServeOut(function=name, job=rec.id, version=version, replaced=replaced)
+
+
+def policy_spec(svc: Services, name: str, config: PolicyConfig) -> FunctionSpec:
+    """The built-in policy function's manifest, named ``name``, serving ``config``."""
+    base = load_manifest(svc.settings.functions_dir / POLICY_FUNCTION)
+    return base.model_copy(update={"name": name, "env": {**base.env, **config.to_env()}})
