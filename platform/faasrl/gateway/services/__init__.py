@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import Depends, Request
 from prometheus_client import CollectorRegistry
@@ -21,8 +21,11 @@ from faasrl.gateway.async_events import DeadLetterStore, EventStore
 from faasrl.gateway.keys import KeyStore
 from faasrl.gateway.memory import MemoryWatch
 from faasrl.invoker import Invoker, RecordStore
-from faasrl.invoker.registry import CodeStore, FunctionRegistry
+from faasrl.invoker.registry import CodeStore, FunctionRegistry, VersionRegistry
 from faasrl.jobs.manager import JobManager
+
+if TYPE_CHECKING:
+    from faasrl.gateway.services.versions import Catalog
 
 
 @dataclass
@@ -43,6 +46,12 @@ class Services:
     def events(self) -> EventStore:
         """Asynchronous invocations not finished yet (``gateway/async_events.py``)."""
         return EventStore(self.redis)
+
+    @cached_property
+    def versions(self) -> Catalog:
+        """Functions' published versions and aliases (``services/versions.py``)."""
+        from faasrl.gateway.services.versions import Catalog
+        return Catalog(VersionRegistry(self.redis))
 
     @cached_property
     def dead_letters(self) -> DeadLetterStore:

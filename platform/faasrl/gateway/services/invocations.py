@@ -7,6 +7,7 @@ from typing import Any
 from faasrl.gateway.memory import MB
 from faasrl.gateway.schemas import ArchiveOut, InvokeRequest, RecordsOut
 from faasrl.gateway.services import Services, events
+from faasrl.gateway.services.versions import resolve
 from faasrl.invoker.records import INDEX_LEN
 from faasrl.manifest import FunctionSpec
 from faasrl.namespaces import local_name, owns
@@ -14,17 +15,21 @@ from faasrl.namespaces import local_name, owns
 STATUS_PAGE = 200  # records read at a time when looking for those that ended one way
 
 
-async def run(svc: Services, name: str, request: InvokeRequest) -> bytes:
-    """Run an invocation while the client waits; its record as the JSON answered."""
-    rec = await svc.invoker.invoke(name, request.args, timeout_s=request.timeout_s,
-                                   affinity=request.affinity)
+async def run(svc: Services, name: str, request: InvokeRequest,
+              qualifier: str | None = None) -> bytes:
+    """Run an invocation while the client waits; its record as the JSON answered.
+    ``qualifier``: $LATEST (None), a published version or an alias."""
+    rec = await svc.invoker.invoke(
+        name, request.args, timeout_s=request.timeout_s, affinity=request.affinity,
+        version=None if qualifier is None else resolve(svc.versions, name, qualifier))
     return rec.to_json()
 
 
 async def accept(svc: Services, spec: FunctionSpec, args: Any, *,
                  invocation_id: str | None = None, timeout_s: float | None = None,
                  affinity: str | None = None, placement: str | None = None,
-                 client_context: dict[str, Any] | None = None) -> str:
+                 client_context: dict[str, Any] | None = None,
+                 version: int | None = None) -> str:
     """Queue an invocation and return its id: its record says ``queued`` before this returns
     (so a poll right after finds it), and it runs as a gateway task, retried on failure
     (``gateway/async_events.py``). The keywords are ``Invoker.invoke``'s. Refused while
@@ -32,7 +37,7 @@ async def accept(svc: Services, spec: FunctionSpec, args: Any, *,
     svc.memory.admit("a new async invocation")
     return await events.submit(svc, spec, args, invocation_id=invocation_id,
                                timeout_s=timeout_s, affinity=affinity, placement=placement,
-                               client_context=client_context)
+                               client_context=client_context, version=version)
 
 
 def shown(rec: dict[str, Any]) -> dict[str, Any]:

@@ -1,0 +1,202 @@
+"""Publish versions of a function, point aliases at them, and resolve an invocation's qualifier.
+
+The versions and aliases live in Redis (``VersionRegistry``) and, for the invoke path, in memory
+(``Catalog``): resolving a qualifier costs no Redis round trip, and an unqualified invocation
+never comes here. ``publish_version`` and ``set_alias`` take qualified names, so a job can call
+them for its own namespace's functions as the routes do.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+import time
+from dataclasses import dataclass, field
+
+from fastapi import HTTPException, status
+
+from faasrl import code_archive
+from faasrl.gateway.errors import FieldError
+from faasrl.invoker import Invoker
+from faasrl.invoker.errors import CapacityError, FunctionNotFound
+from faasrl.invoker.registry import CodeStore, VersionRegistry
+from faasrl.invoker.versions import LATEST, Alias, FunctionVersion, versioned
+from faasrl.manifest import FunctionSpec, renamed
+from faasrl.namespaces import local_name, namespace_of
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Catalog:
+    """Every function's versions and aliases, by its qualified name."""
+
+    store: VersionRegistry
+    versions: dict[str, dict[int, FunctionVersion]] = field(default_factory=dict)
+    aliases: dict[str, dict[str, Alias]] = field(default_factory=dict)
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)  # one publish at a time
+
+
+def resolve(catalog: Catalog, function: str, qualifier: str) -> int | None:
+    """The version an invocation of ``function`` qualified so runs (None: $LATEST); an unknown
+    version or alias is a ``FunctionNotFound`` (404)."""
+    if qualifier == LATEST:
+        return None
+    if qualifier.isdigit():
+        if int(qualifier) in catalog.versions.get(function, {}):
+            return int(qualifier)
+    elif (alias := catalog.aliases.get(function, {}).get(qualifier)) is not None:
+        return alias.route()
+    raise FunctionNotFound(f"function {local_name(function)!r} has no version or alias "
+                           f"{qualifier!r}")
+
+
+def _snapshot(spec: FunctionSpec, code_sha256: str) -> FunctionSpec:
+    """What a version runs: the manifest with its code as an archive (a folder may change
+    later, an archive cannot) and no containers kept warm ahead (a version's containers start
+    on demand and stay warm for ``keep_alive_s``, as any function's)."""
+    return spec.model_copy(update={"code_sha256": code_sha256, "code_dir": None, "min_warm": 0})
+
+
+async def _code(code: CodeStore, spec: FunctionSpec) -> str:
+    """The digest of the code ``spec`` runs, its folder packed and stored when it has one."""
+    if spec.code_sha256 or not spec.code_dir:
+        return spec.code_sha256 or ""
+    data = await asyncio.to_thread(code_archive.pack, spec.code_dir)
+    sha = code_archive.digest(data)
+    if not await code.exists(sha):
+        await code.put(sha, data, namespace_of(spec.name))
+    else:
+        await code.claim(sha, namespace_of(spec.name))
+    return sha
+
+
+async def publish_version(catalog: Catalog, invoker: Invoker, code: CodeStore, function: str,
+                          description: str = "") -> FunctionVersion:
+    """Publish ``function``'s $LATEST (qualified name) as a version: the newest version
+    again when neither code, manifest nor config changed since (Lambda's rule), else the
+    next number."""
+    spec = invoker.spec(function)  # 404 first
+    async with catalog.lock:
+        sha = await _code(code, spec)
+        snapshot = _snapshot(spec, sha) if sha else spec.model_copy(update={"min_warm": 0})
+        body = snapshot.model_dump(mode="json", exclude={"name"})
+        digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+        known = catalog.versions.setdefault(function, {})
+        if known and (newest := known[max(known)]).digest == digest:
+            return newest
+        number = await catalog.store.next_number(function)
+        version = FunctionVersion(number, digest, body, time.time(), description)
+        invoker.register(renamed(snapshot, versioned(function, number)))
+        await catalog.store.save_version(function, version)
+        known[number] = version
+        return version
+
+
+def listed(catalog: Catalog, invoker: Invoker, function: str) -> list[FunctionVersion]:
+    invoker.spec(function)  # 404 for a function that is not (or not the caller's)
+    return sorted(catalog.versions.get(function, {}).values(), key=lambda v: v.version)
+
+
+def _version(catalog: Catalog, invoker: Invoker, function: str, number: int) -> FunctionVersion:
+    invoker.spec(function)
+    try:
+        return catalog.versions[function][number]
+    except KeyError:
+        raise FunctionNotFound(f"function {local_name(function)!r} has no version "
+                               f"{number}") from None
+
+
+async def delete_version(catalog: Catalog, invoker: Invoker, function: str, number: int) -> None:
+    """Delete a version; 409 while an alias routes to it (the alias is named)."""
+    _version(catalog, invoker, function, number)
+    users = sorted(name for name, alias in catalog.aliases.get(function, {}).items()
+                   if number in alias.versions())
+    if users:
+        raise HTTPException(status.HTTP_409_CONFLICT,
+                            f"version {number} is in use by alias {', '.join(users)}: move or "
+                            "delete the alias first")
+    await catalog.store.delete_version(function, number)
+    del catalog.versions[function][number]
+    invoker.unregister(versioned(function, number))  # in-flight invocations finish
+
+
+async def set_alias(catalog: Catalog, invoker: Invoker, function: str, name: str, version: int,
+                    weights: dict[int, float] | None = None, description: str = ""
+                    ) -> tuple[Alias, bool]:
+    """Point alias ``name`` at ``version`` (with ``weights``: at most one more version and the
+    fraction of invocations it gets); whether it is new. Invocations that already resolved the
+    alias finish on the version they resolved."""
+    invoker.spec(function)
+    known = catalog.versions.get(function, {})
+    fields = {}
+    if version not in known:
+        fields["version"] = f"function {local_name(function)!r} has no version {version}"
+    weights = weights or {}
+    if len(weights) > 1:
+        fields["routing"] = "at most one additional version"
+    for extra, weight in weights.items():
+        if extra not in known:
+            fields["routing"] = f"no version {extra}"
+        elif extra == version:
+            fields["routing"] = f"version {extra} is the alias's own version"
+        elif not 0 <= weight < 1:
+            fields["routing"] = f"weight {weight} of version {extra} is not in [0, 1)"
+    if fields:
+        raise FieldError(fields)
+    extra, weight = next(iter(weights.items()), (None, 0.0))
+    alias = Alias(version, extra, weight, description)
+    aliases = catalog.aliases.setdefault(function, {})
+    created = name not in aliases
+    await catalog.store.save_alias(function, name, alias)
+    aliases[name] = alias
+    return alias, created
+
+
+def get_alias(catalog: Catalog, invoker: Invoker, function: str, name: str) -> Alias:
+    invoker.spec(function)
+    try:
+        return catalog.aliases[function][name]
+    except KeyError:
+        raise FunctionNotFound(f"function {local_name(function)!r} has no alias "
+                               f"{name!r}") from None
+
+
+def aliases(catalog: Catalog, invoker: Invoker, function: str) -> dict[str, Alias]:
+    invoker.spec(function)
+    return dict(sorted(catalog.aliases.get(function, {}).items()))
+
+
+async def delete_alias(catalog: Catalog, invoker: Invoker, function: str, name: str) -> None:
+    get_alias(catalog, invoker, function, name)
+    await catalog.store.delete_alias(function, name)
+    del catalog.aliases[function][name]
+
+
+async def forget(catalog: Catalog, invoker: Invoker, function: str) -> None:
+    """``function`` is deleted: so are its versions and aliases."""
+    for number in catalog.versions.pop(function, {}):
+        invoker.unregister(versioned(function, number))
+    catalog.aliases.pop(function, None)
+    await catalog.store.forget(function)
+
+
+async def restore(catalog: Catalog, invoker: Invoker) -> None:
+    """At start: each registered function's versions (registered again) and aliases."""
+    for spec in invoker.functions():
+        versions, aliases = await catalog.store.load(spec.name)
+        for version in versions:
+            snapshot = FunctionSpec.model_validate({**version.spec,
+                                                    "name": local_name(spec.name)})
+            try:
+                invoker.register(renamed(snapshot, versioned(spec.name, version.version)))
+            except CapacityError as exc:
+                log.error("version %d of %s does not fit this node: %s", version.version,
+                          spec.name, exc.message)
+                continue
+            catalog.versions.setdefault(spec.name, {})[version.version] = version
+        if aliases:
+            catalog.aliases[spec.name] = aliases
+
