@@ -466,3 +466,17 @@ def seed_job(r: Any, job_id: str, namespace: str, status: str, cost_usd: float,
                     finished_at=finished_at)
     r.set(job_key(job_id, "record"), rec.model_dump_json())
     r.zadd(INDEX, {job_id: rec.created_at})
+
+
+def cli_output(url: str, *args: str, token: str | None = None) -> str:
+    """What ``faasrl ARGS`` prints against the gateway at ``url`` (it must succeed)."""
+    from typer.testing import CliRunner
+
+    from faasrl.cli import app
+
+    env = {"FAASRL_URL": url, "COLUMNS": "200"} | ({"FAASRL_TOKEN": token} if token else {})
+    out = CliRunner().invoke(app, list(args), env=env)
+    if out.exception is not None and not isinstance(out.exception, SystemExit):
+        raise out.exception
+    assert out.exit_code == 0, out.output
+    return out.output

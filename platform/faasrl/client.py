@@ -185,12 +185,14 @@ class Client:
     def delete_alias(self, name: str, alias: str) -> None:
         self._call("DELETE", f"/v1/functions/{name}/aliases/{alias}")
 
-    def invoke_async(self, name: str, args: Any = None, timeout_s: float | None = None) -> str:
+    def invoke_async(self, name: str, args: Any = None, timeout_s: float | None = None,
+                     qualifier: str | None = None) -> str:
         body: dict[str, Any] = {"args": args}
         if timeout_s is not None:
             body["timeout_s"] = timeout_s
-        out = self._call("POST", f"/v1/functions/{name}/invoke", params={"mode": "async"},
-                         json=body)
+        params = {"mode": "async"} if qualifier is None else {"mode": "async",
+                                                             "qualifier": qualifier}
+        out = self._call("POST", f"/v1/functions/{name}/invoke", params=params, json=body)
         return out["id"]
 
     def invocation(self, invocation_id: str) -> dict[str, Any]:

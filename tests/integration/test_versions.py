@@ -8,7 +8,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from helpers import fn, namespace_key
+from helpers import cli_output, fn, namespace_key
 
 from faasrl.client import Client, GatewayError
 
@@ -141,3 +141,16 @@ def test_versions_come_back_after_a_restart_and_go_with_their_function(make_plat
         c.delete("r")
         c.deploy(fn("r"))
         assert c.versions("r") == [] and c.aliases("r") == []
+
+
+def test_the_cli_publishes_lists_and_routes(platform, client):
+    client.deploy(fn("k"))
+    url = platform.url
+    assert "version 1" in cli_output(url, "functions", "publish", "k", "--description", "one")
+    client.deploy(fn("k", env={"V": "2"}))
+    cli_output(platform.url, "functions", "publish", "k")
+    assert "version 1 (canary: version 2 at 10%)" in cli_output(
+        platform.url, "functions", "alias", "k", "live", "--version", "1", "--canary", "2:0.1")
+    listing = cli_output(platform.url, "functions", "versions", "k")
+    assert "one" in listing and "V=2" in listing and "2 at 10%" in listing
+    assert '"version": 1' in cli_output(platform.url, "invoke", "k", "--qualifier", "1")
