@@ -131,7 +131,7 @@ def create_app(settings: Settings, redis_url: str, function_redis_url: str | Non
         svc = Services(settings, redis, invoker, registrations, records, registry, manager,
                        code_store, memory, keys)
         app.state.services = svc
-        await version_service.restore(svc.versions, invoker)
+        await version_service.restore(svc)
         svc.spawn(namespace_service.write_key_use(keys))
         quotas.apply_all(svc)  # before jobs resume: they are held to them too
         if settings.resume_jobs:

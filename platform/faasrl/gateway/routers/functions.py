@@ -116,7 +116,7 @@ async def invoke(name: FunctionName, body: InvokeRequest,
         return Response(await invocations.run(svc, name, body, qualifier),
                         media_type="application/json")
     spec = svc.invoker.spec(name)
-    version = None if qualifier is None else resolve(svc.versions, name, qualifier)
+    version = None if qualifier is None else resolve(svc, name, qualifier)
     invocation_id = await invocations.accept(svc, spec, body.args, timeout_s=body.timeout_s,
                                              affinity=body.affinity, version=version)
     return JSONResponse({"id": invocation_id, "status": "queued"}, status_code=202,

@@ -145,7 +145,7 @@ async def invoke(function_name: str, request: Request, svc: ServicesDep,
     qualified = qualify(principal.namespace, name)
     try:
         spec = svc.invoker.spec(qualified)
-        version = None if qualifier is None else resolve(svc.versions, qualified, qualifier)
+        version = None if qualifier is None else resolve(svc, qualified, qualifier)
     except FunctionNotFound:
         raise LambdaApiError(404, "ResourceNotFoundException", "Function not found: "
                              f"{arn}{'' if qualifier is None else ':' + qualifier}") from None

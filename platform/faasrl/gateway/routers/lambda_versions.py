@@ -101,7 +101,7 @@ def _number(value: Any, field: str) -> int:
 async def _set_alias(svc: Services, function: str, name: str, body: dict[str, Any],
                      version: int) -> tuple[Alias, bool]:
     try:
-        return await service.set_alias(svc.versions, svc.invoker, function, name, version,
+        return await service.set_alias(svc, function, name, version,
                                        _routing(body), str(body.get("Description") or ""))
     except FieldError as exc:
         raise LambdaApiError(400, "InvalidParameterValueException", "; ".join(
@@ -114,7 +114,7 @@ async def publish_version(function_name: str, request: Request, svc: ServicesDep
     """PublishVersion."""
     function = _qualified(svc, principal, function_name)
     body = await _body(request) if await request.body() else {}
-    version = await service.publish_version(svc.versions, svc.invoker, svc.code, function,
+    version = await service.publish_version(svc, function,
                                             str(body.get("Description") or ""))
     return JSONResponse(_version(svc, function_name, version), status_code=201)
 
@@ -128,7 +128,7 @@ async def list_versions(function_name: str, svc: ServicesDep, principal: Signed
     return {"Versions": [
         _configuration(svc, function_name, latest, EXECUTED_VERSION, time.time()),
         *(_version(svc, function_name, v)
-          for v in service.listed(svc.versions, svc.invoker, function))]}
+          for v in service.listed(svc, function))]}
 
 
 @router.post("/{function_name}/aliases", status_code=201)
@@ -142,7 +142,7 @@ async def create_alias(function_name: str, request: Request, svc: ServicesDep,
         raise LambdaApiError(400, "InvalidParameterValueException",
                              f"Name: {name!r} is not an alias name (letters, digits, - and _, "
                              "not all digits)")
-    if name in service.aliases(svc.versions, svc.invoker, function):
+    if name in service.aliases(svc, function):
         raise LambdaApiError(409, "ResourceConflictException", f"Alias already exists: {name}")
     alias, _ = await _set_alias(svc, function, name, body,
                                 _number(body.get("FunctionVersion"), "FunctionVersion"))
@@ -153,13 +153,13 @@ async def create_alias(function_name: str, request: Request, svc: ServicesDep,
 async def list_aliases(function_name: str, svc: ServicesDep, principal: Signed
                        ) -> dict[str, Any]:
     function = _qualified(svc, principal, function_name)
-    found = service.aliases(svc.versions, svc.invoker, function)
+    found = service.aliases(svc, function)
     return {"Aliases": [_alias(svc, function_name, n, a) for n, a in found.items()]}
 
 
 def _get(svc: Services, function: str, function_name: str, name: str) -> Alias:
     try:
-        return service.get_alias(svc.versions, svc.invoker, function, name)
+        return service.get_alias(svc, function, name)
     except FunctionNotFound:
         raise _not_found(svc, function_name, name) from None
 
@@ -194,7 +194,7 @@ async def delete_alias(function_name: str, alias: str, svc: ServicesDep, princip
                        ) -> Response:
     function = _qualified(svc, principal, function_name)
     _get(svc, function, function_name, alias)
-    await service.delete_alias(svc.versions, svc.invoker, function, alias)
+    await service.delete_alias(svc, function, alias)
     return Response(status_code=204)
 
 

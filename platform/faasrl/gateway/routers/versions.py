@@ -33,7 +33,7 @@ async def publish(name: FunctionName, svc: ServicesDep, principal: PrincipalDep,
     """Publish the function as it is now as an immutable version; unchanged code, manifest
     and config since the newest version answer that version again."""
     version = await service.publish_version(
-        svc.versions, svc.invoker, svc.code, qualify(principal.namespace, name),
+        svc, qualify(principal.namespace, name),
         body.description if body else "")
     return VersionOut.of(version)
 
@@ -41,8 +41,8 @@ async def publish(name: FunctionName, svc: ServicesDep, principal: PrincipalDep,
 @router.get("/{name}/versions", response_model=list[VersionOut])
 async def list_versions(name: FunctionName, svc: ServicesDep, principal: PrincipalDep
                         ) -> list[VersionOut]:
-    return [VersionOut.of(v) for v in service.listed(svc.versions, svc.invoker,
-                                                     qualify(principal.namespace, name))]
+    return [VersionOut.of(v)
+            for v in service.listed(svc, qualify(principal.namespace, name))]
 
 
 @router.delete("/{name}/versions/{version}", status_code=204,
@@ -50,7 +50,7 @@ async def list_versions(name: FunctionName, svc: ServicesDep, principal: Princip
                           **REDIS_ERRORS})
 async def delete_version(name: FunctionName, version: VersionNumber, svc: ServicesDep,
                          principal: PrincipalDep) -> Response:
-    await service.delete_version(svc.versions, svc.invoker, qualify(principal.namespace, name),
+    await service.delete_version(svc, qualify(principal.namespace, name),
                                  int(version))
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
@@ -58,7 +58,7 @@ async def delete_version(name: FunctionName, version: VersionNumber, svc: Servic
 @router.get("/{name}/aliases", response_model=list[AliasOut])
 async def list_aliases(name: FunctionName, svc: ServicesDep, principal: PrincipalDep
                        ) -> list[AliasOut]:
-    found = service.aliases(svc.versions, svc.invoker, qualify(principal.namespace, name))
+    found = service.aliases(svc, qualify(principal.namespace, name))
     return [AliasOut.of(alias_name, alias) for alias_name, alias in found.items()]
 
 
@@ -70,7 +70,7 @@ async def put_alias(name: FunctionName, alias: AliasName, body: AliasRequest,
     """Create (201) or move (200) an alias; invocations that already resolved it finish on
     the version they resolved."""
     found, created = await service.set_alias(
-        svc.versions, svc.invoker, qualify(principal.namespace, name), alias, body.version,
+        svc, qualify(principal.namespace, name), alias, body.version,
         body.routing.additional_version_weights, body.description)
     response.status_code = status.HTTP_201_CREATED if created else status.HTTP_200_OK
     return AliasOut.of(alias, found)
@@ -79,7 +79,7 @@ async def put_alias(name: FunctionName, alias: AliasName, body: AliasRequest,
 @router.get("/{name}/aliases/{alias}", response_model=AliasOut)
 async def get_alias(name: FunctionName, alias: AliasName, svc: ServicesDep,
                     principal: PrincipalDep) -> AliasOut:
-    found = service.get_alias(svc.versions, svc.invoker, qualify(principal.namespace, name),
+    found = service.get_alias(svc, qualify(principal.namespace, name),
                               alias)
     return AliasOut.of(alias, found)
 
@@ -87,6 +87,6 @@ async def get_alias(name: FunctionName, alias: AliasName, svc: ServicesDep,
 @router.delete("/{name}/aliases/{alias}", status_code=204, responses={**REDIS_ERRORS})
 async def delete_alias(name: FunctionName, alias: AliasName, svc: ServicesDep,
                        principal: PrincipalDep) -> Response:
-    await service.delete_alias(svc.versions, svc.invoker, qualify(principal.namespace, name),
+    await service.delete_alias(svc, qualify(principal.namespace, name),
                                alias)
     return Response(status_code=status.HTTP_204_NO_CONTENT)

@@ -58,7 +58,7 @@ async def delete(svc: Services, name: str) -> None:
     svc.invoker.spec(name)  # FunctionNotFound (404) before Redis is touched
     await svc.functions.delete(name)
     svc.invoker.unregister(name)
-    await versions.forget(svc.versions, svc.invoker, name)
+    await versions.forget(svc, name)
     await svc.dead_letters.clear(name)
 
 

@@ -21,7 +21,7 @@ async def run(svc: Services, name: str, request: InvokeRequest,
     ``qualifier``: $LATEST (None), a published version or an alias."""
     rec = await svc.invoker.invoke(
         name, request.args, timeout_s=request.timeout_s, affinity=request.affinity,
-        version=None if qualifier is None else resolve(svc.versions, name, qualifier))
+        version=None if qualifier is None else resolve(svc, name, qualifier))
     return rec.to_json()
 
 

@@ -19,7 +19,7 @@ from fastapi import HTTPException, status
 
 from faasrl import code_archive
 from faasrl.gateway.errors import FieldError
-from faasrl.invoker import Invoker
+from faasrl.gateway.services import Services
 from faasrl.invoker.errors import CapacityError, FunctionNotFound
 from faasrl.invoker.registry import CodeStore, VersionRegistry
 from faasrl.invoker.versions import LATEST, Alias, FunctionVersion, versioned
@@ -39,15 +39,15 @@ class Catalog:
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)  # one publish at a time
 
 
-def resolve(catalog: Catalog, function: str, qualifier: str) -> int | None:
+def resolve(svc: Services, function: str, qualifier: str) -> int | None:
     """The version an invocation of ``function`` qualified so runs (None: $LATEST); an unknown
     version or alias is a ``FunctionNotFound`` (404)."""
     if qualifier == LATEST:
         return None
     if qualifier.isdigit():
-        if int(qualifier) in catalog.versions.get(function, {}):
+        if int(qualifier) in svc.versions.versions.get(function, {}):
             return int(qualifier)
-    elif (alias := catalog.aliases.get(function, {}).get(qualifier)) is not None:
+    elif (alias := svc.versions.aliases.get(function, {}).get(qualifier)) is not None:
         return alias.route()
     raise FunctionNotFound(f"function {local_name(function)!r} has no version or alias "
                            f"{qualifier!r}")
@@ -73,14 +73,15 @@ async def _code(code: CodeStore, spec: FunctionSpec) -> str:
     return sha
 
 
-async def publish_version(catalog: Catalog, invoker: Invoker, code: CodeStore, function: str,
+async def publish_version(svc: Services, function: str,
                           description: str = "") -> FunctionVersion:
     """Publish ``function``'s $LATEST (qualified name) as a version: the newest version
     again when neither code, manifest nor config changed since (Lambda's rule), else the
     next number."""
+    catalog, invoker = svc.versions, svc.invoker
     spec = invoker.spec(function)  # 404 first
     async with catalog.lock:
-        sha = await _code(code, spec)
+        sha = await _code(svc.code, spec)
         snapshot = _snapshot(spec, sha) if sha else spec.model_copy(update={"min_warm": 0})
         body = snapshot.model_dump(mode="json", exclude={"name"})
         digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
@@ -95,42 +96,42 @@ async def publish_version(catalog: Catalog, invoker: Invoker, code: CodeStore, f
         return version
 
 
-def listed(catalog: Catalog, invoker: Invoker, function: str) -> list[FunctionVersion]:
-    invoker.spec(function)  # 404 for a function that is not (or not the caller's)
-    return sorted(catalog.versions.get(function, {}).values(), key=lambda v: v.version)
+def listed(svc: Services, function: str) -> list[FunctionVersion]:
+    svc.invoker.spec(function)  # 404 for a function that is not (or not the caller's)
+    return sorted(svc.versions.versions.get(function, {}).values(), key=lambda v: v.version)
 
 
-def _version(catalog: Catalog, invoker: Invoker, function: str, number: int) -> FunctionVersion:
-    invoker.spec(function)
+def _version(svc: Services, function: str, number: int) -> FunctionVersion:
+    svc.invoker.spec(function)
     try:
-        return catalog.versions[function][number]
+        return svc.versions.versions[function][number]
     except KeyError:
         raise FunctionNotFound(f"function {local_name(function)!r} has no version "
                                f"{number}") from None
 
 
-async def delete_version(catalog: Catalog, invoker: Invoker, function: str, number: int) -> None:
+async def delete_version(svc: Services, function: str, number: int) -> None:
     """Delete a version; 409 while an alias routes to it (the alias is named)."""
-    _version(catalog, invoker, function, number)
-    users = sorted(name for name, alias in catalog.aliases.get(function, {}).items()
+    _version(svc, function, number)
+    users = sorted(name for name, alias in svc.versions.aliases.get(function, {}).items()
                    if number in alias.versions())
     if users:
         raise HTTPException(status.HTTP_409_CONFLICT,
                             f"version {number} is in use by alias {', '.join(users)}: move or "
                             "delete the alias first")
-    await catalog.store.delete_version(function, number)
-    del catalog.versions[function][number]
-    invoker.unregister(versioned(function, number))  # in-flight invocations finish
+    await svc.versions.store.delete_version(function, number)
+    del svc.versions.versions[function][number]
+    svc.invoker.unregister(versioned(function, number))  # in-flight invocations finish
 
 
-async def set_alias(catalog: Catalog, invoker: Invoker, function: str, name: str, version: int,
+async def set_alias(svc: Services, function: str, name: str, version: int,
                     weights: dict[int, float] | None = None, description: str = ""
                     ) -> tuple[Alias, bool]:
     """Point alias ``name`` at ``version`` (with ``weights``: at most one more version and the
     fraction of invocations it gets); whether it is new. Invocations that already resolved the
     alias finish on the version they resolved."""
-    invoker.spec(function)
-    known = catalog.versions.get(function, {})
+    svc.invoker.spec(function)
+    known = svc.versions.versions.get(function, {})
     fields = {}
     if version not in known:
         fields["version"] = f"function {local_name(function)!r} has no version {version}"
@@ -148,43 +149,44 @@ async def set_alias(catalog: Catalog, invoker: Invoker, function: str, name: str
         raise FieldError(fields)
     extra, weight = next(iter(weights.items()), (None, 0.0))
     alias = Alias(version, extra, weight, description)
-    aliases = catalog.aliases.setdefault(function, {})
+    aliases = svc.versions.aliases.setdefault(function, {})
     created = name not in aliases
-    await catalog.store.save_alias(function, name, alias)
+    await svc.versions.store.save_alias(function, name, alias)
     aliases[name] = alias
     return alias, created
 
 
-def get_alias(catalog: Catalog, invoker: Invoker, function: str, name: str) -> Alias:
-    invoker.spec(function)
+def get_alias(svc: Services, function: str, name: str) -> Alias:
+    svc.invoker.spec(function)
     try:
-        return catalog.aliases[function][name]
+        return svc.versions.aliases[function][name]
     except KeyError:
         raise FunctionNotFound(f"function {local_name(function)!r} has no alias "
                                f"{name!r}") from None
 
 
-def aliases(catalog: Catalog, invoker: Invoker, function: str) -> dict[str, Alias]:
-    invoker.spec(function)
-    return dict(sorted(catalog.aliases.get(function, {}).items()))
+def aliases(svc: Services, function: str) -> dict[str, Alias]:
+    svc.invoker.spec(function)
+    return dict(sorted(svc.versions.aliases.get(function, {}).items()))
 
 
-async def delete_alias(catalog: Catalog, invoker: Invoker, function: str, name: str) -> None:
-    get_alias(catalog, invoker, function, name)
-    await catalog.store.delete_alias(function, name)
-    del catalog.aliases[function][name]
+async def delete_alias(svc: Services, function: str, name: str) -> None:
+    get_alias(svc, function, name)
+    await svc.versions.store.delete_alias(function, name)
+    del svc.versions.aliases[function][name]
 
 
-async def forget(catalog: Catalog, invoker: Invoker, function: str) -> None:
+async def forget(svc: Services, function: str) -> None:
     """``function`` is deleted: so are its versions and aliases."""
-    for number in catalog.versions.pop(function, {}):
-        invoker.unregister(versioned(function, number))
-    catalog.aliases.pop(function, None)
-    await catalog.store.forget(function)
+    for number in svc.versions.versions.pop(function, {}):
+        svc.invoker.unregister(versioned(function, number))
+    svc.versions.aliases.pop(function, None)
+    await svc.versions.store.forget(function)
 
 
-async def restore(catalog: Catalog, invoker: Invoker) -> None:
+async def restore(svc: Services) -> None:
     """At start: each registered function's versions (registered again) and aliases."""
+    catalog, invoker = svc.versions, svc.invoker
     for spec in invoker.functions():
         versions, aliases = await catalog.store.load(spec.name)
         for version in versions:
