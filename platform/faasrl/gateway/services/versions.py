@@ -14,6 +14,7 @@ import json
 import logging
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 from fastapi import HTTPException, status
 
@@ -101,18 +102,19 @@ def listed(svc: Services, function: str) -> list[FunctionVersion]:
     return sorted(svc.versions.versions.get(function, {}).values(), key=lambda v: v.version)
 
 
-def _version(svc: Services, function: str, number: int) -> FunctionVersion:
+def _found(svc: Services, function: str, held: dict[str, dict[Any, Any]], key: Any,
+           what: str) -> Any:
+    """``held[function][key]``; a 404 naming ``what`` when the function has none."""
     svc.invoker.spec(function)
     try:
-        return svc.versions.versions[function][number]
+        return held[function][key]
     except KeyError:
-        raise FunctionNotFound(f"function {local_name(function)!r} has no version "
-                               f"{number}") from None
+        raise FunctionNotFound(f"function {local_name(function)!r} has no {what}") from None
 
 
 async def delete_version(svc: Services, function: str, number: int) -> None:
     """Delete a version; 409 while an alias routes to it (the alias is named)."""
-    _version(svc, function, number)
+    _found(svc, function, svc.versions.versions, number, f"version {number}")
     users = sorted(name for name, alias in svc.versions.aliases.get(function, {}).items()
                    if number in alias.versions())
     if users:
@@ -157,12 +159,7 @@ async def set_alias(svc: Services, function: str, name: str, version: int,
 
 
 def get_alias(svc: Services, function: str, name: str) -> Alias:
-    svc.invoker.spec(function)
-    try:
-        return svc.versions.aliases[function][name]
-    except KeyError:
-        raise FunctionNotFound(f"function {local_name(function)!r} has no alias "
-                               f"{name!r}") from None
+    return _found(svc, function, svc.versions.aliases, name, f"alias {name!r}")
 
 
 def aliases(svc: Services, function: str) -> dict[str, Alias]:
