@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, field
 
 from pydantic import ValidationError
 from redis.asyncio import Redis
@@ -117,3 +118,13 @@ class VersionRegistry:
         aliases = {name.decode(): Alias(**json.loads(raw))
                    for name, raw in (await self._redis.hgetall(aliases_key(function))).items()}
         return sorted(versions, key=lambda v: v.version), aliases
+
+
+@dataclass
+class Catalog:
+    """Every function's versions and aliases, by its qualified name."""
+
+    store: VersionRegistry
+    versions: dict[str, dict[int, FunctionVersion]] = field(default_factory=dict)
+    aliases: dict[str, dict[str, Alias]] = field(default_factory=dict)
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)  # one publish at a time

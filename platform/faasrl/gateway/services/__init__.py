@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 from fastapi import Depends, Request
 from prometheus_client import CollectorRegistry
@@ -21,11 +21,8 @@ from faasrl.gateway.async_events import DeadLetterStore, EventStore
 from faasrl.gateway.keys import KeyStore
 from faasrl.gateway.memory import MemoryWatch
 from faasrl.invoker import Invoker, RecordStore
-from faasrl.invoker.registry import CodeStore, FunctionRegistry, VersionRegistry
+from faasrl.invoker.registry import Catalog, CodeStore, FunctionRegistry, VersionRegistry
 from faasrl.jobs.manager import JobManager
-
-if TYPE_CHECKING:
-    from faasrl.gateway.services.versions import Catalog
 
 
 @dataclass
@@ -50,7 +47,6 @@ class Services:
     @cached_property
     def versions(self) -> Catalog:
         """Functions' published versions and aliases (``services/versions.py``)."""
-        from faasrl.gateway.services.versions import Catalog
         return Catalog(VersionRegistry(self.redis))
 
     @cached_property

@@ -1,9 +1,9 @@
 """Publish versions of a function, point aliases at them, and resolve an invocation's qualifier.
 
 The versions and aliases live in Redis (``VersionRegistry``) and, for the invoke path, in memory
-(``Catalog``): resolving a qualifier costs no Redis round trip, and an unqualified invocation
-never comes here. ``publish_version`` and ``set_alias`` take qualified names, so a job can call
-them for its own namespace's functions as the routes do.
+(``invoker.registry.Catalog``, ``Services.versions``): resolving a qualifier costs no Redis round
+trip, and an unqualified invocation never comes here. ``publish_version`` and ``set_alias`` take
+the Services and a qualified name, so a job's serving rule calls them as the routes do.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ import hashlib
 import json
 import logging
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
 from fastapi import HTTPException, status
@@ -22,22 +21,12 @@ from faasrl import code_archive
 from faasrl.gateway.errors import FieldError
 from faasrl.gateway.services import Services
 from faasrl.invoker.errors import CapacityError, FunctionNotFound
-from faasrl.invoker.registry import CodeStore, VersionRegistry
+from faasrl.invoker.registry import CodeStore
 from faasrl.invoker.versions import LATEST, Alias, FunctionVersion, versioned
 from faasrl.manifest import FunctionSpec, renamed
 from faasrl.namespaces import local_name, namespace_of
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class Catalog:
-    """Every function's versions and aliases, by its qualified name."""
-
-    store: VersionRegistry
-    versions: dict[str, dict[int, FunctionVersion]] = field(default_factory=dict)
-    aliases: dict[str, dict[str, Alias]] = field(default_factory=dict)
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)  # one publish at a time
 
 
 def resolve(svc: Services, function: str, qualifier: str) -> int | None:
