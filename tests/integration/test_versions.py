@@ -53,6 +53,9 @@ def test_a_version_keeps_its_config_after_the_function_changes(client):
     client.set_alias("cfg", "live", 1)
     assert client.invoke("cfg", ["MODEL"], qualifier="live")["result"] == {"MODEL": "3"}
     assert client.invoke("cfg", ["MODEL"])["result"] == {"MODEL": "4"}
+    queued = client.invoke_async("cfg", ["MODEL"], qualifier="live")
+    done = client.wait(queued)
+    assert done["result"] == {"MODEL": "3"} and done["version"] == 1
 
 
 def test_an_alias_moved_answers_from_the_new_version_and_in_flight_ones_finish_on_the_old(
