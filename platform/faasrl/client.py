@@ -146,21 +146,53 @@ class Client:
         self._call("DELETE", f"/v1/functions/{name}")
 
     def invoke(self, name: str, args: Any = None, timeout_s: float | None = None,
-               affinity: str | None = None) -> dict[str, Any]:
-        """Invoke and wait; the record's ``status`` says how the handler did."""
+               affinity: str | None = None, qualifier: str | None = None) -> dict[str, Any]:
+        """Invoke and wait; the record's ``status`` says how the handler did. ``qualifier``:
+        a published version or an alias (default $LATEST); ``version`` says which answered."""
         body: dict[str, Any] = {"args": args}
         if timeout_s is not None:
             body["timeout_s"] = timeout_s
         if affinity is not None:
             body["affinity"] = affinity
-        return self._call("POST", f"/v1/functions/{name}/invoke", json=body, timeout=None)
+        return self._call("POST", f"/v1/functions/{name}/invoke", json=body, timeout=None,
+                          params=None if qualifier is None else {"qualifier": qualifier})
 
-    def invoke_async(self, name: str, args: Any = None, timeout_s: float | None = None) -> str:
+    def publish_version(self, name: str, description: str = "") -> dict[str, Any]:
+        """Publish the function as it is now (the newest version again if nothing changed)."""
+        return self._call("POST", f"/v1/functions/{name}/versions",
+                          json={"description": description})
+
+    def versions(self, name: str) -> list[dict[str, Any]]:
+        return self._call("GET", f"/v1/functions/{name}/versions")
+
+    def delete_version(self, name: str, version: int) -> None:
+        self._call("DELETE", f"/v1/functions/{name}/versions/{version}")
+
+    def set_alias(self, name: str, alias: str, version: int,
+                  canary: dict[int, float] | None = None, description: str = ""
+                  ) -> dict[str, Any]:
+        """Create or move an alias; ``canary``: {version: weight} for one more version."""
+        body = {"version": version, "description": description,
+                "routing": {"additional_version_weights": canary or {}}}
+        return self._call("PUT", f"/v1/functions/{name}/aliases/{alias}", json=body)
+
+    def alias(self, name: str, alias: str) -> dict[str, Any]:
+        return self._call("GET", f"/v1/functions/{name}/aliases/{alias}")
+
+    def aliases(self, name: str) -> list[dict[str, Any]]:
+        return self._call("GET", f"/v1/functions/{name}/aliases")
+
+    def delete_alias(self, name: str, alias: str) -> None:
+        self._call("DELETE", f"/v1/functions/{name}/aliases/{alias}")
+
+    def invoke_async(self, name: str, args: Any = None, timeout_s: float | None = None,
+                     qualifier: str | None = None) -> str:
         body: dict[str, Any] = {"args": args}
         if timeout_s is not None:
             body["timeout_s"] = timeout_s
-        out = self._call("POST", f"/v1/functions/{name}/invoke", params={"mode": "async"},
-                         json=body)
+        params = {"mode": "async"} if qualifier is None else {"mode": "async",
+                                                             "qualifier": qualifier}
+        out = self._call("POST", f"/v1/functions/{name}/invoke", params=params, json=body)
         return out["id"]
 
     def invocation(self, invocation_id: str) -> dict[str, Any]:

@@ -371,6 +371,13 @@ BAD_PATH_PARAMETERS = [
     ("DELETE", "/v1/functions/{name}/dead-letters/{letter_id}", "bad.name", "name"),
     ("DELETE", "/v1/functions/{name}/dead-letters/{letter_id}", "not-an-id", "letter_id"),
     ("GET", "/v1/functions/{name}/logs", "bad.name", "name"),
+    ("POST", "/v1/functions/{name}/versions", "bad.name", "name"),
+    ("GET", "/v1/functions/{name}/versions", "bad.name", "name"),
+    ("DELETE", "/v1/functions/{name}/versions/{version}", "0", "version"),
+    ("GET", "/v1/functions/{name}/aliases", "bad.name", "name"),
+    ("PUT", "/v1/functions/{name}/aliases/{alias}", "123", "alias"),
+    ("GET", "/v1/functions/{name}/aliases/{alias}", "bad.alias", "alias"),
+    ("DELETE", "/v1/functions/{name}/aliases/{alias}", "x" * 129, "alias"),
     ("GET", "/v1/invocations/{invocation_id}", "no-such-id", "invocation_id"),
     ("GET", "/v1/invocations/{invocation_id}/logs", "no-such-id", "invocation_id"),
     ("GET", "/v1/jobs/{job_id}", "abc.def", "job_id"),
@@ -392,6 +399,7 @@ BAD_PATH_PARAMETERS = [
 ]
 # A body each route takes (the others: {} to POST, PUT and PATCH, none to the rest).
 BODIES = {("PUT", "/v1/functions/{name}"): {"handler": "fns:echo"},
+          ("PUT", "/v1/functions/{name}/aliases/{alias}"): {"version": 1},
           ("POST", "/v1/functions/{name}/prewarm"): {"count": 1}}
 
 
@@ -401,7 +409,7 @@ def test_bad_path_parameters_are_422_naming_them(platform):
                        if path.startswith("/v1/") and "{" in path for method in ops}
     assert with_parameters == {(m, p) for m, p, _, _ in BAD_PATH_PARAMETERS}  # none left out
     valid = {"namespace": "default", "key_id": "0" * 12, "name": "t",  # a route's others
-             "letter_id": "0" * 32}
+             "letter_id": "0" * 32, "alias": "live", "version": "1"}
     with httpx.Client(base_url=platform.url) as http:
         for method, template, value, name in BAD_PATH_PARAMETERS:
             op = doc["paths"][template][method.lower()]

@@ -176,3 +176,40 @@ def test_without_auth_the_api_is_open(make_platform):
         c.deploy(fn("t"))
     resp = lambda_client(platform.url, secret="anything").invoke(FunctionName="t", Payload=b"3")
     assert json.loads(resp["Payload"].read())["args"] == 3
+
+
+def test_boto3_publishes_versions_and_invokes_by_alias_with_a_canary(platform):
+    aws = lambda_client(platform.url)
+    first = aws.publish_version(FunctionName="t", Description="first")
+    assert first["Version"] == "1" and first["FunctionArn"].endswith(":t:1")
+    assert aws.publish_version(FunctionName="t")["Version"] == "1"  # unchanged: the same one
+    with Client(platform.url, TOKEN) as c:
+        c.deploy(fn("t", env={"STAGE": "two"}))
+    assert aws.publish_version(FunctionName="t")["Version"] == "2"
+    listed = aws.list_versions_by_function(FunctionName="t")["Versions"]
+    assert [v["Version"] for v in listed] == ["$LATEST", "1", "2"]
+    assert listed[2]["Environment"]["Variables"] == {"STAGE": "two"}
+
+    alias = aws.create_alias(FunctionName="t", Name="live", FunctionVersion="1")
+    assert alias["AliasArn"].endswith(":t:live") and alias["FunctionVersion"] == "1"
+    with pytest.raises(ClientError) as exists:
+        aws.create_alias(FunctionName="t", Name="live", FunctionVersion="2")
+    assert exists.value.response["Error"]["Code"] == "ResourceConflictException"
+    resp = aws.invoke(FunctionName="t", Qualifier="live", Payload=b"{}")
+    assert resp["ExecutedVersion"] == "1"
+    assert aws.invoke(FunctionName="t:2", Payload=b"{}")["ExecutedVersion"] == "2"
+
+    updated = aws.update_alias(FunctionName="t", Name="live",
+                               RoutingConfig={"AdditionalVersionWeights": {"2": 0.5}})
+    assert updated["FunctionVersion"] == "1"
+    assert updated["RoutingConfig"] == {"AdditionalVersionWeights": {"2": 0.5}}
+    got = aws.get_alias(FunctionName="t", Name="live")
+    assert got["FunctionVersion"] == "1" and got["RoutingConfig"] == updated["RoutingConfig"]
+    executed = {aws.invoke(FunctionName="t", Qualifier="live", Payload=b"{}")["ExecutedVersion"]
+                for _ in range(4)}
+    assert executed == {"1", "2"}
+    assert [a["Name"] for a in aws.list_aliases(FunctionName="t")["Aliases"]] == ["live"]
+    aws.delete_alias(FunctionName="t", Name="live")
+    with pytest.raises(ClientError) as gone:
+        aws.invoke(FunctionName="t", Qualifier="live", Payload=b"{}")
+    assert gone.value.response["Error"]["Code"] == "ResourceNotFoundException"

@@ -15,11 +15,9 @@ from typing import Any
 import httpx
 import pytest
 import redis
-from helpers import fn, seed_job
+from helpers import cli_output, fn, seed_job
 from redis.asyncio import Redis
-from typer.testing import CliRunner
 
-from faasrl.cli import app
 from faasrl.client import Client, GatewayError
 from faasrl.data.keys import API_KEYS, spend_key
 from faasrl.embedded import EmbeddedPlatform
@@ -226,12 +224,7 @@ def test_usage_spend_and_deletion(platform: EmbeddedPlatform, client: Client,
 
 
 def cli(platform: EmbeddedPlatform, token: str, *args: str) -> str:
-    out = CliRunner().invoke(app, list(args), env={"FAASRL_URL": platform.url,
-                                                    "FAASRL_TOKEN": token, "COLUMNS": "200"})
-    if out.exception is not None and not isinstance(out.exception, SystemExit):
-        raise out.exception
-    assert out.exit_code == 0, out.output
-    return out.output
+    return cli_output(platform.url, *args, token=token)
 
 
 def test_the_namespaces_and_keys_commands(platform: EmbeddedPlatform, client: Client) -> None:

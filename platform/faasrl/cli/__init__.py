@@ -6,7 +6,7 @@ One module per command group; the top-level commands are registered here, in the
 
 from __future__ import annotations
 
-from faasrl.cli import functions, jobs, logs, up
+from faasrl.cli import functions, jobs, logs, up, versions
 from faasrl.cli.app import app, console
 from faasrl.cli.deploy import deploy_app
 from faasrl.cli.namespaces import keys_app, namespaces_app
@@ -18,6 +18,8 @@ for command in (up.up, up.token, up.status, functions.invoke, functions.invocati
                 functions.dead_letters, logs.logs,
                 jobs.submit, jobs.run, jobs.plot):
     app.command()(command)
+for command in (versions.publish, versions.versions, versions.alias):
+    functions.functions_app.command()(command)
 app.add_typer(functions.functions_app, name="functions")
 app.add_typer(jobs.jobs_app, name="jobs")
 app.add_typer(deploy_app, name="deploy")

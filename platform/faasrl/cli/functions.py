@@ -54,6 +54,8 @@ def invoke(
     args_json: Annotated[str, typer.Option("--json", help="arguments as JSON")] = "null",
     timeout: Annotated[float | None, typer.Option(help="seconds, below the function's")] = None,
     background: Annotated[bool, typer.Option("--async", help="return the id at once")] = False,
+    qualifier: Annotated[str | None, typer.Option(
+        help="a published version or an alias (default $LATEST)")] = None,
 ) -> None:
     """Invoke a function and print its invocation record."""
     try:
@@ -62,9 +64,9 @@ def invoke(
         raise typer.BadParameter(f"not JSON: {exc}", param_hint="--json") from None
     with connect() as client:
         if background:
-            console.print(client.invoke_async(name, args, timeout))
+            console.print(client.invoke_async(name, args, timeout, qualifier))
             return
-        rec = client.invoke(name, args, timeout)
+        rec = client.invoke(name, args, timeout, qualifier=qualifier)
     console.print_json(data=rec)
     if rec["status"] != "success":
         raise typer.Exit(2)

@@ -140,3 +140,18 @@ def spend_key(namespace: str) -> str:
     """What a namespace's jobs spent (the cost model's USD per round), scored by when: its
     daily spend quota looks back 24 h (``jobs/admission.py``)."""
     return f"faasrl:spend:{namespace}"
+
+
+# A function's published versions (invoker/versions.py), per qualified function name: a hash
+# (version number -> the version as JSON), the last number handed out (never reused, as on
+# Lambda, even once that version is deleted) and a hash of its aliases (name -> JSON).
+def versions_key(function: str) -> str:
+    return f"faasrl:versions:{function}"
+
+
+def last_version_key(function: str) -> str:
+    return f"faasrl:versions:{function}:last"
+
+
+def aliases_key(function: str) -> str:
+    return f"faasrl:aliases:{function}"

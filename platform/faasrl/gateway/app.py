@@ -31,14 +31,17 @@ from faasrl.gateway.routers import (
     invocations,
     jobs,
     lambda_api,
+    lambda_versions,
     logs,
     namespaces,
     system,
     ui,
+    versions,
 )
 from faasrl.gateway.services import Services, events, quotas
 from faasrl.gateway.services import functions as function_service
 from faasrl.gateway.services import namespaces as namespace_service
+from faasrl.gateway.services import versions as version_service
 from faasrl.invoker import Invoker, InvokerConfig, Pool, RecordStore, node_capacity
 from faasrl.invoker.metrics import InvokerMetrics, PoolCollector, RecordCollector
 from faasrl.invoker.record_archive import RecordArchive
@@ -132,6 +135,7 @@ def create_app(settings: Settings, redis_url: str, function_redis_url: str | Non
         svc = Services(settings, redis, invoker, registrations, records, registry, manager,
                        code_store, memory, keys)
         app.state.services = svc
+        await version_service.restore(svc)
         svc.spawn(namespace_service.write_key_use(keys))
         quotas.apply_all(svc)  # before jobs resume: they are held to them too
         if settings.resume_jobs:
@@ -164,8 +168,8 @@ def create_app(settings: Settings, redis_url: str, function_redis_url: str | Non
     install_error_handlers(app)
     lambda_api.install_error_handler(app)
     app.add_middleware(BodyLimit, max_bytes=settings.max_payload_bytes)
-    for module in (system, functions, dead_letters, code, invocations, cluster, jobs, logs,
-                   namespaces, lambda_api, ui):
+    for module in (system, functions, versions, dead_letters, code, invocations, cluster, jobs,
+                   logs, namespaces, lambda_api, lambda_versions, ui):
         app.include_router(module.router)
     app.include_router(namespaces.whoami_router)
     ui.install(app)

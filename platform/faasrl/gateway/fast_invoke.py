@@ -3,8 +3,8 @@
 FastAPI's middleware, routing, dependency solving and body handling cost about 0.3 ms of CPU per
 request on our 2-core machines, as much as the rest of a warm invocation; on the one route that
 runs at thousands per second that decides throughput. This wrapper sits in front of the whole
-app (uvicorn serves it) and answers ``POST /v1/functions/{name}/invoke`` (no query, or
-``mode=sync``) itself when the request is plainly good: a valid name, the bearer token, a JSON
+app (uvicorn serves it) and answers ``POST /v1/functions/{name}/invoke`` (no query, ``mode=sync``
+or ``qualifier=``) itself when the request is plainly good: a valid name, the bearer token, a JSON
 body with a declared length within the payload limit that ``InvokeRequest`` accepts. It runs
 the same service function as the route (``services.invocations.run``) and answers as the route
 does, errors included (through the app's own exception handlers). Anything else (a bad token,
@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import re
 from typing import Any
+from urllib.parse import unquote
 
 from fastapi import FastAPI
 from pydantic import ValidationError
@@ -32,6 +33,9 @@ from faasrl.namespaces import qualify
 
 _PATH = re.compile(rf"/v1/functions/({FUNCTION_NAME.strip('^$')})/invoke")
 _SYNC_QUERIES = (b"", b"mode=sync")
+# ``qualifier=`` alone (a version or alias; the route checks its form): a published version's
+# invocation is as warm a path as $LATEST's. Unqualified requests never get this far.
+_QUALIFIER = re.compile(rb"qualifier=([A-Za-z0-9_%-]{1,384})(?:&mode=sync)?")
 _JSON_HEADERS = [(b"content-type", b"application/json")]
 _NAMESPACE = NAMESPACE_HEADER.encode()
 
@@ -44,9 +48,13 @@ class FastInvoke:
         self._max_bytes: int = app.state.settings.max_payload_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        qualifier = None
+        query = scope.get("query_string", b"")
+        if query not in _SYNC_QUERIES and (qualified := _QUALIFIER.fullmatch(query)):
+            qualifier, query = unquote(qualified[1].decode("latin-1")), b""
         match = (_PATH.fullmatch(scope["path"])
                  if scope["type"] == "http" and scope["method"] == "POST"
-                 and scope["query_string"] in _SYNC_QUERIES else None)
+                 and query in _SYNC_QUERIES else None)
         if match is None:
             await self.app(scope, receive, send)
             return
@@ -87,7 +95,7 @@ class FastInvoke:
         services: Services = state.services
         try:
             payload = await invocations.run(services, qualify(principal.namespace, match[1]),
-                                            request)
+                                            request, qualifier)
         except Exception as exc:  # answered by the app's handler for it, as the route's would be
             response = await self._handler(exc)(Request(scope), exc)
             await response(scope, receive, send)

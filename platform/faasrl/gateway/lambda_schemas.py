@@ -7,8 +7,9 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from faasrl.invoker.records import InvocationRecord
+from faasrl.invoker.versions import LATEST
 
-EXECUTED_VERSION = "$LATEST"
+EXECUTED_VERSION = LATEST  # what runs without a qualifier
 ACCOUNT_ID = "000000000000"  # the ARNs the local API names carry this account
 EVENT_PAYLOAD_MAX = 256 * 1024  # Lambda's limit for asynchronous invocations
 

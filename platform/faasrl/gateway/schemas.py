@@ -64,6 +64,8 @@ class InvocationOut(BaseModel):
                                                    "the id it was accepted under")
     retried_by: str | None = Field(None, description="on a failed asynchronous attempt that "
                                                      "is retried: the next attempt's id")
+    version: int | None = Field(None, description="the published version that answered; "
+                                                  "null: $LATEST")
 
 
 class InvocationAccepted(BaseModel):

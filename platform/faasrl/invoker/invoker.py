@@ -46,6 +46,7 @@ from faasrl.invoker.records import InvocationRecord, RecordStore, micro
 from faasrl.invoker.resources import Resources
 from faasrl.invoker.runtime_client import RuntimeClient, RuntimeGone
 from faasrl.invoker.tenant import Tenant
+from faasrl.invoker.versions import is_version, versioned
 from faasrl.manifest import FunctionSpec
 from faasrl.namespaces import Quota
 from faasrl.runtime.logs import LOG_MAX
@@ -184,8 +185,9 @@ class Invoker:
         return self._pool.reserved
 
     def functions(self) -> list[FunctionSpec]:
-        """The registered functions, in the order they were first registered."""
-        return self._pool.functions()
+        """The registered functions, in the order they were first registered (their
+        published versions, registered as deployables of their own, left out)."""
+        return [s for s in self._pool.functions() if not is_version(s.name)]
 
     def spec(self, name: str) -> FunctionSpec:
         """A registered function's manifest; raises ``FunctionNotFound``."""
@@ -251,7 +253,8 @@ class Invoker:
                      on_running: Callable[[InvocationRecord], None] | None = None,
                      affinity: str | None = None, placement: str | None = None,
                      client_context: dict[str, Any] | None = None,
-                     tenant: Tenant | None = None) -> InvocationRecord:
+                     tenant: Tenant | None = None, version: int | None = None
+                     ) -> InvocationRecord:
         """Run one invocation to its end and return its record.
 
         ``affinity``: prefer the warm container that last ran an invocation with this key.
@@ -259,17 +262,22 @@ class Invoker:
         function's own placement. ``client_context``: Lambda's ClientContext (``client``,
         ``custom``, ``env``), handed to a local handler as ``context.client_context``.
         ``tenant``: who it is for (default: its function's own, ``Tenant.of_function``).
+        ``version``: a published version of the function to run (``invoker/versions.py``);
+        None: its $LATEST.
 
         Raises ``InvokerError`` when the invocation is refused (unknown function, queue full,
         no container in time); everything that happens once it runs is in the record.
         """
-        spec = self._pool.spec(function)
+        deployable = function if version is None else versioned(function, version)
+        spec = self._pool.spec(deployable)
         timeout = spec.timeout_s if timeout_s is None else min(timeout_s, spec.timeout_s)
         tenant = tenant or Tenant.of_function(function)
         rec = InvocationRecord(invocation_id or new_invocation_id(), function,
                                memory_mb=spec.memory_mb, backend=self._backend.name,
                                requested_at=time.time(), namespace=tenant.namespace,
                                job=tenant.job)
+        if version is not None:
+            rec.version = version
         if (service := self._service(spec, placement)) is not None:
             return await self._invoke_on(service, spec, args, timeout, rec, on_running)
         logs = ""
@@ -278,7 +286,7 @@ class Invoker:
                 rec.attempts = attempt
                 try:
                     assign, waited = await self._acquire(
-                        function, f"{rec.id}/{attempt}", retry=attempt > 1, affinity=affinity,
+                        deployable, f"{rec.id}/{attempt}", retry=attempt > 1, affinity=affinity,
                         tenant=tenant)
                 except StartFailed as exc:
                     rec.status, rec.error = "error", {"type": exc.kind, "message": exc.message}

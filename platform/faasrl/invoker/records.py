@@ -61,6 +61,7 @@ class InvocationRecord:
     # An asynchronous invocation's retries: each attempt has its own record.
     retry_of: str | None = None  # on a retry: the first attempt's id (the id accepted)
     retried_by: str | None = None  # on a failed attempt that is retried: the next one's id
+    version: int | None = None  # the published version that ran (None: $LATEST)
 
     @property
     def capacity_wait_s(self) -> float:
@@ -101,7 +102,7 @@ class InvocationRecord:
 _DEFAULTS: dict[str, Any] = {f.name: None if f.default is MISSING else f.default
                              for f in fields(InvocationRecord)}
 OFTEN_DEFAULT = ("cold", "stem_cell", "init_s", "node", "namespace", "job", "result", "error",
-                 "retry_of", "retried_by")
+                 "retry_of", "retried_by", "version")
 
 
 def from_stored(invocation_id: str, raw: bytes | str) -> dict[str, Any]:

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
+from dataclasses import asdict, dataclass, field
 
 from pydantic import ValidationError
 from redis.asyncio import Redis
 
-from faasrl.data.keys import code_owners_key
+from faasrl.data.keys import aliases_key, code_owners_key, last_version_key, versions_key
+from faasrl.invoker.versions import Alias, FunctionVersion
 from faasrl.manifest import FunctionSpec, renamed
 from faasrl.namespaces import DEFAULT, local_name
 
@@ -80,3 +83,48 @@ class CodeStore:
 
     async def exists(self, sha256: str) -> bool:
         return bool(await self._redis.exists(self.PREFIX + sha256))
+
+
+class VersionRegistry:
+    """Published versions and aliases in Redis (``data/keys.py``), read back whole at start."""
+
+    def __init__(self, redis: Redis):
+        self._redis = redis
+
+    async def next_number(self, function: str) -> int:
+        return int(await self._redis.incr(last_version_key(function)))
+
+    async def save_version(self, function: str, version: FunctionVersion) -> None:
+        await self._redis.hset(versions_key(function), str(version.version),
+                               json.dumps(asdict(version)))
+
+    async def delete_version(self, function: str, version: int) -> None:
+        await self._redis.hdel(versions_key(function), str(version))
+
+    async def save_alias(self, function: str, name: str, alias: Alias) -> None:
+        await self._redis.hset(aliases_key(function), name, json.dumps(alias.to_json()))
+
+    async def delete_alias(self, function: str, name: str) -> None:
+        await self._redis.hdel(aliases_key(function), name)
+
+    async def forget(self, function: str) -> None:
+        """The function is deleted: its versions, aliases and numbering go with it."""
+        await self._redis.delete(versions_key(function), last_version_key(function),
+                                 aliases_key(function))
+
+    async def load(self, function: str) -> tuple[list[FunctionVersion], dict[str, Alias]]:
+        versions = [FunctionVersion(**json.loads(raw))
+                    for raw in (await self._redis.hgetall(versions_key(function))).values()]
+        aliases = {name.decode(): Alias(**json.loads(raw))
+                   for name, raw in (await self._redis.hgetall(aliases_key(function))).items()}
+        return sorted(versions, key=lambda v: v.version), aliases
+
+
+@dataclass
+class Catalog:
+    """Every function's versions and aliases, by its qualified name."""
+
+    store: VersionRegistry
+    versions: dict[str, dict[int, FunctionVersion]] = field(default_factory=dict)
+    aliases: dict[str, dict[str, Alias]] = field(default_factory=dict)
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)  # one publish at a time

@@ -25,6 +25,7 @@ from faasrl.gateway.schemas import (
     PrewarmResult,
 )
 from faasrl.gateway.services import ServicesDep, functions, invocations
+from faasrl.gateway.services.versions import resolve
 from faasrl.invoker.records import INDEX_LEN
 from faasrl.manifest import FunctionSpec, renamed
 from faasrl.namespaces import qualify
@@ -104,14 +105,21 @@ async def delete_function(name: FunctionName, svc: ServicesDep, principal: Princ
 async def invoke(name: FunctionName, body: InvokeRequest,
                  svc: ServicesDep, principal: PrincipalDep,
                  mode: Annotated[Literal["sync", "async"],
-                                 Query(description="async answers 202")] = "sync") -> Response:
+                                 Query(description="async answers 202")] = "sync",
+                 qualifier: Annotated[str | None, Query(
+                     min_length=1, max_length=128,
+                     description="$LATEST (the default), a published version or an alias"
+                 )] = None) -> Response:
     """Invoke a function. Sync answers with the invocation's record (its ``status`` says whether
     the handler succeeded); async answers 202 with an id to poll at ``/v1/invocations/{id}``."""
     name = qualify(principal.namespace, name)
     if mode == "sync":  # gateway/fast_invoke.py answers most of these before routing
-        return Response(await invocations.run(svc, name, body), media_type="application/json")
-    invocation_id = await invocations.accept(svc, svc.invoker.spec(name), body.args,
-                                             timeout_s=body.timeout_s, affinity=body.affinity)
+        return Response(await invocations.run(svc, name, body, qualifier),
+                        media_type="application/json")
+    spec = svc.invoker.spec(name)
+    version = None if qualifier is None else resolve(svc, name, qualifier)
+    invocation_id = await invocations.accept(svc, spec, body.args, timeout_s=body.timeout_s,
+                                             affinity=body.affinity, version=version)
     return JSONResponse({"id": invocation_id, "status": "queued"}, status_code=202,
                         headers={"Location": f"/v1/invocations/{invocation_id}"})
 

@@ -42,6 +42,7 @@ from faasrl.gateway.lambda_schemas import (
 )
 from faasrl.gateway.memory import MemoryPressure
 from faasrl.gateway.services import Services, ServicesDep, invocations
+from faasrl.gateway.services.versions import resolve
 from faasrl.invoker.errors import (
     FunctionGone,
     FunctionNotFound,
@@ -142,15 +143,13 @@ async def invoke(function_name: str, request: Request, svc: ServicesDep,
                              f"FunctionName: {function_name!r} is not a function name or ARN")
     name, qualifier = match.group(1), qualifier or match.group(2)
     arn = function_arn(region, name)
-    if qualifier not in (None, EXECUTED_VERSION):
-        raise LambdaApiError(404, "ResourceNotFoundException",
-                             f"Function not found: {arn}:{qualifier} (only $LATEST here)")
     qualified = qualify(principal.namespace, name)
     try:
         spec = svc.invoker.spec(qualified)
+        version = None if qualifier is None else resolve(svc, qualified, qualifier)
     except FunctionNotFound:
-        raise LambdaApiError(404, "ResourceNotFoundException",
-                             f"Function not found: {arn}") from None
+        raise LambdaApiError(404, "ResourceNotFoundException", "Function not found: "
+                             f"{arn}{'' if qualifier is None else ':' + qualifier}") from None
     invocation_type = request.headers.get("x-amz-invocation-type", "RequestResponse")
     if invocation_type not in ("RequestResponse", "Event", "DryRun"):
         raise LambdaApiError(400, "InvalidParameterValueException",
@@ -172,22 +171,24 @@ async def invoke(function_name: str, request: Request, svc: ServicesDep,
                              f"Could not parse request body into json: {exc}") from None
     client_context = _client_context(request.headers.get("x-amz-client-context"))
     request_id = new_invocation_id()
-    headers = {"x-amzn-RequestId": request_id, "X-Amz-Executed-Version": EXECUTED_VERSION}
+    headers = {"x-amzn-RequestId": request_id, "X-Amz-Executed-Version":
+               EXECUTED_VERSION if version is None else str(version)}
 
     if invocation_type == "DryRun":
         return Response(status_code=204, headers=headers)
     if invocation_type == "Event":
         try:
             await invocations.accept(svc, spec, args, invocation_id=request_id,
-                                     placement="local", client_context=client_context)
+                                     placement="local", client_context=client_context,
+                                     version=version)
         except InvokerError as exc:  # memory is short: an event can wait (a throttle)
             raise _refusal(exc, arn) from None
         return Response(status_code=202, headers=headers)
 
     try:
         rec = await svc.invoker.invoke(qualified, args, invocation_id=request_id,
-                                       placement="local",
-                                       client_context=client_context)
+                                       placement="local", client_context=client_context,
+                                       version=version)
     except InvokerError as exc:
         raise _refusal(exc, arn) from None
     if log_type == "Tail":
@@ -239,7 +240,8 @@ async def _tail_log(rec: InvocationRecord, svc: Services) -> str:
         report.append(f"Max Memory Used: {round(stats.memory_mb)} MB")
     if rec.cold:
         report.append(f"Init Duration: {rec.init_s * 1000:.2f} ms")
-    start = f"START RequestId: {rec.id} Version: {EXECUTED_VERSION}\n".encode()
+    version = EXECUTED_VERSION if rec.version is None else rec.version
+    start = f"START RequestId: {rec.id} Version: {version}\n".encode()
     end = (f"END RequestId: {rec.id}\n" + "\t".join(report) + "\t\n").encode()
     room = max(0, _LOG_TAIL_MAX - len(start) - len(end))
     written = ((await svc.records.logs([rec.id]))[0] or "").encode()

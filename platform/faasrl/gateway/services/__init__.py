@@ -21,7 +21,7 @@ from faasrl.gateway.async_events import DeadLetterStore, EventStore
 from faasrl.gateway.keys import KeyStore
 from faasrl.gateway.memory import MemoryWatch
 from faasrl.invoker import Invoker, RecordStore
-from faasrl.invoker.registry import CodeStore, FunctionRegistry
+from faasrl.invoker.registry import Catalog, CodeStore, FunctionRegistry, VersionRegistry
 from faasrl.jobs.manager import JobManager
 
 
@@ -43,6 +43,11 @@ class Services:
     def events(self) -> EventStore:
         """Asynchronous invocations not finished yet (``gateway/async_events.py``)."""
         return EventStore(self.redis)
+
+    @cached_property
+    def versions(self) -> Catalog:
+        """Functions' published versions and aliases (``services/versions.py``)."""
+        return Catalog(VersionRegistry(self.redis))
 
     @cached_property
     def dead_letters(self) -> DeadLetterStore:

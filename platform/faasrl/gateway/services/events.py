@@ -44,7 +44,7 @@ async def submit(svc: Services, spec: FunctionSpec, args: Any, *,
     event.attempts.append(event.id)
     rec = InvocationRecord(event.id, spec.name, memory_mb=spec.memory_mb,
                            backend=svc.invoker.backend_name, requested_at=now,
-                           namespace=namespace_of(spec.name))
+                           namespace=namespace_of(spec.name), version=options.get("version"))
     await svc.records.put_now(rec)
     try:
         await svc.events.save(event)

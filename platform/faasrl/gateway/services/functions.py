@@ -11,7 +11,7 @@ from typing import Any
 from faasrl.code_archive import NO_ARCHIVE
 from faasrl.gateway.errors import FieldError
 from faasrl.gateway.schemas import FunctionStatsOut, PrewarmResult
-from faasrl.gateway.services import Services
+from faasrl.gateway.services import Services, versions
 from faasrl.invoker import Invoker, State
 from faasrl.invoker.errors import CapacityError
 from faasrl.invoker.registry import FunctionRegistry
@@ -53,11 +53,12 @@ async def deploy(svc: Services, spec: FunctionSpec) -> bool:
 
 
 async def delete(svc: Services, name: str) -> None:
-    """Forget a function; its waiting invocations fail, its containers retire, its dead
-    letters go."""
+    """Forget a function; its waiting invocations fail, its containers retire, its versions,
+    aliases and dead letters go."""
     svc.invoker.spec(name)  # FunctionNotFound (404) before Redis is touched
     await svc.functions.delete(name)
     svc.invoker.unregister(name)
+    await versions.forget(svc, name)
     await svc.dead_letters.clear(name)
 
 

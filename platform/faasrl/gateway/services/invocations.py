@@ -8,6 +8,7 @@ from faasrl.gateway.errors import HandlerRefusedArgs
 from faasrl.gateway.memory import MB
 from faasrl.gateway.schemas import ArchiveOut, InvokeRequest, RecordsOut
 from faasrl.gateway.services import Services, events
+from faasrl.gateway.services.versions import resolve
 from faasrl.invoker.records import INDEX_LEN
 from faasrl.manifest import FunctionSpec
 from faasrl.namespaces import local_name, owns
@@ -16,11 +17,14 @@ from faasrl.runtime.invalid import INVALID_ARGS
 STATUS_PAGE = 200  # records read at a time when looking for those that ended one way
 
 
-async def run(svc: Services, name: str, request: InvokeRequest) -> bytes:
+async def run(svc: Services, name: str, request: InvokeRequest,
+              qualifier: str | None = None) -> bytes:
     """Run an invocation while the client waits; its record as the JSON answered, or
-    ``HandlerRefusedArgs`` (a 400) when the handler refused an argument."""
-    rec = await svc.invoker.invoke(name, request.args, timeout_s=request.timeout_s,
-                                   affinity=request.affinity)
+    ``HandlerRefusedArgs`` (a 400) when the handler refused an argument. ``qualifier``:
+    $LATEST (None), a published version or an alias."""
+    rec = await svc.invoker.invoke(
+        name, request.args, timeout_s=request.timeout_s, affinity=request.affinity,
+        version=None if qualifier is None else resolve(svc, name, qualifier))
     if rec.status == "error" and rec.error and rec.error.get("type") == INVALID_ARGS \
             and "field" in rec.error:
         raise HandlerRefusedArgs(rec.id, rec.error)
@@ -30,7 +34,8 @@ async def run(svc: Services, name: str, request: InvokeRequest) -> bytes:
 async def accept(svc: Services, spec: FunctionSpec, args: Any, *,
                  invocation_id: str | None = None, timeout_s: float | None = None,
                  affinity: str | None = None, placement: str | None = None,
-                 client_context: dict[str, Any] | None = None) -> str:
+                 client_context: dict[str, Any] | None = None,
+                 version: int | None = None) -> str:
     """Queue an invocation and return its id: its record says ``queued`` before this returns
     (so a poll right after finds it), and it runs as a gateway task, retried on failure
     (``gateway/async_events.py``). The keywords are ``Invoker.invoke``'s. Refused while
@@ -38,7 +43,7 @@ async def accept(svc: Services, spec: FunctionSpec, args: Any, *,
     svc.memory.admit("a new async invocation")
     return await events.submit(svc, spec, args, invocation_id=invocation_id,
                                timeout_s=timeout_s, affinity=affinity, placement=placement,
-                               client_context=client_context)
+                               client_context=client_context, version=version)
 
 
 def shown(rec: dict[str, Any]) -> dict[str, Any]:

@@ -73,6 +73,25 @@ export async function functionsPage(body, _, { every }) {
   });
 }
 
+// a function's published versions and the aliases that route to them (a canary's weight)
+function versionTables(published, aliases) {
+  const canary = (a) => Object.entries(a.routing.additional_version_weights)
+    .map(([v, w]) => `version ${v} at ${num(w * 100, 1)} %`).join(", ") || "–";
+  return h("div", {}, table([
+    ["version", (v) => String(v.version)],
+    ["published", (v) => when(v.created_at)],
+    ["code", (v) => (v.code_sha256 || "–").slice(0, 12)],
+    ["config (env)", (v) => Object.entries(v.manifest.env || {}).map(([k, x]) => `${k}=${x}`)
+      .join(" ") || "–"],
+    ["description", (v) => v.description || "–"],
+  ], published, { id: "versions-table", empty: "No published versions." }), table([
+    ["alias", (a) => a.name],
+    ["version", (a) => String(a.version)],
+    ["canary", canary],
+    ["description", (a) => a.description || "–"],
+  ], aliases, { id: "aliases-table", empty: "No aliases." }));
+}
+
 export async function functionPage(body, name, { every }) {
   const spec = await get(`/v1/functions/${name}`);
   const summary = h("div");
@@ -91,7 +110,10 @@ export async function functionPage(body, name, { every }) {
     }
   } }, "Redrive all");
   const logs = h("div", { id: "function-logs" });
-  body.append(h("h1", {}, `Function ${name}`), summary, h("h2", {}, "Containers"), containers,
+  const versions = h("div");
+  body.append(h("h1", {}, `Function ${name}`), summary,
+              h("h2", {}, "Versions and aliases"), versions,
+              h("h2", {}, "Containers"), containers,
               h("h2", {}, "Recent invocations"), recent, h("h2", {}, "Logs"),
               h("p", { class: "muted" }, "What its 10 most recent invocations wrote, newest " +
                 "first, and what its containers wrote outside any invocation."), logs,
@@ -101,10 +123,12 @@ export async function functionPage(body, name, { every }) {
               h("div", { class: "actions" }, redrive, redriven), letters,
               h("h2", {}, "Manifest"), h("div", { id: "manifest" }, pre(spec)));
   every(2000, async () => {
-    const [stats, cluster, invocations, dead, written] = await Promise.all([
+    const [stats, cluster, invocations, dead, written, published, aliases] = await Promise.all([
       get(`/v1/functions/${name}/stats`), get("/v1/cluster"),
       get("/v1/invocations", { query: { function: name, limit: 20 } }), get(lettersPath),
-      get(`/v1/functions/${name}/logs`, { query: { limit: 10 } })]);
+      get(`/v1/functions/${name}/logs`, { query: { limit: 10 } }),
+      get(`/v1/functions/${name}/versions`), get(`/v1/functions/${name}/aliases`)]);
+    versions.replaceChildren(versionTables(published, aliases));
     logs.replaceChildren(...written.invocations.map((i) => h("div", { class: "log" },
       h("p", {}, link(`#/invocations/${i.id}`, i.id.slice(0, 12)), " ", badge(i.status), " ",
         when(i.requested_at), i.job ? [" job ", link(`#/jobs/${i.job}`, i.job)] : null),
