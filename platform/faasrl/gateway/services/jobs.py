@@ -1,5 +1,5 @@
 """What the jobs router answers beyond one call to the job manager: a job's metrics as CSV, its
-rounds as a server-sent event stream, and its policy's weights."""
+rounds as a server-sent event stream, its policy's weights, and its videos."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import csv
 import io
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 from faasrl.data.connection import UNREACHABLE
@@ -16,7 +17,9 @@ from faasrl.gateway.services.sse import Pace, redis_error
 from faasrl.jobs.manager import JobNotFound
 from faasrl.jobs.spec import FUNCTION_FIELDS
 from faasrl.jobs.store import ACTIVE, JobRecord
+from faasrl.jobs.videos import VideoFile, listed, record_version, video_path
 from faasrl.namespaces import local_name
+from faasrl.rl.seeds import evaluation_seeds
 
 
 async def owned(svc: Services, job_id: str, namespace: str) -> JobRecord:
@@ -89,3 +92,29 @@ async def weights(svc: Services, rec: JobRecord, version: int | None) -> tuple[b
         raise WeightsNotKept(f"job {rec.id}: version {version} is not kept "
                              f"(the latest is {rec.version})")
     return blob, version
+
+
+class NoVideo(LookupError):
+    """The job has no video of that index."""
+
+
+def videos(svc: Services, job_id: str) -> list[VideoFile]:
+    return listed(svc.jobs.videos(job_id))
+
+
+def video_file(svc: Services, job_id: str, n: int) -> Path:
+    """The mp4 of the job's video ``n``."""
+    path = video_path(svc.jobs.videos(job_id), n)
+    if not path.is_file():
+        raise NoVideo(f"job {job_id} has no video {n}")
+    return path
+
+
+async def play(svc: Services, rec: JobRecord, version: int | None) -> VideoFile | str:
+    """Record one episode of the job's model ``version`` (the latest when None) now; or why
+    its env cannot be recorded."""
+    blob, version = await weights(svc, rec, version)
+    made = await record_version(rec, blob, version, svc.jobs.checkpoints, episodes=1,
+                                seed=evaluation_seeds(rec.spec.seed, "final", 1)[0],
+                                source="play")
+    return made if isinstance(made, str) else made[0]

@@ -1,0 +1,84 @@
+"""Videos of the agent: a job's final evaluation recorded to mp4 (decoded back with imageio),
+served with its namespace's other data (Range for players), played on demand for a chosen
+version, refused clearly, and deleted with the job."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+import imageio.v3 as iio
+import pytest
+from helpers import namespace_key, succeeded
+
+from faasrl.client import Client, GatewayError
+from faasrl.rl.video import MAX_FRAMES
+
+PLATFORM = {"register_builtins": True, "token": "videos-token"}  # a token: namespaces apart
+TINY = {"env_id": "CartPole-v1", "envs_per_actor": 2, "steps_per_actor": 32,
+        "controller": {"name": "fixed", "actors": 1}, "evaluation_episodes": 2,
+        "stop": {"max_rounds": 2}}
+CARTPOLE_FRAME = (400, 600, 3)  # its rgb_array render: height, width, channels
+
+
+def decoded(blob: bytes, tmp_path: Path, name: str) -> list:
+    path = tmp_path / name
+    path.write_bytes(blob)
+    return list(iio.imiter(path))
+
+
+def test_a_jobs_final_evaluation_records_videos_that_decode_and_stay_in_its_namespace(
+        platform, client: Client, tmp_path: Path):
+    job = client.submit({**TINY, "evaluation": {"video": True, "episodes": 2}})
+    done = succeeded(client, job["id"], timeout_s=180)
+    assert done["video"]["status"] == "recorded", done["video"]
+    videos = client.videos(job["id"])
+    assert [v["n"] for v in videos] == done["video"]["videos"] == [0, 1]
+    assert {v["source"] for v in videos} == {"evaluation"}
+    assert all(v["version"] == done["version"] for v in videos)
+    for v in videos:
+        frames = decoded(client.video(job["id"], v["n"]), tmp_path, f"{v['n']}.mp4")
+        assert 0 < len(frames) == v["frames"] <= MAX_FRAMES
+        assert frames[0].shape == CARTPOLE_FRAME == (v["height"], v["width"], 3)
+        assert frames[0].std() > 0  # a picture, not a blank frame
+
+    with httpx.Client(base_url=platform.url,
+                      headers={"Authorization": f"Bearer {platform.token}"}) as http:
+        whole = http.get(f"/v1/jobs/{job['id']}/videos/0")
+        assert whole.headers["content-type"] == "video/mp4"
+        part = http.get(f"/v1/jobs/{job['id']}/videos/0", headers={"Range": "bytes=0-99"})
+        assert part.status_code == 206 and part.content == whole.content[:100]
+        assert http.get(f"/v1/jobs/{job['id']}/videos/7").status_code == 404
+        assert http.get(f"/v1/jobs/{job['id']}/videos/-1").status_code == 422
+
+    _, key = namespace_key(platform, "lab-b")
+    with Client(platform.url, key) as other:
+        for call in (lambda: other.videos(job["id"]), lambda: other.video(job["id"], 0),
+                     lambda: other.play(job["id"])):
+            with pytest.raises(GatewayError) as err:
+                call()
+            assert err.value.status == 404
+
+    # played on demand: the chosen version, appended after the evaluation's
+    played = client.play(job["id"], version=done["version"])
+    assert (played["n"], played["version"], played["source"]) == (2, done["version"], "play")
+    frames = decoded(client.video(job["id"], 2), tmp_path, "2.mp4")
+    assert len(frames) == played["frames"] > 0
+    with pytest.raises(GatewayError) as err:
+        client.play(job["id"], version=10_000)
+    assert err.value.status == 404 and "version 10000" in str(err.value)
+
+    client.delete_job(job["id"])
+    assert not platform.settings.state_dir.joinpath("jobs", job["id"]).exists()
+
+
+@pytest.mark.parametrize(("evaluation", "field"), [
+    ({"video": True, "episodes": 0}, "evaluation.episodes"),
+    ({"video": True, "episodes": 11}, "evaluation.episodes"),
+    ({"video": "yes please"}, "evaluation.video"),
+])
+def test_video_settings_out_of_bounds_are_refused_naming_the_field(
+        client: Client, evaluation: dict, field: str):
+    with pytest.raises(GatewayError) as err:
+        client.submit({**TINY, "evaluation": evaluation})
+    assert err.value.status == 422 and field in str(err.value)
