@@ -44,7 +44,7 @@ JOB = "alphajob0001"
 LAMBDA_PREFIX = "/2015-03-31/"
 MISSING = {"name": "no-such-fn", "function_name": "no-such-fn", "job_id": "nosuchjob001",
            "invocation_id": "0" * 32, "namespace": "no-such-ns", "key_id": "0" * 12,
-           "letter_id": "0" * 32}
+           "letter_id": "0" * 32, "n": "0"}
 # Namespaces' own routes: root administers every namespace (and may delete it), so root is not
 # sent there; a second namespace's key gets what a missing namespace gets.
 ADMIN_PREFIX = "/v1/namespaces"
@@ -103,7 +103,8 @@ def tenants(make_platform) -> Iterator[dict[str, Any]]:
     yield {"platform": platform, "keys": {A: (a_id, a_key), B: (b_id, b_key)},
            "ids": {"name": FUNCTION, "function_name": FUNCTION, "job_id": JOB,
                    "invocation_id": invocation, "namespace": A, "key_id": a_id,
-                   "letter_id": "f" * 32},  # no letter: the function's namespace decides
+                   "letter_id": "f" * 32,  # no letter: the function's namespace decides
+                   "n": "0"},  # a job's video
            "sha": sha, "archive": code_archive.pack(TEST_FUNCTIONS)}
 
 
