@@ -4,12 +4,13 @@ version, refused clearly, and deleted with the job."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import httpx
 import imageio.v3 as iio
 import pytest
-from helpers import namespace_key, succeeded
+from helpers import CORRIDOR_DIR, namespace_key, succeeded
 
 from faasrl.client import Client, GatewayError
 from faasrl.rl.video import MAX_FRAMES
@@ -19,6 +20,25 @@ TINY = {"env_id": "CartPole-v1", "envs_per_actor": 2, "steps_per_actor": 32,
         "controller": {"name": "fixed", "actors": 1}, "evaluation_episodes": 2,
         "stop": {"max_rounds": 2}}
 CARTPOLE_FRAME = (400, 600, 3)  # its rgb_array render: height, width, channels
+# The test corridor, rendered: one 32x48 frame whose bright column is the agent's cell.
+PAINTED = """\
+import numpy as np
+
+from corridor import Corridor
+
+
+class Painted(Corridor):
+    metadata = {"render_modes": ["rgb_array"], "render_fps": 10}
+
+    def __init__(self, render_mode=None, **kwargs):
+        super().__init__(**kwargs)
+        self.render_mode = render_mode
+
+    def render(self):
+        frame = np.zeros((32, 48, 3), dtype=np.uint8)
+        frame[:, 6 * self.position:6 * self.position + 6] = 255
+        return frame
+"""
 
 
 def decoded(blob: bytes, tmp_path: Path, name: str) -> list:
@@ -82,3 +102,39 @@ def test_video_settings_out_of_bounds_are_refused_naming_the_field(
     with pytest.raises(GatewayError) as err:
         client.submit({**TINY, "evaluation": evaluation})
     assert err.value.status == 422 and field in str(err.value)
+
+
+def corridor(client: Client, folder: Path, entry_point: str) -> dict:
+    """A tiny job on the test corridor brought as code, with videos asked for."""
+    shutil.copytree(CORRIDOR_DIR, folder)
+    (folder / "painted.py").write_text(PAINTED)
+    return {**TINY, "env_id": entry_point, "evaluation": {"video": True},
+            "env": {"code_sha256": client.upload_code(folder), "entry_point": entry_point}}
+
+
+def test_an_env_brought_as_code_is_recorded_if_it_renders_and_says_why_not_if_not(
+        client: Client, tmp_path: Path):
+    painted = client.submit(corridor(client, tmp_path / "a", "painted:Painted"))
+    plain = client.submit(corridor(client, tmp_path / "b", "corridor:Corridor"))
+    done = succeeded(client, painted["id"], timeout_s=180)
+    assert done["video"]["status"] == "recorded", done["video"]
+    (shown,) = client.videos(painted["id"])
+    frames = decoded(client.video(painted["id"], 0), tmp_path, "painted.mp4")
+    assert len(frames) == shown["frames"] > 1 and frames[0].shape == (32, 48, 3)
+
+    done = succeeded(client, plain["id"], timeout_s=180)  # no video is no failure
+    assert done["video"]["status"] == "unavailable", done["video"]
+    assert "render" in done["video"]["message"], done["video"]
+    assert client.videos(plain["id"]) == []
+    with pytest.raises(GatewayError) as err:
+        client.play(plain["id"])
+    assert err.value.status == 409 and "render" in str(err.value)
+
+
+def test_an_off_policy_job_is_recorded_acting_greedily(client: Client, tmp_path: Path):
+    job = client.submit({**TINY, "algorithm": "dqn", "steps_per_actor": 64,
+                         "evaluation": {"video": True}})
+    done = succeeded(client, job["id"], timeout_s=180)
+    assert done["video"]["status"] == "recorded", done["video"]
+    (shown,) = client.videos(job["id"])
+    assert len(decoded(client.video(job["id"], 0), tmp_path, "dqn.mp4")) == shown["frames"] > 0

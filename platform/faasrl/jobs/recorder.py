@@ -17,6 +17,7 @@ import torch
 from faasrl.algorithms import ALGORITHMS
 from faasrl.data.codec import decode_tensors
 from faasrl.jobs.videos import Recording, VideoFile, sidecar, video_path
+from faasrl.rl.env_loader import install
 from faasrl.rl.policy import PolicySpec
 from faasrl.rl.video import NoVideo, record_episode
 
@@ -53,6 +54,8 @@ def _acting(req: Recording) -> Any:
 
 def main() -> None:
     req = Recording.model_validate_json(sys.stdin.read())
+    if req.env is not None and req.env_archive is not None:
+        install(req.env_archive.read_bytes(), req.env.code_sha256)
     policy = _acting(req)
     req.folder.mkdir(parents=True, exist_ok=True)
     made = []

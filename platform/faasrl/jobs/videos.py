@@ -54,6 +54,8 @@ class Recording(BaseModel):
     policy: dict[str, Any]
     env_id: str
     env: EnvCode | None
+    env_archive: Path | None = Field(None, description="the env's code archive, installed "
+                                                       "before it is made")
     model_path: Path
     version: int
     folder: Path
@@ -125,29 +127,36 @@ async def record(req: Recording, progress: Callable[[int], None] | None = None
 
 
 async def record_version(rec: JobRecord, blob: bytes, version: int, checkpoints: Path, *,
-                         episodes: int, seed: int, source: Literal["evaluation", "play"],
+                         env_archive: bytes | None, episodes: int, seed: int,
+                         source: Literal["evaluation", "play"],
                          progress: Callable[[int], None] | None = None
                          ) -> list[VideoFile] | str:
     """Record ``episodes`` episodes of the job's model ``version`` (its safetensors ``blob``)
-    after the job's videos so far; or say why its env cannot be recorded."""
+    after the job's videos so far; or say why its env cannot be recorded. ``env_archive``:
+    the code of an env brought as code (its packages must be installed where this runs)."""
     if importlib.util.find_spec("torch") is None:
         return ("this gateway has no torch (the platform image): videos are recorded by a "
                 "gateway installed with faasrl's RL packages")
-    if rec.spec.env is not None:
-        return ("the env is brought as code: videos are recorded for registered gymnasium "
-                "ids only")
+    if rec.spec.env is not None and env_archive is None:
+        return "the env's code archive is gone"
     if rec.policy is None:
         return "the job has no policy yet"
     videos = folder(checkpoints, rec.id)
     videos.mkdir(parents=True, exist_ok=True)
     model = videos / f".v{version}-{source}.safetensors"
     model.write_bytes(blob)
+    archive = None if env_archive is None else videos / f".env-{source}.tar"
+    if archive is not None:
+        archive.write_bytes(env_archive)
     try:
         return await record(Recording(
             algorithm=rec.spec.algorithm,
             hyperparameters=rec.spec.hyperparameters.model_dump(mode="json"),
-            policy=rec.policy, env_id=rec.spec.env_id, env=rec.spec.env, model_path=model,
+            policy=rec.policy, env_id=rec.spec.env_id, env=rec.spec.env, env_archive=archive,
+            model_path=model,
             version=version, folder=videos, episodes=episodes, seed=seed,
             first_index=next_index(videos), source=source), progress)
     finally:
         model.unlink(missing_ok=True)
+        if archive is not None:
+            archive.unlink(missing_ok=True)

@@ -45,7 +45,11 @@ class Video:
 
 
 def _frame(env: Any) -> np.ndarray:
-    frame = env.render()
+    try:
+        frame = env.render()
+    except Exception as exc:  # gymnasium's base render() raises NotImplementedError
+        raise NoVideo(f"the env cannot render RGB frames: its render() raised "
+                      f"{type(exc).__name__} {exc}".rstrip()) from None
     if not isinstance(frame, np.ndarray) or frame.ndim != 3 or frame.shape[2] not in (3, 4):
         raise NoVideo("the env renders no RGB frames with render_mode='rgb_array'")
     return frame[:, :, :3]

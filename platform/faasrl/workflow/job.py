@@ -642,6 +642,7 @@ class JobRun:
         try:
             made = await videos.record_version(
                 rec, blob, rec.version, self.folder.parent,
+                env_archive=await self.redis.get(env_code_key(rec.id)),
                 episodes=rec.spec.evaluation.episodes,
                 seed=evaluation_seeds(rec.spec.seed, "final", 1)[0], source="evaluation")
         except videos.RecordingFailed as exc:

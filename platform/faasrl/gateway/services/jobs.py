@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from faasrl.data.connection import UNREACHABLE
-from faasrl.data.keys import params_key
+from faasrl.data.keys import env_code_key, params_key
 from faasrl.gateway.services import Services
 from faasrl.gateway.services.sse import Pace, redis_error
 from faasrl.jobs.manager import JobNotFound
@@ -114,7 +114,9 @@ async def play(svc: Services, rec: JobRecord, version: int | None) -> VideoFile 
     """Record one episode of the job's model ``version`` (the latest when None) now; or why
     its env cannot be recorded."""
     blob, version = await weights(svc, rec, version)
-    made = await record_version(rec, blob, version, svc.jobs.checkpoints, episodes=1,
+    made = await record_version(rec, blob, version, svc.jobs.checkpoints,
+                                env_archive=await svc.redis.get(env_code_key(rec.id)),
+                                episodes=1,
                                 seed=evaluation_seeds(rec.spec.seed, "final", 1)[0],
                                 source="play")
     return made if isinstance(made, str) else made[0]
