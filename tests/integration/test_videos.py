@@ -5,6 +5,8 @@ version, refused clearly, and deleted with the job."""
 from __future__ import annotations
 
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import httpx
@@ -87,6 +89,19 @@ def test_a_jobs_final_evaluation_records_videos_that_decode_and_stay_in_its_name
     with pytest.raises(GatewayError) as err:
         client.play(job["id"], version=10_000)
     assert err.value.status == 404 and "version 10000" in str(err.value)
+
+    # the CLI: download the newest, play a version to a file
+    cli = [sys.executable, "-m", "faasrl", "--url", platform.url, "--token", platform.token,
+           "jobs"]
+    out = subprocess.run([*cli, "video", job["id"], "-o", str(tmp_path / "cli.mp4")],
+                         capture_output=True, text=True, timeout=60, check=True).stdout
+    assert "wrote video 2" in out and (tmp_path / "cli.mp4").read_bytes() == \
+        client.video(job["id"], 2)
+    out = subprocess.run([*cli, "play", job["id"], "--version", str(done["version"]), "-o",
+                          str(tmp_path / "played.mp4")],
+                         capture_output=True, text=True, timeout=120, check=True).stdout
+    assert f"wrote video 3 (version {done['version']}" in out
+    assert len(decoded((tmp_path / "played.mp4").read_bytes(), tmp_path, "3.mp4")) > 0
 
     client.delete_job(job["id"])
     assert not platform.settings.state_dir.joinpath("jobs", job["id"]).exists()
