@@ -513,10 +513,14 @@ def evaluation_actions(algorithm: str, model: Any, obs: Any) -> Any:
             actions = module.act(model, x, module.Config(), slot=0, actors=1, generator=None,
                                  explore=False)
     return actions.numpy()
+
+
 def cli_output(url: str, *args: str, token: str | None = None) -> str:
     """What ``faasrl ARGS`` prints against the gateway at ``url`` (it must succeed)."""
     from typer.testing import CliRunner
+
     from faasrl.cli import app
+
     env = {"FAASRL_URL": url, "COLUMNS": "200"} | ({"FAASRL_TOKEN": token} if token else {})
     out = CliRunner().invoke(app, list(args), env=env)
     if out.exception is not None and not isinstance(out.exception, SystemExit):

@@ -384,6 +384,22 @@ class Client:
         return self._call("POST", f"/v1/jobs/{job_id}/serve", json=body,
                           timeout=SUBMIT_TIMEOUT)
 
+    def videos(self, job_id: str) -> list[dict[str, Any]]:
+        """The job's videos (index, version, frames, size, source), in order."""
+        return self._call("GET", f"/v1/jobs/{job_id}/videos")
+
+    def video(self, job_id: str, n: int) -> bytes:
+        """Video ``n`` of the job, as mp4."""
+        resp = self._http.get(f"/v1/jobs/{job_id}/videos/{n}")
+        _raise_for_error(resp)
+        return resp.content
+
+    def play(self, job_id: str, version: int | None = None) -> dict[str, Any]:
+        """Record one episode of a stored model version (the latest when None) as a new
+        video; answers its description once it is written."""
+        return self._call("POST", f"/v1/jobs/{job_id}/play", json={"version": version},
+                          timeout=SUBMIT_TIMEOUT)
+
     def job_events(self, job_id: str) -> Iterator[tuple[str, dict[str, Any]]]:
         """(event, data) pairs from the job's server-sent events until its ``end`` event;
         reconnects where it left off if the stream breaks."""

@@ -44,7 +44,7 @@ JOB = "alphajob0001"
 LAMBDA_PREFIX = "/2015-03-31/"
 MISSING = {"name": "no-such-fn", "function_name": "no-such-fn", "job_id": "nosuchjob001",
            "invocation_id": "0" * 32, "namespace": "no-such-ns", "key_id": "0" * 12,
-           "letter_id": "0" * 32, "alias": "no-such-alias", "version": "99"}
+           "letter_id": "0" * 32, "alias": "no-such-alias", "version": "99", "n": "0"}
 # Namespaces' own routes: root administers every namespace (and may delete it), so root is not
 # sent there; a second namespace's key gets what a missing namespace gets.
 ADMIN_PREFIX = "/v1/namespaces"
@@ -106,7 +106,7 @@ def tenants(make_platform) -> Iterator[dict[str, Any]]:
            "ids": {"name": FUNCTION, "function_name": FUNCTION, "job_id": JOB,
                    "invocation_id": invocation, "namespace": A, "key_id": a_id,
                    "letter_id": "f" * 32,  # no letter: the function's namespace decides
-                   "alias": "live", "version": "1"},
+                   "alias": "live", "version": "1", "n": "0"},  # n: a job's video
            "sha": sha, "archive": code_archive.pack(TEST_FUNCTIONS)}
 
 

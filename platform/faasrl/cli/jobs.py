@@ -13,6 +13,7 @@ from rich.panel import Panel
 from rich.progress import (
     BarColumn,
     Progress,
+    SpinnerColumn,
     TextColumn,
     TimeElapsedColumn,
     track,
@@ -230,6 +231,53 @@ def jobs_rm(job_id: str) -> None:
     with connect() as client:
         client.delete_job(job_id)
         console.print(f"deleted job {job_id}")
+
+
+def _save_video(client: Client, job_id: str, shown: dict[str, Any], out: Path | None) -> None:
+    out = out or Path(f"{job_id}-{shown['n']}.mp4")
+    out.write_bytes(client.video(job_id, shown["n"]))
+    console.print(f"wrote video {shown['n']} (version {shown['version']}, "
+                  f"{shown['frames']} frames, {shown['width']}x{shown['height']}, return "
+                  f"{shown['episode_return']:.1f}) to {out}")
+
+
+@jobs_app.command("video")
+def jobs_video(
+    job_id: str,
+    n: Annotated[int | None, typer.Option(help="which video (default: the newest)")] = None,
+    output: Annotated[Path | None, typer.Option("-o", "--output", help="the mp4 file "
+                                                "(default: JOB-N.mp4)")] = None,
+) -> None:
+    """Download a job's video (its final evaluation's, or one played with 'jobs play')."""
+    with connect() as client:
+        videos = client.videos(job_id)
+        if not videos:
+            why = (client.job(job_id).get("video") or {}).get("message")
+            raise typer.BadParameter(f"job {job_id} has no videos" + (f": {why}" if why else
+                                     " (spec evaluation.video, or 'faasrl jobs play')"),
+                                     param_hint="JOB_ID")
+        chosen = videos[-1] if n is None else next((v for v in videos if v["n"] == n), None)
+        if chosen is None:
+            raise typer.BadParameter(f"job {job_id} has no video {n}", param_hint="--n")
+        _save_video(client, job_id, chosen, output)
+
+
+@jobs_app.command("play")
+def jobs_play(
+    job_id: str,
+    version: Annotated[int | None, typer.Option(help="a kept model version (default: the "
+                                                     "latest)")] = None,
+    output: Annotated[Path | None, typer.Option("-o", "--output", help="the mp4 file "
+                                                "(default: JOB-N.mp4)")] = None,
+) -> None:
+    """Record one episode of a stored model version on video now, and download it."""
+    with connect() as client, Progress(SpinnerColumn(), TextColumn("{task.description}"),
+                                       TimeElapsedColumn(), console=console,
+                                       transient=True) as progress:
+        progress.add_task(f"recording an episode of job {job_id}", total=None)
+        shown = client.play(job_id, version)
+        progress.stop()
+        _save_video(client, job_id, shown, output)
 
 
 @jobs_app.command("export")

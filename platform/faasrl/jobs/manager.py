@@ -22,6 +22,7 @@ from faasrl.data.health import RedisHealth
 from faasrl.env_code import EnvDescription
 from faasrl.invoker import Invoker
 from faasrl.invoker.errors import FunctionNotFound
+from faasrl.jobs import videos
 from faasrl.jobs.admission import Admission
 from faasrl.jobs.env_probe import EnvProbe
 from faasrl.jobs.errors import InvalidJobField
@@ -228,6 +229,14 @@ class JobManager:
         rec.finished_at = None
         self._launch(rec)
         return rec
+
+    def videos(self, job_id: str) -> Path:
+        """The job's videos folder (inside its checkpoint folder: deleted with the job)."""
+        return videos.folder(self._checkpoints, job_id)
+
+    @property
+    def checkpoints(self) -> Path:
+        return self._checkpoints
 
     async def delete(self, job_id: str) -> None:
         await self.get(job_id)

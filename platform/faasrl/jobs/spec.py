@@ -207,6 +207,16 @@ class StopConditions(BaseModel):
         return self
 
 
+class EvaluationSettings(BaseModel):
+    """What the job's final evaluation adds to its returns."""
+
+    model_config = STRICT
+    video: bool = Field(False, description="record episodes of the final version to mp4 "
+                                           "(a registered env that renders RGB frames)")
+    episodes: int = Field(1, ge=1, le=10, description="episodes recorded, each at most "
+                                                      "1000 frames")
+
+
 class Placement(BaseModel):
     """Where a job's functions run. Actors may go to AWS Lambda (the function's ``aws_lambda``
     twin); learners always run on this platform's containers, next to their GPUs."""
@@ -248,6 +258,7 @@ class JobSpec(BaseModel):
     stop: StopConditions = Field(default_factory=StopConditions)
     pricing: Pricing = Field(default_factory=Pricing)
     evaluation_episodes: int = Field(20, ge=0, le=1000)
+    evaluation: EvaluationSettings = Field(default_factory=EvaluationSettings)
     checkpoint_every: int = Field(10, ge=1, description="rounds between disk checkpoints")
     tensorboard: bool = Field(False, description="write TensorBoard event files of the metrics "
                                                  "rows as rounds end, to <state_dir>/jobs/<id>/"

@@ -12,6 +12,7 @@ from redis.exceptions import WatchError
 from faasrl.data.keys import job_key, job_prefix
 from faasrl.env_code import EnvDescription
 from faasrl.jobs.spec import JobSpec
+from faasrl.jobs.videos import VideoStatus
 from faasrl.namespaces import DEFAULT
 
 INDEX = "faasrl:jobs"
@@ -84,6 +85,9 @@ class JobRecord(BaseModel):
                           "target_reward, on the confirmation seeds")
     evaluation: Evaluation | None = Field(
         None, description="the final one, on held-out seeds at the job's end: what it reports")
+    video: VideoStatus | None = Field(
+        None, description="the final evaluation's videos (spec evaluation.video), or why "
+                          "there are none")
 
     @model_validator(mode="before")
     @classmethod

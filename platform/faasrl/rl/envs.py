@@ -144,9 +144,11 @@ class Built:
     action_space: gym.Space  # the env's own (ClipAction widens it to +-inf)
 
 
-def build(env_id: str, env: EnvCode | None = None) -> Built:
-    """One unseeded env with the observation/action preprocessing shared by training and eval."""
-    made = make(env_id, env, **_make_kwargs(env_id, env))
+def build(env_id: str, env: EnvCode | None = None, *, render: bool = False) -> Built:
+    """One unseeded env with the observation/action preprocessing shared by training and eval;
+    ``render``: its ``render()`` returns RGB frames (``render_mode="rgb_array"``)."""
+    kwargs = _make_kwargs(env_id, env) | ({"render_mode": "rgb_array"} if render else {})
+    made = make(env_id, env, **kwargs)
     # Innermost, so episode returns and lengths are raw (for Atari, lengths count emulator frames).
     made = gym.wrappers.RecordEpisodeStatistics(made)
     wrappers = _family_wrappers(env_id, env)
@@ -233,12 +235,12 @@ def obs_dtype(space: gym.spaces.Box) -> str:
     return "uint8" if space.dtype == np.uint8 else "float32"
 
 
-def make_env(env_id: str, env: EnvCode | None = None) -> gym.Env:
+def make_env(env_id: str, env: EnvCode | None = None, *, render: bool = False) -> gym.Env:
     """One evaluation env, not reset yet (an episode resets it with its own seed): training
-    observations, raw rewards."""
+    observations, raw rewards; ``render``: it renders RGB frames, for videos."""
     if env is None:
         check_env_id(env_id)
-    return build(env_id, env).env
+    return build(env_id, env, render=render).env
 
 
 def describe(env_id: str, env: EnvCode | None = None) -> EnvDescription:

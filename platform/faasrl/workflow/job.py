@@ -40,13 +40,15 @@ from faasrl.invoker import InvocationRecord, Invoker, InvokerError
 from faasrl.invoker.errors import QuotaExceeded
 from faasrl.invoker.registry import CodeStore
 from faasrl.invoker.tenant import Tenant
+from faasrl.jobs import videos
 from faasrl.jobs.admission import Admission
 from faasrl.jobs.checkpoint import read_checkpoint, write_checkpoint
 from faasrl.jobs.cost import serverful_cost
 from faasrl.jobs.function_calls import evaluate_args, init_args, result
 from faasrl.jobs.parallel import parallel_cost_usd, parallel_round_s
 from faasrl.jobs.store import TARGET_REACHED, Evaluation, JobRecord, JobStore, reached_target
-from faasrl.rl.seeds import Purpose
+from faasrl.jobs.videos import VideoStatus
+from faasrl.rl.seeds import Purpose, evaluation_seeds
 
 if TYPE_CHECKING:
     from faasrl.jobs.tensorboard import EventLog
@@ -201,6 +203,8 @@ class JobRun:
             rec.stop_reason = self._short_of_target(reason)
             if spec.evaluation_episodes:  # also after a confirmation: it chose when to stop
                 rec.evaluation = await self._evaluate("final")
+            if spec.evaluation.video:
+                rec.video = await self.with_redis(self._record_videos)
             rec.status = "succeeded"
         except asyncio.CancelledError:
             rec.status = self.stop_requested or "cancelled"
@@ -626,6 +630,25 @@ class JobRun:
                           mean=statistics.fmean(returns),
                           std=statistics.pstdev(returns) if len(returns) > 1 else 0.0,
                           min=min(returns), max=max(returns), returns=returns)
+
+    async def _record_videos(self) -> VideoStatus:
+        """The final version's episodes on video (the final evaluation's first seeds); a
+        video that cannot be made is said, not a failed job."""
+        rec = self.record
+        blob = await self.redis.get(params_key(rec.id, rec.version))
+        if rec.version is None or blob is None:
+            return VideoStatus(status="unavailable", message="the job has no weights")
+        try:
+            made = await videos.record_version(
+                rec, blob, rec.version, self.folder.parent,
+                env_archive=await self.redis.get(env_code_key(rec.id)),
+                episodes=rec.spec.evaluation.episodes,
+                seed=evaluation_seeds(rec.spec.seed, "final", 1)[0], source="evaluation")
+        except videos.RecordingFailed as exc:
+            return VideoStatus(status="failed", message=str(exc))
+        if isinstance(made, str):
+            return VideoStatus(status="unavailable", message=made)
+        return VideoStatus(status="recorded", videos=[v.n for v in made])
 
     async def _checkpoint(self) -> None:
         rec = self.record

@@ -1,14 +1,24 @@
-"""Training jobs: submit, list, inspect, follow (server-sent events), download, serve, cancel,
-resume."""
+"""Training jobs: submit, list, inspect, follow (server-sent events), download, serve, videos,
+cancel, resume."""
 
 from __future__ import annotations
 
 import json
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Depends, Header, HTTPException, Query, Request, Response, status
-from fastapi.responses import StreamingResponse
-from pydantic import BeforeValidator
+from fastapi import (
+    APIRouter,
+    Depends,
+    Header,
+    HTTPException,
+    Path,
+    Query,
+    Request,
+    Response,
+    status,
+)
+from fastapi.responses import FileResponse, StreamingResponse
+from pydantic import BaseModel, BeforeValidator, Field
 
 from faasrl.gateway.auth import PrincipalDep, authenticate
 from faasrl.gateway.errors import FieldError
@@ -26,6 +36,7 @@ from faasrl.jobs.errors import InvalidJobField
 from faasrl.jobs.manager import JobConflict, JobNotFound
 from faasrl.jobs.spec import JobSpec
 from faasrl.jobs.store import JobRecord
+from faasrl.jobs.videos import RecordingFailed, VideoFile
 from faasrl.rl.onnx_export import NotExportable
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"], dependencies=[Depends(authenticate)],
@@ -146,6 +157,53 @@ async def serve(job_id: JobId, svc: ServicesDep, principal: PrincipalDep,
         return await serving.serve(svc, rec, body or ServeRequest())
     except serving.NothingToServe as exc:
         raise HTTPException(409, str(exc)) from None
+
+
+@router.get("/{job_id}/videos", response_model=list[VideoFile])
+async def list_videos(job_id: JobId, svc: ServicesDep, principal: PrincipalDep
+                      ) -> list[VideoFile]:
+    """The job's videos: its final evaluation's (spec ``evaluation.video``) and those played
+    on demand (``POST .../play``), in order."""
+    await _get(svc, job_id, principal)
+    return jobs.videos(svc, job_id)
+
+
+@router.get("/{job_id}/videos/{n}", response_class=FileResponse,
+            responses={200: {"content": {"video/mp4": {}}}, 206: {"content": {"video/mp4": {}}}})
+async def video(job_id: JobId, n: Annotated[int, Path(ge=0)], svc: ServicesDep,
+                principal: PrincipalDep) -> FileResponse:
+    """Video ``n`` as H.264 mp4; ``Range`` requests get their part (206), as players seek."""
+    await _get(svc, job_id, principal)
+    try:
+        path = jobs.video_file(svc, job_id, n)
+    except jobs.NoVideo as exc:
+        raise HTTPException(404, str(exc)) from None
+    return FileResponse(path, media_type="video/mp4", filename=f"{job_id}-{n}.mp4",
+                        content_disposition_type="inline")
+
+
+class PlayIn(BaseModel):
+    version: int | None = Field(None, ge=0, description="a kept model version; None: the "
+                                                        "latest")
+
+
+@router.post("/{job_id}/play", response_model=VideoFile, status_code=status.HTTP_201_CREATED,
+             responses={409: {"model": ErrorOut}, **BODY_ERRORS})
+async def play(job_id: JobId, body: PlayIn, svc: ServicesDep, principal: PrincipalDep
+               ) -> VideoFile:
+    """Record one episode of a stored model version now (its deterministic action, on the
+    job's env, the final evaluation's first seed); the answer is the new video. 409 when the
+    env cannot be recorded, saying why."""
+    rec = await _get(svc, job_id, principal)
+    try:
+        made = await jobs.play(svc, rec, body.version)
+    except jobs.WeightsNotKept as exc:
+        raise HTTPException(404, str(exc)) from None
+    except RecordingFailed as exc:
+        raise HTTPException(409, str(exc)) from None
+    if isinstance(made, str):
+        raise HTTPException(409, f"no video: {made}")
+    return made
 
 
 @router.post("/{job_id}/cancel", response_model=JobRecord, responses={409: {"model": ErrorOut}})

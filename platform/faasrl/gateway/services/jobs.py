@@ -1,5 +1,6 @@
 """What the jobs router answers beyond one call to the job manager: a job's metrics as CSV, its
-rounds as a server-sent event stream, and its policy's weights (as stored, or as ONNX)."""
+rounds as a server-sent event stream, its policy's weights (as stored, or as ONNX), and its
+videos."""
 
 from __future__ import annotations
 
@@ -8,17 +9,20 @@ import csv
 import io
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
 from typing import Any, Literal
 
 from faasrl.data.connection import UNREACHABLE
-from faasrl.data.keys import params_key
+from faasrl.data.keys import env_code_key, params_key
 from faasrl.gateway.services import Services
 from faasrl.gateway.services.sse import Pace, redis_error
 from faasrl.jobs.manager import JobNotFound
 from faasrl.jobs.spec import FUNCTION_FIELDS
 from faasrl.jobs.store import ACTIVE, JobRecord
+from faasrl.jobs.videos import VideoFile, listed, record_version, video_path
 from faasrl.namespaces import local_name
 from faasrl.rl.onnx_export import to_onnx
+from faasrl.rl.seeds import evaluation_seeds
 
 # A model version's file formats (each its file's suffix): the safetensors file a job
 # published, or ONNX built from it.
@@ -105,3 +109,31 @@ async def model_file(svc: Services, rec: JobRecord, version: int | None, format:
     if format == "onnx":
         blob = await asyncio.to_thread(to_onnx, blob)
     return blob, version
+
+
+class NoVideo(LookupError):
+    """The job has no video of that index."""
+
+
+def videos(svc: Services, job_id: str) -> list[VideoFile]:
+    return listed(svc.jobs.videos(job_id))
+
+
+def video_file(svc: Services, job_id: str, n: int) -> Path:
+    """The mp4 of the job's video ``n``."""
+    path = video_path(svc.jobs.videos(job_id), n)
+    if not path.is_file():
+        raise NoVideo(f"job {job_id} has no video {n}")
+    return path
+
+
+async def play(svc: Services, rec: JobRecord, version: int | None) -> VideoFile | str:
+    """Record one episode of the job's model ``version`` (the latest when None) now; or why
+    its env cannot be recorded."""
+    blob, version = await weights(svc, rec, version)
+    made = await record_version(rec, blob, version, svc.jobs.checkpoints,
+                                env_archive=await svc.redis.get(env_code_key(rec.id)),
+                                episodes=1,
+                                seed=evaluation_seeds(rec.spec.seed, "final", 1)[0],
+                                source="play")
+    return made if isinstance(made, str) else made[0]

@@ -13,9 +13,11 @@ from pathlib import Path
 STATIC = Path(__file__).parent / "static"
 INDEX = STATIC / "index.html"
 # The page may load code only from the gateway, and talk only to it: an injected script could
-# otherwise read the token from the session's storage. Plotly sets inline styles.
+# otherwise read the token from the session's storage. Plotly sets inline styles. Videos play
+# from blob: URLs of mp4s fetched with the token (a <video> cannot send the header).
 CONTENT_SECURITY_POLICY = ("default-src 'self'; script-src 'self'; style-src 'self' "
-                           "'unsafe-inline'; img-src 'self' data: blob:; connect-src 'self'; "
+                           "'unsafe-inline'; img-src 'self' data: blob:; media-src 'self' blob:; "
+                           "connect-src 'self'; "
                            "frame-ancestors 'none'; base-uri 'none'; form-action 'self'")
 
 

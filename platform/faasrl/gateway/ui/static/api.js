@@ -76,6 +76,14 @@ export async function download(path, fallbackName) {
   return name;
 }
 
+// A file as a blob: URL for an element's src (a <video>: the Authorization header rules out the
+// route's own URL there), with the type the gateway said; the caller revokes it when the page
+// goes.
+export async function objectUrl(path, { signal } = {}) {
+  const blob = await (await request("GET", path, { signal })).blob();
+  return { url: URL.createObjectURL(blob), type: blob.type };
+}
+
 // Server-sent events over fetch(): EventSource cannot send an Authorization header. Calls
 // onEvent(name, data, id) per event; on a dropped stream it reconnects with Last-Event-ID
 // (so no row comes twice) up to `retries` times in a row, until `end` or the signal aborts.

@@ -1,9 +1,9 @@
 // Jobs: the list, and one job's page with its live charts (the job's event stream, read
 // with the token) and its actions.
 
-import { download, followEvents, get, post, Unauthorized } from "./api.js";
+import { download, followEvents, get, objectUrl, post, Unauthorized } from "./api.js";
 import { JobCharts } from "./charts.js";
-import { badge, fields, h, link, num, pre, seconds, table, usd, when } from "./dom.js";
+import { append, badge, fields, h, link, num, pre, seconds, table, usd, when } from "./dom.js";
 
 const ACTIVE = ["pending", "running", "paused"];
 const RESUMABLE = ["cancelled", "failed", "interrupted"];
@@ -89,6 +89,41 @@ function sharing(job, rows) {
   ]));
 }
 
+// The job's videos in HTML5 players (its final evaluation's and those played on demand), or
+// why it has none. Each mp4 is fetched with the token into a blob: URL, revoked with the page.
+function videoSection(id, signal) {
+  const box = h("div", { id: "job-videos" });
+  const urls = new Map(); // video index → {url: its blob: URL, type}
+  signal.addEventListener("abort", () => urls.forEach(({ url }) => URL.revokeObjectURL(url)));
+  let shown = "";
+  const draw = async (job) => {
+    const videos = await get(`/v1/jobs/${id}/videos`, { signal }).catch(() => null);
+    if (!videos) return;
+    const why = job.video && job.video.message;
+    const key = JSON.stringify([videos.map((v) => v.n), why]);
+    if (key === shown) return;
+    shown = key;
+    for (const v of videos) {
+      if (!urls.has(v.n)) urls.set(v.n, await objectUrl(`/v1/jobs/${id}/videos/${v.n}`, { signal }));
+    }
+    box.replaceChildren();
+    append(box,
+      videos.map((v) => h("figure", { class: "video" },
+        h("video", { id: `job-video-${v.n}`, controls: true, preload: "metadata",
+                     width: v.width, height: v.height, src: urls.get(v.n).url,
+                     dataset: { source: `/v1/jobs/${id}/videos/${v.n}`,
+                                type: urls.get(v.n).type } }),
+        h("figcaption", {}, `video ${v.n}: version ${v.version} (${v.source}), ` +
+                            `${num(v.frames)} frames at ${v.fps} fps, return ` +
+                            `${num(v.episode_return)}`))),
+      why ? h("p", { class: "muted", id: "job-video-why" }, `No video: ${why}`) : null,
+      videos.length || why ? null
+        : h("p", { class: "muted" }, "No videos: set evaluation.video in the job spec, or " +
+                                     "record one with Play."));
+  };
+  return { box, draw };
+}
+
 export async function jobPage(body, id, { signal, showLogin, reload }) {
   let job = await get(`/v1/jobs/${id}`, { signal });
   const rows = [];
@@ -123,7 +158,14 @@ export async function jobPage(body, id, { signal, showLogin, reload }) {
                async () => `saved ${await download(`/v1/jobs/${id}/model`, `${id}.safetensors`)}`),
     csv: act("Metrics CSV", "job-csv", async () =>
       `saved ${await download(`/v1/jobs/${id}/metrics?format=csv`, `${id}.csv`)}`),
+    play: act("Play latest version", "job-play", async () => {
+      status.textContent = "recording an episode…";
+      const v = await post(`/v1/jobs/${id}/play`, { json: {} });
+      await videos.draw(job);
+      return `recorded video ${v.n} (version ${v.version})`;
+    }),
   };
+  const videos = videoSection(id, signal);
   const drawHead = () => {
     head.replaceChildren(h("h1", {}, `Job ${job.spec.name || job.id} `, badge(job.status)),
                          summary(job));
@@ -131,10 +173,12 @@ export async function jobPage(body, id, { signal, showLogin, reload }) {
     buttons.resume.disabled = !RESUMABLE.includes(job.status);
     buttons.model.disabled = job.version === null || job.version === undefined;
     buttons.csv.disabled = false;
+    buttons.play.disabled = buttons.model.disabled;
+    videos.draw(job);
   };
   drawHead();
   body.append(head, h("div", { class: "actions" }, Object.values(buttons), state), status,
-              h("h2", {}, "Sharing the node"), shareBox, chartBox, h("h2", {}, "Latest round"),
+              h("h2", {}, "Videos"), videos.box, h("h2", {}, "Sharing the node"), shareBox, chartBox, h("h2", {}, "Latest round"),
               lastRow);
   const charts = new JobCharts(chartBox, { target: job.spec.stop.target_reward });
   signal.addEventListener("abort", () => charts.close());
