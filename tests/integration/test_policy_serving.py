@@ -219,3 +219,38 @@ def test_a_restarted_gateway_grants_the_serving_user_again(make_platform: Any, r
     with make_platform(**PLATFORM).client() as client:
         out = client.invoke(name, {"obs": [0.0] * 4})
     assert out["status"] == "success" and out["result"]["version"] == job["version"], out
+
+
+def test_the_serve_rule_publishes_versions_to_its_alias_and_a_move_rolls_back(client: Client):
+    """``serve: {alias, every}``: every 2 rounds and at the end the latest version is served,
+    published as a function version and the alias moved to it; the record says where."""
+    job = client.submit({**JOBS["ppo"], "controller": {"name": "fixed", "actors": 1},
+                         "evaluation_episodes": 0, "stop": {"max_rounds": 5},
+                         "serve": {"alias": "live", "every": 2, "name": "rolling"}})
+    job = succeeded(client, job["id"])
+    published = client.versions("rolling")
+    assert [v["version"] for v in published] == [1, 2, 3]  # rounds 2, 4 and the end
+    assert all(job["id"] in v["description"] for v in published)
+    serving = job["serving"]
+    assert serving["function"] == "rolling" and serving["alias"] == "live"
+    assert serving["function_version"] == 3 and serving["model_version"] == job["version"]
+    assert serving["error"] is None
+    assert client.alias("rolling", "live")["version"] == 3
+    obs = OBS["CartPole-v1"]
+    live = client.invoke("rolling", {"obs": obs.tolist()}, qualifier="live")
+    assert live["status"] == "success" and live["result"]["version"] == job["version"]
+    assert live["version"] == 3  # the record names the function version that answered
+
+    client.set_alias("rolling", "live", 1)  # roll back
+    back = client.invoke("rolling", {"obs": obs.tolist()}, qualifier="live")
+    assert back["version"] == 1 and back["result"]["version"] < job["version"]
+    expected = evaluation_actions("ppo", jobs_model(client, job, back["result"]["version"]),
+                                  obs)
+    assert back["result"]["actions"] == expected.tolist()
+
+
+def test_a_serve_rule_naming_a_bad_alias_is_a_422_naming_it(client: Client):
+    with pytest.raises(GatewayError) as refused:
+        client.submit({**JOBS["ppo"], "serve": {"alias": "42", "every": 0}})
+    assert refused.value.status == 422
+    assert {"serve.alias", "serve.every"} <= set(refused.value.fields)

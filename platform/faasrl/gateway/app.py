@@ -7,6 +7,7 @@ import io
 import logging
 from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
+from functools import partial
 
 from fastapi import FastAPI
 from fastapi.telemetry import TelemetryConfig
@@ -41,6 +42,7 @@ from faasrl.gateway.routers import (
 from faasrl.gateway.services import Services, events, quotas
 from faasrl.gateway.services import functions as function_service
 from faasrl.gateway.services import namespaces as namespace_service
+from faasrl.gateway.services import serving as serving_service
 from faasrl.gateway.services import versions as version_service
 from faasrl.invoker import Invoker, InvokerConfig, Pool, RecordStore, node_capacity
 from faasrl.invoker.metrics import InvokerMetrics, PoolCollector, RecordCollector
@@ -135,6 +137,7 @@ def create_app(settings: Settings, redis_url: str, function_redis_url: str | Non
         svc = Services(settings, redis, invoker, registrations, records, registry, manager,
                        code_store, memory, keys)
         app.state.services = svc
+        manager.publish = partial(serving_service.publish_to_alias, svc)
         await version_service.restore(svc)
         svc.spawn(namespace_service.write_key_use(keys))
         quotas.apply_all(svc)  # before jobs resume: they are held to them too

@@ -31,7 +31,7 @@ from faasrl.jobs.store import ACTIVE, JobRecord, JobStore
 from faasrl.namespaces import DEFAULT, SEPARATOR, local_name, qualify
 from faasrl.rl.model_spec import NetworkError, trunk
 from faasrl.workflow import WORKFLOWS
-from faasrl.workflow.job import JobRun
+from faasrl.workflow.job import JobRun, Publish
 
 
 class JobNotFound(LookupError):
@@ -55,6 +55,7 @@ class JobManager:
         self._health = health
         self._outage_max_s = outage_max_s
         self._running: dict[str, tuple[JobRun, asyncio.Task[None]]] = {}
+        self.publish: Publish | None = None  # the serve rule's, set by the gateway
         self.admission = Admission(invoker.quota, redis)  # the namespaces' jobs and spend
         if health is not None:
             health.on_recovery(self._grant_all)
@@ -259,7 +260,8 @@ class JobManager:
         job_run = JobRun(rec, store=self.store, invoker=self._invoker, redis=self._redis,
                         checkpoints=self._checkpoints, workflow=WORKFLOWS[rec.spec.execution],
                         schedulers=self._schedulers, health=self._health,
-                        outage_max_s=self._outage_max_s, admission=self.admission)
+                        outage_max_s=self._outage_max_s, admission=self.admission,
+                        publish=self.publish)
         task = asyncio.create_task(job_run.run(), name=f"job-{rec.id}")
         self._running[rec.id] = (job_run, task)
         task.add_done_callback(lambda _: self._running.pop(rec.id, None))

@@ -30,7 +30,9 @@ from faasrl.contracts import AggregationSpec, StellarisAggregation
 from faasrl.controllers.spec import ControllerSpec, FixedController
 from faasrl.env_code import EnvCode
 from faasrl.inputs import STRICT
+from faasrl.invoker.versions import ALIAS_MAX, ALIAS_NAME
 from faasrl.jobs.cost import Pricing
+from faasrl.manifest import FUNCTION_NAME
 from faasrl.rl.envs import check_env_id, env_family
 from faasrl.workflow import ExecutionName
 
@@ -217,6 +219,20 @@ class EvaluationSettings(BaseModel):
                                                       "1000 frames")
 
 
+class ServeSettings(BaseModel):
+    """Publish the job's policy to a serving alias as it trains: every ``every`` rounds (and at
+    its end) the latest version is served by the policy function ``name``, published as a
+    function version and the alias moved to it. Roll back by moving the alias to an earlier
+    version (``PUT /v1/functions/{name}/aliases/{alias}``): each stays published."""
+
+    model_config = STRICT
+    alias: str = Field(pattern=ALIAS_NAME, max_length=ALIAS_MAX,
+                       description="the alias moved to each new version, e.g. live")
+    every: int = Field(10, ge=1, description="rounds between publications")
+    name: str | None = Field(None, pattern=FUNCTION_NAME,
+                             description="the policy function's name; null: '<job id>-policy'")
+
+
 class Placement(BaseModel):
     """Where a job's functions run. Actors may go to AWS Lambda (the function's ``aws_lambda``
     twin); learners always run on this platform's containers, next to their GPUs."""
@@ -259,6 +275,8 @@ class JobSpec(BaseModel):
     pricing: Pricing = Field(default_factory=Pricing)
     evaluation_episodes: int = Field(20, ge=0, le=1000)
     evaluation: EvaluationSettings = Field(default_factory=EvaluationSettings)
+    serve: ServeSettings | None = Field(None, description="publish the policy to a serving "
+                                                          "alias as the job trains")
     checkpoint_every: int = Field(10, ge=1, description="rounds between disk checkpoints")
     tensorboard: bool = Field(False, description="write TensorBoard event files of the metrics "
                                                  "rows as rounds end, to <state_dir>/jobs/<id>/"

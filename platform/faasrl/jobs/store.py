@@ -42,6 +42,24 @@ class Evaluation(BaseModel):
     returns: list[float]
 
 
+def policy_function(job_id: str, name: str | None = None) -> str:
+    """The policy function serving a job: ``name``, else ``<job id>-policy``."""
+    return name or f"{job_id}-policy"
+
+
+class Serving(BaseModel):
+    """Where the spec's ``serve`` rule last published the job's policy."""
+
+    function: str = Field(description="the policy function (the job's namespace's)")
+    alias: str
+    function_version: int | None = Field(None, description="the function version the alias "
+                                                           "was moved to")
+    model_version: int | None = Field(None, description="the job's model version it serves")
+    published_at: float | None = None
+    error: str | None = Field(None, description="why the latest publication failed (the job "
+                                                "trains on; the alias stays where it was)")
+
+
 class JobRecord(BaseModel):
     id: str
     spec: JobSpec
@@ -85,6 +103,8 @@ class JobRecord(BaseModel):
                           "target_reward, on the confirmation seeds")
     evaluation: Evaluation | None = Field(
         None, description="the final one, on held-out seeds at the job's end: what it reports")
+    serving: Serving | None = Field(None, description="the spec's serve rule's latest "
+                                                      "publication")
     video: VideoStatus | None = Field(
         None, description="the final evaluation's videos (spec evaluation.video), or why "
                           "there are none")

@@ -46,7 +46,15 @@ from faasrl.jobs.checkpoint import read_checkpoint, write_checkpoint
 from faasrl.jobs.cost import serverful_cost
 from faasrl.jobs.function_calls import evaluate_args, init_args, result
 from faasrl.jobs.parallel import parallel_cost_usd, parallel_round_s
-from faasrl.jobs.store import TARGET_REACHED, Evaluation, JobRecord, JobStore, reached_target
+from faasrl.jobs.store import (
+    TARGET_REACHED,
+    Evaluation,
+    JobRecord,
+    JobStore,
+    Serving,
+    policy_function,
+    reached_target,
+)
 from faasrl.jobs.videos import VideoStatus
 from faasrl.rl.seeds import Purpose, evaluation_seeds
 
@@ -54,6 +62,9 @@ if TYPE_CHECKING:
     from faasrl.jobs.tensorboard import EventLog
 
 log = logging.getLogger(__name__)
+
+# The gateway's serve-rule publisher: the latest version of a job to its alias, and where.
+Publish = Callable[[JobRecord], Awaitable[Serving]]
 CONFIRM_GAP = 5  # rounds between evaluations that try to confirm a reached target
 REDIS_ATTEMPTS = 5  # invocations of a function that keeps finding Redis unreachable
 # what a resume from a disk checkpoint brings back
@@ -141,8 +152,10 @@ class JobRun:
     def __init__(self, record: JobRecord, *, store: JobStore, invoker: Invoker, redis: Redis,
                  checkpoints: Path, workflow: Callable[[JobRun], Workflow],
                  schedulers: Path | None = None, health: RedisHealth | None = None,
-                 outage_max_s: float = 600.0, admission: Admission | None = None):
+                 outage_max_s: float = 600.0, admission: Admission | None = None,
+                 publish: Publish | None = None):
         self.record = record
+        self.publish = publish  # the serve rule's publisher (None: no gateway to serve)
         self.admission = admission  # its namespace's jobs and spend quotas (None: none)
         self.store = store
         self.invoker = invoker
@@ -205,6 +218,8 @@ class JobRun:
                 rec.evaluation = await self._evaluate("final")
             if spec.evaluation.video:
                 rec.video = await self.with_redis(self._record_videos)
+            if spec.serve is not None:
+                await self._publish()  # the final version, unless published already
             rec.status = "succeeded"
         except asyncio.CancelledError:
             rec.status = self.stop_requested or "cancelled"
@@ -480,6 +495,26 @@ class JobRun:
         await self._log_row(row, ended)
         if rec.round % spec.checkpoint_every == 0:
             await self.with_redis(self._checkpoint)
+        if spec.serve is not None and rec.round % spec.serve.every == 0:
+            await self._publish()
+
+    async def _publish(self) -> None:
+        """The serve rule: publish the latest version to its alias (``JobManager.publish``,
+        the gateway's). A failure is the record's ``serving.error``, never the job's."""
+        rec, serve = self.record, self.record.spec.serve
+        if self.publish is None or serve is None or rec.version is None:
+            return
+        last = rec.serving
+        if last is not None and last.error is None and last.model_version == rec.version:
+            return
+        try:
+            rec.serving = await self.publish(rec)
+        except Exception as exc:  # serving must not stop training
+            log.warning("job %s: publishing version %s to alias %s failed: %s", rec.id,
+                        rec.version, serve.alias, exc)
+            last = last or Serving(function=policy_function(rec.id, serve.name),
+                                   alias=serve.alias)
+            rec.serving = last.model_copy(update={"error": f"version {rec.version}: {exc}"})
 
     def _capacity_waits(self, records: list[InvocationRecord]) -> dict[str, float]:
         """Per phase (actors, learner, parameter, buffer: as the cost columns name them), the

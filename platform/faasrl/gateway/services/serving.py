@@ -4,18 +4,22 @@
 pinned version outlives training and a restart of the job), grants the job's serving user
 (GET on those copies, nothing else) and registers ``functions/policy``'s manifest under the
 function's name with a :class:`~faasrl.contracts.PolicyConfig` in its environment. From then on
-it is a function like any other (invoke, records, cost, Lambda API).
+it is a function like any other (invoke, records, cost, Lambda API). A job whose spec has a
+``serve`` rule does this itself as it trains, and publishes each served version to the rule's
+alias (``publish_to_alias``, the job manager's publisher).
 """
 
 from __future__ import annotations
+
+import time
 
 from faasrl.contracts import Credentials, PolicyConfig
 from faasrl.data import acl
 from faasrl.data.keys import params_key, served_key
 from faasrl.gateway.errors import FieldError
 from faasrl.gateway.schemas import ServeOut, ServeRequest
-from faasrl.gateway.services import Services, functions
-from faasrl.jobs.store import JobRecord
+from faasrl.gateway.services import Services, functions, versions
+from faasrl.jobs.store import JobRecord, Serving, policy_function
 from faasrl.manifest import FunctionSpec, load_manifest, renamed
 from faasrl.namespaces import qualify
 
@@ -24,10 +28,6 @@ POLICY_FUNCTION = "policy"  # the built-in function's folder under functions_dir
 
 class NothingToServe(LookupError):
     """The job has published no weights yet."""
-
-
-def default_name(job_id: str) -> str:
-    return f"{job_id}-policy"
 
 
 async def serve(svc: Services, rec: JobRecord, request: ServeRequest) -> ServeOut:
@@ -41,12 +41,28 @@ async def serve(svc: Services, rec: JobRecord, request: ServeRequest) -> ServeOu
         raise FieldError({"version": f"version {version} is not kept (the latest is "
                                      f"{rec.version}; the newest few are kept)"})
     creds = await acl.grant_serving(svc.redis, rec.id)
-    name = request.name or default_name(rec.id)
+    name = policy_function(rec.id, request.name)
     config = PolicyConfig(job=rec.id, version=version,
                           redis=Credentials(username=creds.username, password=creds.password))
     spec = policy_spec(svc, name, config)
     replaced = await functions.deploy(svc, renamed(spec, qualify(rec.namespace, name)))
     return ServeOut(function=name, job=rec.id, version=version, replaced=replaced)
+
+
+async def publish_to_alias(svc: Services, rec: JobRecord) -> Serving:
+    """The job spec's serve rule: serve the latest version, publish the policy function as a
+    version and move the rule's alias to it (invocations that resolved the alias already
+    finish on the version they resolved)."""
+    rule = rec.spec.serve
+    if rule is None:
+        raise ValueError(f"job {rec.id} has no serve rule")
+    out = await serve(svc, rec, ServeRequest(name=rule.name))
+    function = qualify(rec.namespace, out.function)
+    published = await versions.publish_version(svc, function,
+                                               f"job {rec.id}, model version {out.version}")
+    await versions.set_alias(svc, function, rule.alias, published.version)
+    return Serving(function=out.function, alias=rule.alias, model_version=out.version,
+                   function_version=published.version, published_at=time.time())
 
 
 def policy_spec(svc: Services, name: str, config: PolicyConfig) -> FunctionSpec:
