@@ -150,6 +150,7 @@ class EmbeddedPlatform:
         config = uvicorn.Config(FastInvoke(app), host=self.settings.host, port=self.settings.port,
                                 loop="uvloop", http="httptools", lifespan="on",
                                 log_level="warning", access_log=self._access_log,
+                                proxy_headers=False, server_header=False,
                                 timeout_keep_alive=KEEP_ALIVE_S, timeout_graceful_shutdown=5)
         self._app = app
         self._server = server = uvicorn.Server(config)
