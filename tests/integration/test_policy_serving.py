@@ -236,6 +236,9 @@ def test_the_serve_rule_publishes_versions_to_its_alias_and_a_move_rolls_back(cl
     assert serving["function_version"] == 3 and serving["model_version"] == job["version"]
     assert serving["error"] is None
     assert client.alias("rolling", "live")["version"] == 3
+    shown = CliRunner().invoke(app, ["jobs", "show", job["id"]],
+                               env={"FAASRL_URL": client.url, "FAASRL_TOKEN": TOKEN})
+    assert "rolling:live -> version 3" in " ".join(shown.output.split()), shown.output
     obs = OBS["CartPole-v1"]
     live = client.invoke("rolling", {"obs": obs.tolist()}, qualifier="live")
     assert live["status"] == "success" and live["result"]["version"] == job["version"]

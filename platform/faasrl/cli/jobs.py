@@ -123,6 +123,16 @@ def _evaluation_lines(job: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _serving_lines(job: dict[str, Any]) -> list[str]:
+    """Where the spec's serve rule last published the policy, and why a try failed."""
+    if not (s := job.get("serving")):
+        return []
+    at = "nothing published yet" if s["function_version"] is None else \
+        f"version {s['function_version']} (model version {s['model_version']})"
+    failed = f"   last try failed: {s['error']}" if s.get("error") else ""
+    return [f"serving     {s['function']}:{s['alias']} -> {at}{failed}"]
+
+
 def _rounds_line(job: dict[str, Any]) -> str:
     """Rounds, env steps, env restarts where there were any (episodes cut short), wall."""
     restarts = job.get("env_restarts", 0)
@@ -139,7 +149,7 @@ def _summary(job: dict[str, Any]) -> None:
              f"${job['serverful_cost_usd']:.4f}",
              f"modeled     parallel, no waits for a core: wall {job['parallel_wall_s']:.1f} s"
              f"   cost ${job['parallel_cost_usd']:.4f}",
-             *_evaluation_lines(job)]
+             *_evaluation_lines(job), *_serving_lines(job)]
     console.print(Panel("\n".join(lines), title=f"job {job['id']}", expand=False))
 
 

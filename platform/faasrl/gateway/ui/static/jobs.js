@@ -43,6 +43,18 @@ export async function jobsPage(body, _, { every }) {
   });
 }
 
+// Where the spec's serve rule last published the policy (a link to the function's page, whose
+// versions and aliases roll it back), or why it failed; none without a serve rule.
+function serving(s) {
+  if (!s) return undefined;
+  const at = s.function_version === null ? "nothing published yet"
+    : `version ${s.function_version} (model version ${s.model_version})`;
+  return h("span", { id: "job-serving" },
+           link(`#/functions/${s.function}`, `${s.function}:${s.alias}`),
+           ` → ${at}`,
+           s.error ? h("span", { class: "error" }, ` · last try failed: ${s.error}`) : null);
+}
+
 function summary(job) {
   const spec = job.spec;
   const ev = job.evaluation;
@@ -62,6 +74,7 @@ function summary(job) {
     ["cost, modeled parallel", job.parallel_cost_usd ? usd(job.parallel_cost_usd) : "–"],
     ["policy version", job.version ?? "–"],
     ["held-out evaluation", ev ? `${num(ev.mean)} ± ${num(ev.std)} over ${ev.episodes}` : "–"],
+    ["serving", serving(job.serving)],
     ["stop reason", job.stop_reason || "–"],
     ["held by a quota", job.held || undefined],
     ["error", job.error ? h("span", { class: "error" }, job.error) : undefined],
