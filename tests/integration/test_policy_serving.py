@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import redis
 from botocore.config import Config
-from helpers import CORRIDOR_DIR, evaluation_actions, fn, namespace_key, succeeded
+from helpers import CORRIDOR_DIR, evaluation_actions, fn, namespace_key, succeeded, wait_for
 from typer.testing import CliRunner
 
 from faasrl.algorithms import algorithm
@@ -257,3 +257,50 @@ def test_a_serve_rule_naming_a_bad_alias_is_a_422_naming_it(client: Client):
         client.submit({**JOBS["ppo"], "serve": {"alias": "42", "every": 0}})
     assert refused.value.status == 422
     assert {"serve.alias", "serve.every"} <= set(refused.value.fields)
+
+
+def test_the_serve_rule_keeps_its_newest_versions_and_the_weights_only_they_serve(
+        client: Client, r: redis.Redis):
+    job = client.submit({**JOBS["ppo"], "controller": {"name": "fixed", "actors": 1},
+                         "evaluation_episodes": 0, "stop": {"max_rounds": 5},
+                         "serve": {"alias": "live", "every": 1, "keep": 2, "name": "pruned"}})
+    job = succeeded(client, job["id"])
+    assert [v["version"] for v in client.versions("pruned")] == [4, 5]
+    served = {int(k.rsplit(b":", 1)[1]) for k in r.keys(served_key(job["id"], 0)[:-1] + "*")}
+    # Model versions 1-5 were served by versions 1-5 (rounds 1-5); $LATEST serves the newest.
+    assert served == {job["version"] - 1, job["version"]}
+
+
+def _published(client: Client, job_id: str, at_least: int) -> dict[str, Any]:
+    """The job's record once its serve rule has published ``at_least`` versions; cancelled."""
+    wait_for(lambda: ((client.job(job_id).get("serving") or {}).get("function_version") or 0)
+             >= at_least, timeout_s=120, what=f"function version {at_least}", poll_s=0.05)
+    client.cancel_job(job_id)
+    return wait_for(lambda: (j := client.job(job_id))["status"] == "cancelled" and j,
+                    timeout_s=60, what="cancelled")
+
+
+def test_an_alias_moved_by_hand_is_left_there_until_moved_back_to_the_newest(client: Client):
+    """A rollback sticks while the job trains on: the rule publishes but leaves the alias;
+    moved back to the rule's newest version, the alias follows the rule again."""
+    job = client.submit({**JOBS["ppo"], "controller": {"name": "fixed", "actors": 1},
+                         "evaluation_episodes": 0, "stop": {"max_rounds": 200},
+                         "serve": {"alias": "live", "every": 2, "keep": 20, "name": "held"}})
+    first = _published(client, job["id"], 2)["serving"]["function_version"]
+    client.set_alias("held", "live", 1)  # the rollback
+    client.resume_job(job["id"])
+    rec = _published(client, job["id"], first + 2)
+    assert client.alias("held", "live")["version"] == 1
+    assert rec["serving"]["alias_version"] == 1 and rec["serving"]["function_version"] > first
+    obs = OBS["CartPole-v1"]
+    assert client.invoke("held", {"obs": obs.tolist()}, qualifier="live")["version"] == 1
+    shown = CliRunner().invoke(app, ["jobs", "show", job["id"]],
+                               env={"FAASRL_URL": client.url, "FAASRL_TOKEN": TOKEN})
+    assert "held by hand" in shown.output, shown.output
+
+    newest = rec["serving"]["function_version"]
+    client.set_alias("held", "live", newest)  # follow the rule again
+    client.resume_job(job["id"])
+    rec = _published(client, job["id"], newest + 1)
+    assert client.alias("held", "live")["version"] == rec["serving"]["function_version"] > newest
+    assert rec["serving"]["alias_version"] == rec["serving"]["function_version"]

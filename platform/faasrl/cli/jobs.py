@@ -124,11 +124,18 @@ def _evaluation_lines(job: dict[str, Any]) -> list[str]:
 
 
 def _serving_lines(job: dict[str, Any]) -> list[str]:
-    """Where the spec's serve rule last published the policy, and why a try failed."""
+    """Where the spec's serve rule last published the policy, where the alias points (moved
+    by hand: the rule leaves it), and why a try failed."""
     if not (s := job.get("serving")):
         return []
-    at = "nothing published yet" if s["function_version"] is None else \
-        f"version {s['function_version']} (model version {s['model_version']})"
+    newest, alias = s["function_version"], s["alias_version"]
+    if newest is None:
+        at = "nothing published yet"
+    elif alias == newest:
+        at = f"version {newest} (model version {s['model_version']})"
+    else:
+        at = f"version {alias}, held by hand (newest: {newest}, model version " \
+             f"{s['model_version']})"
     failed = f"   last try failed: {s['error']}" if s.get("error") else ""
     return [f"serving     {s['function']}:{s['alias']} -> {at}{failed}"]
 

@@ -223,12 +223,17 @@ class ServeSettings(BaseModel):
     """Publish the job's policy to a serving alias as it trains: every ``every`` rounds (and at
     its end) the latest version is served by the policy function ``name``, published as a
     function version and the alias moved to it. Roll back by moving the alias to an earlier
-    version (``PUT /v1/functions/{name}/aliases/{alias}``): each stays published."""
+    version (``PUT /v1/functions/{name}/aliases/{alias}``): the newest ``keep`` stay
+    published (each one's weights are a served copy in Redis: a long job would otherwise
+    keep one per publication)."""
 
     model_config = STRICT
     alias: str = Field(pattern=ALIAS_NAME, max_length=ALIAS_MAX,
                        description="the alias moved to each new version, e.g. live")
     every: int = Field(10, ge=1, description="rounds between publications")
+    keep: int = Field(5, ge=1, le=1000, description="published versions kept besides those "
+                                                   "an alias routes to: older ones go, with "
+                                                   "the weights only they served")
     name: str | None = Field(None, pattern=FUNCTION_NAME,
                              description="the policy function's name; null: '<job id>-policy'")
 

@@ -52,8 +52,11 @@ class Serving(BaseModel):
 
     function: str = Field(description="the policy function (the job's namespace's)")
     alias: str
-    function_version: int | None = Field(None, description="the function version the alias "
-                                                           "was moved to")
+    function_version: int | None = Field(None, description="the newest function version "
+                                                           "published")
+    alias_version: int | None = Field(None, description="where the alias points: the newest "
+                                                        "version, unless moved by hand since "
+                                                        "(the rule then leaves it)")
     model_version: int | None = Field(None, description="the job's model version it serves")
     published_at: float | None = None
     error: str | None = Field(None, description="why the latest publication failed (the job "

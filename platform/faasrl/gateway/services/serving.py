@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 
-from faasrl.contracts import Credentials, PolicyConfig
+from faasrl.contracts import POLICY_ENV, Credentials, PolicyConfig
 from faasrl.data import acl
 from faasrl.data.keys import params_key, served_key
 from faasrl.gateway.errors import FieldError
@@ -52,7 +52,9 @@ async def serve(svc: Services, rec: JobRecord, request: ServeRequest) -> ServeOu
 async def publish_to_alias(svc: Services, rec: JobRecord) -> Serving:
     """The job spec's serve rule: serve the latest version, publish the policy function as a
     version and move the rule's alias to it (invocations that resolved the alias already
-    finish on the version they resolved)."""
+    finish on the version they resolved). An alias moved by hand since the rule last moved
+    it (a rollback) stays where it is: the rule publishes on, and follows again once the
+    alias is moved back to the rule's newest version."""
     rule = rec.spec.serve
     if rule is None:
         raise ValueError(f"job {rec.id} has no serve rule")
@@ -60,9 +62,42 @@ async def publish_to_alias(svc: Services, rec: JobRecord) -> Serving:
     function = qualify(rec.namespace, out.function)
     published = await versions.publish_version(svc, function,
                                                f"job {rec.id}, model version {out.version}")
-    await versions.set_alias(svc, function, rule.alias, published.version)
+    before = versions.aliases(svc, function).get(rule.alias)
+    last = rec.serving
+    held = before is not None and last is not None and before.version != last.function_version
+    if not held:
+        await versions.set_alias(svc, function, rule.alias, published.version)
+    await _prune(svc, rec.id, function, rule.keep)
     return Serving(function=out.function, alias=rule.alias, model_version=out.version,
-                   function_version=published.version, published_at=time.time())
+                   function_version=published.version,
+                   alias_version=before.version if held and before else published.version,
+                   published_at=time.time())
+
+
+async def _prune(svc: Services, job_id: str, function: str, keep: int) -> None:
+    """Delete ``function``'s versions older than its newest ``keep`` that no alias routes to,
+    and the served copies of the job's weights that nothing registered serves any more."""
+    routed = {n for alias in versions.aliases(svc, function).values() for n in alias.versions()}
+    gone = [v for v in versions.listed(svc, function)[:-keep] if v.version not in routed]
+    for old in gone:
+        await versions.delete_version(svc, function, old.version)
+    served = {c.version for c in _configs(svc) if c.job == job_id}
+    dropped = {c.version for v in gone if (c := _config(v.spec.get("env", {}))) is not None}
+    if unserved := dropped - served:
+        await svc.redis.delete(*(served_key(job_id, n) for n in sorted(unserved)))
+
+
+def _configs(svc: Services) -> list[PolicyConfig]:
+    """What every registered policy function and published version serves."""
+    envs = [spec.env for spec in svc.invoker.functions()]
+    envs += [v.spec.get("env", {}) for known in svc.versions.versions.values()
+             for v in known.values()]
+    return [c for env in envs if (c := _config(env)) is not None]
+
+
+def _config(env: dict[str, str]) -> PolicyConfig | None:
+    """The policy a function's environment serves (None: not a policy function's)."""
+    return PolicyConfig.from_env(env) if POLICY_ENV in env else None
 
 
 def policy_spec(svc: Services, name: str, config: PolicyConfig) -> FunctionSpec:

@@ -43,12 +43,15 @@ export async function jobsPage(body, _, { every }) {
   });
 }
 
-// Where the spec's serve rule last published the policy (a link to the function's page, whose
-// versions and aliases roll it back), or why it failed; none without a serve rule.
+// Where the spec's serve rule last published the policy and where its alias points (a link
+// to the function's page, whose versions and aliases roll it back; moved by hand, the rule
+// leaves it), or why a try failed; none without a serve rule.
 function serving(s) {
   if (!s) return undefined;
+  const model = `model version ${s.model_version}`;
   const at = s.function_version === null ? "nothing published yet"
-    : `version ${s.function_version} (model version ${s.model_version})`;
+    : s.alias_version === s.function_version ? `version ${s.function_version} (${model})`
+    : `version ${s.alias_version}, held by hand (newest: ${s.function_version}, ${model})`;
   return h("span", { id: "job-serving" },
            link(`#/functions/${s.function}`, `${s.function}:${s.alias}`),
            ` → ${at}`,
