@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import docker
@@ -141,3 +142,22 @@ def test_exit_code_of_a_stopped_container(backend):
     asyncio.run(backend.stop(handle, 0))
     assert backend.exit_code(handle) == -1
     assert backend.list_own() == []
+
+
+def test_starts_racing_to_make_the_network_make_one(docker_client, runtime_image: str,
+                                                     node: str):
+    """Concurrent first starts each find no network and create it: the engine must refuse all
+    but one (a second network of the name made every later start fail as "ambiguous")."""
+    name = f"{TEST_NETWORK}-race-{node}"
+    backends = [DockerBackend(DockerConfig(node=node, image=runtime_image, network=name,
+                                           functions_dir=REPO / "functions"))
+                for _ in range(8)]
+    try:
+        with ThreadPoolExecutor(len(backends)) as pool:
+            list(pool.map(lambda b: b._ensure_network(), backends))
+        assert len(docker_client.networks.list(names=[name])) == 1
+    finally:
+        for b in backends:
+            asyncio.run(b.close())
+        for network in docker_client.networks.list(names=[name]):
+            network.remove()

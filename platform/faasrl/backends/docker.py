@@ -250,6 +250,7 @@ class DockerBackend(Backend):
         # The SDK blocks; starts and stops run here so that a burst of them overlaps.
         self._pool = ThreadPoolExecutor(16, thread_name_prefix="docker")
         self._network_ready = False
+        self._network_lock = threading.Lock()
         self._closing = False
         self._layers: LayerStore | None = None  # asked of the image at the first need
         self._layers_lock = threading.Lock()
@@ -414,16 +415,36 @@ class DockerBackend(Backend):
     def _ensure_network(self) -> None:
         if self._network_ready:
             return
-        try:
-            self._client.networks.get(self.config.network)
-        except NotFound:
-            try:
-                self._client.networks.create(self.config.network, driver="bridge",
-                                             labels={f"{LABEL}.network": "true"})
-            except APIError as exc:  # made by someone else meanwhile
-                if exc.status_code != 409:
-                    raise
-        self._network_ready = True
+        with self._network_lock:  # starts run in threads: the first makes it
+            if self._network_ready:
+                return
+            if not self._networks():
+                try:
+                    self._client.networks.create(self.config.network, driver="bridge",
+                                                 labels={f"{LABEL}.network": "true"},
+                                                 check_duplicate=True)
+                except APIError as exc:  # made by someone else meanwhile
+                    if exc.status_code != 409:
+                        raise
+            self._one_network()
+            self._network_ready = True
+
+    def _networks(self) -> list[Any]:
+        """The engine's networks of our network's name (its filter also matches parts)."""
+        return [n for n in self._client.networks.list(names=[self.config.network])
+                if n.name == self.config.network]
+
+    def _one_network(self) -> None:
+        """Keep one network of the name. The engine's duplicate check is not atomic: gateways
+        starting at once may each make one, and every later start then fails as "ambiguous".
+        Each keeps the first made and removes the others (one in use stays: the engine
+        refuses)."""
+        made = sorted(self._networks(), key=lambda n: (n.attrs.get("Created", ""), n.id))
+        for extra in made[1:]:
+            with contextlib.suppress(APIError):
+                extra.remove()
+            log.warning("removed a second Docker network %r (%s) made by a racing start",
+                        self.config.network, extra.short_id)
 
     def _address(self, container: Any) -> str:
         networks = container.attrs["NetworkSettings"]["Networks"]
