@@ -7,6 +7,7 @@ from __future__ import annotations
 import uuid
 
 import docker
+import numpy as np
 import pytest
 from helpers import REPO, TEST_NETWORK, finished
 
@@ -31,6 +32,13 @@ def test_the_example_corridor_learns_in_docker_containers(
         assert done["status"] == "succeeded", done
         assert done["stop_reason"].startswith("target reward reached"), done
         assert done["evaluation"]["mean"] >= 0.9, done["evaluation"]
+        # Its policy served from a container (uid 10001), needing nothing of the env's code.
+        with platform.client() as client:
+            served = client.serve_job(job["id"])
+            obs = np.zeros(done["env_description"]["obs_shape"], np.float32)
+            out = client.invoke(served["function"], {"obs": [obs.tolist()] * 3})
+        assert out["status"] == "success", out
+        assert out["result"]["version"] == done["version"] and len(out["result"]["actions"]) == 3
     finally:
         platform.stop()
     left = docker_client.containers.list(all=True, filters={"label": f"faasrl.node={node}"})
