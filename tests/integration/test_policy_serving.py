@@ -5,6 +5,7 @@ boto3's Lambda client."""
 from __future__ import annotations
 
 import json
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import boto3
@@ -304,3 +305,44 @@ def test_an_alias_moved_by_hand_is_left_there_until_moved_back_to_the_newest(cli
     rec = _published(client, job["id"], newest + 1)
     assert client.alias("held", "live")["version"] == rec["serving"]["function_version"] > newest
     assert rec["serving"]["alias_version"] == rec["serving"]["function_version"]
+
+
+def test_two_teams_serve_policies_of_one_name_at_once_each_its_own(client: Client,
+                                                                    platform: Any):
+    """Two namespaces train, serve under the same function name and invoke it concurrently
+    (REST and the Lambda API): each gets its own job's actions; neither sees the other's."""
+    obs = OBS["CartPole-v1"]
+    teams = {}
+    for team in ("team-a", "team-b"):
+        _, key = namespace_key(platform, team)
+        teams[team] = Client(platform.url, key)
+    try:
+        jobs = {team: c.submit({**JOBS["ppo"], "seed": i + 7, "evaluation_episodes": 0,
+                                "controller": {"name": "fixed", "actors": 1},
+                                "stop": {"max_rounds": 2},
+                                "serve": {"alias": "live", "every": 1, "name": "shared"}})
+                for i, (team, c) in enumerate(teams.items())}
+        jobs = {team: succeeded(teams[team], job["id"]) for team, job in jobs.items()}
+        expected = {team: evaluation_actions("ppo", jobs_model(teams[team], job, job["version"]),
+                                             obs).tolist() for team, job in jobs.items()}
+        assert expected["team-a"] != expected["team-b"]  # two seeds, two policies
+
+        def ask(team: str) -> list[Any]:
+            return [teams[team].invoke("shared", {"obs": obs.tolist()}, qualifier="live")
+                    for _ in range(20)]
+
+        with ThreadPoolExecutor(4) as pool:
+            answers = dict(zip(teams, pool.map(ask, teams), strict=True))
+        for team, records in answers.items():
+            assert {r["status"] for r in records} == {"success"}
+            assert all(r["result"]["actions"] == expected[team] for r in records)
+        for team, c in teams.items():  # each lists its own versions only
+            assert [v["version"] for v in c.versions("shared")] == [1, 2]
+            other = next(j for t, j in jobs.items() if t != team)
+            with pytest.raises(GatewayError) as missing:
+                c.job(other["id"])
+            assert missing.value.status == 404
+        assert "shared" not in [f["name"] for f in client.functions()]  # default's: none
+    finally:
+        for c in teams.values():
+            c.close()
