@@ -34,7 +34,6 @@ from __future__ import annotations
 import os
 import time
 from collections import OrderedDict
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -61,7 +60,7 @@ from faasrl.rl.env_probe import answer
 from faasrl.rl.envs import make_vec_env
 from faasrl.rl.explore import Explorer
 from faasrl.rl.policy import ActorCritic, PolicySpec
-from faasrl.rl.rollout import Rollout, evaluate
+from faasrl.rl.rollout import OffPolicyActing, Rollout, acting, evaluate
 from faasrl.rl.seeds import training_seed
 from faasrl.runtime.server import status_mb
 
@@ -74,7 +73,6 @@ class _Job:
     def __init__(self, job: JobContext):
         cfg = job.hyperparameters
         self.module = algorithm(cfg.algorithm)
-        self.offpolicy = "offpolicy" in self.module.EXECUTIONS
         self.policy = self.module.make_model(PolicySpec.from_dict(job.policy_spec()), cfg)
         self.spec: PolicySpec = self.policy.spec
         self.policy.eval()
@@ -82,26 +80,9 @@ class _Job:
         self.rollouts: dict[int, Rollout] = {}
         self.explorers: dict[int, tuple[Explorer, torch.Generator]] = {}
 
-    def evaluated(self, cfg: Any) -> ActorCritic | _Acting:
+    def evaluated(self, cfg: Any) -> ActorCritic | OffPolicyActing:
         """What :func:`evaluate` steps: the policy, or an off-policy model acting greedily."""
-        return _Acting(self, cfg) if self.offpolicy else self.policy
-
-
-@dataclass
-class _Acting:
-    """An off-policy model as :func:`evaluate` steps a policy (``spec``, ``act``)."""
-
-    job: _Job
-    cfg: Any
-
-    @property
-    def spec(self) -> PolicySpec:
-        return self.job.spec
-
-    def act(self, obs: torch.Tensor, deterministic: bool, *,
-            generator: torch.Generator | None = None) -> torch.Tensor:
-        return self.job.module.act(self.job.policy, obs, self.cfg, slot=0, actors=1,
-                                   generator=generator, explore=not deterministic)
+        return acting(self.module, self.policy, cfg)
 
 
 def _job(job: JobContext, memory_limit_mb: float) -> _Job:

@@ -9,36 +9,20 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from typing import Any
-
-import torch
 
 from faasrl.algorithms import ALGORITHMS
 from faasrl.data.codec import decode_tensors
 from faasrl.jobs.videos import Recording, VideoFile, sidecar, video_path
 from faasrl.rl.env_loader import install
 from faasrl.rl.policy import PolicySpec
+from faasrl.rl.rollout import acting
 from faasrl.rl.video import NoVideo, record_episode
 
 
 def _say(line: dict[str, Any]) -> None:
     print(json.dumps(line), flush=True)
-
-
-@dataclass
-class _Greedy:
-    """An off-policy model as the recorder steps a policy (``spec``, ``act``)."""
-
-    module: Any
-    model: Any
-    cfg: Any
-    spec: PolicySpec
-
-    def act(self, obs: torch.Tensor, deterministic: bool, *,
-            generator: torch.Generator | None = None) -> torch.Tensor:
-        return self.module.act(self.model, obs, self.cfg, slot=0, actors=1,
-                               generator=generator, explore=not deterministic)
 
 
 def _acting(req: Recording) -> Any:
@@ -49,7 +33,7 @@ def _acting(req: Recording) -> Any:
     weights, _ = decode_tensors(req.model_path.read_bytes())
     model.load_state_dict(weights)
     model.eval()
-    return _Greedy(module, model, cfg, spec) if "offpolicy" in module.EXECUTIONS else model
+    return acting(module, model, cfg)
 
 
 def main() -> None:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -13,7 +14,7 @@ from faasrl.env_code import EnvCode
 from faasrl.rl.env_loader import EnvError, env_name, last_lines
 from faasrl.rl.envs import episodes_of, make_env, step_envs
 from faasrl.rl.fused import FusedPolicy
-from faasrl.rl.policy import ActorCritic
+from faasrl.rl.policy import ActorCritic, PolicySpec
 
 
 @dataclass(frozen=True)
@@ -101,6 +102,31 @@ class Rollout:
         logprobs, values = step.log_probs_and_values(outputs, actions)
         return Steps(obs, actions, logprobs, values, rewards, dones, ends, self._obs,
                      self._value(self._obs), self._done), episodes
+
+
+@dataclass
+class OffPolicyActing:
+    """An off-policy model as :func:`evaluate` steps a policy (``spec``, ``act``): through its
+    algorithm's own ``act``, exploring only when not deterministic."""
+
+    module: Any
+    model: Any
+    cfg: Any
+
+    @property
+    def spec(self) -> PolicySpec:
+        return self.model.spec
+
+    def act(self, obs: torch.Tensor, deterministic: bool, *,
+            generator: torch.Generator | None = None) -> torch.Tensor:
+        return self.module.act(self.model, obs, self.cfg, slot=0, actors=1,
+                               generator=generator, explore=not deterministic)
+
+
+def acting(module: Any, model: Any, cfg: Any) -> Any:
+    """What :func:`evaluate` steps for ``module``'s ``model``: an on-policy model itself, an
+    off-policy one through :class:`OffPolicyActing`."""
+    return OffPolicyActing(module, model, cfg) if "offpolicy" in module.EXECUTIONS else model
 
 
 @torch.no_grad()
