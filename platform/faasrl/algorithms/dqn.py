@@ -90,7 +90,12 @@ def make_model(spec: PolicySpec, cfg: Config) -> QLearner:
 
 
 def make_optimizer(model: QLearner, cfg: Config) -> torch.optim.Optimizer:
-    return torch.optim.Adam(model.online.parameters(), lr=cfg.learning_rate, eps=cfg.adam_eps)
+    """Adam over the online net. ``foreach``: one multi-tensor kernel per update term instead
+    of a Python loop over the parameters (torch picks the loop on CPU), the same arithmetic in
+    the same order, so the same weights bit for bit; on a small MLP the loop was a third of
+    the gradient step."""
+    return torch.optim.Adam(model.online.parameters(), lr=cfg.learning_rate, eps=cfg.adam_eps,
+                            foreach=True)
 
 
 def initial_state(cfg: Config) -> dict[str, Any]:
@@ -152,8 +157,10 @@ def priorities(model: QLearner, batch: dict[str, torch.Tensor], cfg: Config) -> 
 def train(model: QLearner, optimizer: torch.optim.Optimizer,
           batches: list[dict[str, torch.Tensor]], cfg: Config, state: dict[str, Any]
           ) -> tuple[dict[str, float], dict[str, Any], torch.Tensor]:
-    """A gradient step per batch; the target net syncs every ``target_update`` steps."""
+    """A gradient step per batch; the target net syncs every ``target_update`` steps. The
+    stats stay tensors until the last step: one read back per call, not two per step."""
     steps = int(state["learner_steps"])
+    params = list(model.online.parameters())
     losses, targets_mean, new = [], [], []
     for batch in batches:
         targets = double_dqn_targets(model.online, model.target, batch["next_obs"],
@@ -162,14 +169,14 @@ def train(model: QLearner, optimizer: torch.optim.Optimizer,
                                batch["weights"])
         optimizer.zero_grad()
         loss.backward()
-        nn.utils.clip_grad_norm_(model.online.parameters(), cfg.max_grad_norm)
+        nn.utils.clip_grad_norm_(params, cfg.max_grad_norm, foreach=True)
         optimizer.step()
         steps += 1
         if steps % cfg.target_update == 0:
             model.target.load_state_dict(model.online.state_dict())
-        losses.append(loss.item())
-        targets_mean.append(targets.mean().item())
+        losses.append(loss.detach())
+        targets_mean.append(targets.mean())
         new.append(errors)
-    stats = {"loss": sum(losses) / len(losses),
-             "target_mean": sum(targets_mean) / len(targets_mean)}
+    stats = {"loss": torch.stack(losses).double().mean().item(),
+             "target_mean": torch.stack(targets_mean).double().mean().item()}
     return stats, {"learner_steps": steps}, torch.cat(new)
