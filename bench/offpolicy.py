@@ -116,7 +116,7 @@ TASKS = {
                 max_env_steps=60_000, quick_env_steps=20_000, sb3=_sb3_sac),
 }
 MAX_WALL_S, QUICK_WALL_S = 1800.0, 300.0
-STEP_BLOCKS, QUICK_STEP_BLOCKS = 12, 2  # alternating blocks per side (of 8 learner calls)
+STEP_BLOCKS, QUICK_STEP_BLOCKS = 20, 2  # alternating blocks per side
 
 
 def faasrl_run(task: Task, seed: int, steps: int, wall: float) -> dict[str, Any]:
@@ -291,7 +291,8 @@ def main() -> None:
             results["atari"] = atari_smoke(console)
         elif name == "step":
             results["step"] = compare_steps(
-                console, repetitions=QUICK_STEP_BLOCKS if args.quick else STEP_BLOCKS, units=8)
+                console, repetitions=QUICK_STEP_BLOCKS if args.quick else STEP_BLOCKS,
+                units=4 if args.quick else 16)
         else:
             task = TASKS[name]
             steps = task.quick_env_steps if args.quick else task.max_env_steps
