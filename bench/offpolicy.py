@@ -1,6 +1,6 @@
 """Off-policy training against the single-process library, same run: faasrl's DQN and SAC
-against Stable-Baselines3's, each to a confirmed target, and an Atari smoke run of faasrl's
-uint8 frame path.
+against Stable-Baselines3's, each to a confirmed target, DQN's time per gradient step against
+SB3's, and an Atari smoke run of faasrl's uint8 frame path.
 
 - DQN, CartPole-v1 to 475. faasrl runs its own CartPole defaults (``FAMILY_DEFAULTS`` of
   ``faasrl.algorithms.dqn``: dueling double DQN, 3-step returns, prioritized replay in the
@@ -14,6 +14,10 @@ uint8 frame path.
 - SAC, Pendulum-v1 to -200. faasrl: its Pendulum defaults (``faasrl.algorithms.sac``); SB3:
   the zoo's Pendulum-v1 entry (``hyperparams/sac.yml``: lr 1e-3 for 20k steps, everything
   else SB3's defaults).
+- DQN per gradient step (``--tasks step``, also in a default run: about a minute; ``--quick``:
+  a few seconds): faasrl's buffer and learner computation for a gradient step against SB3's
+  ``DQN.train``, same network widths, batch and optimizer, alternating blocks in one process
+  (:mod:`dqn_step` says what each side includes).
 - Atari smoke (``--atari``, also in a default run: about 1.5 minutes here): faasrl DQN on
   ALE/Pong-v5 for a few thousand env steps with a tiny memory and learning_starts; it checks
   that metrics rows are written and that the buffer stores frames as uint8
@@ -39,7 +43,7 @@ priorities), and the actors, the buffer, the learner and Redis compete for two c
 has to itself; faasrl's win is elsewhere (actors and learner on separate machines, a replay
 memory that survives a crash). The numbers decide.
 
-    python bench/offpolicy.py [--seeds 1 2 3] [--quick] [--tasks dqn sac atari] [--atari]
+    python bench/offpolicy.py [--seeds 1 2 3] [--quick] [--tasks dqn sac step atari] [--atari]
 """
 
 from __future__ import annotations
@@ -53,6 +57,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from dqn_step import compare_steps
 from jobrun import run_job, write_results
 from library_eval import evaluate_greedy
 from rich.console import Console
@@ -63,9 +68,13 @@ from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.vec_env import VecEnv
 
-from faasrl.algorithms.offpolicy import stored_transition_bytes, transition_bytes
-from faasrl.jobs.spec import env_transition_layout
+from faasrl.algorithms.offpolicy import (
+    stored_transition_bytes,
+    transition_bytes,
+    transition_layout,
+)
 from faasrl.jobs.store import reached_target
+from faasrl.rl.policy import policy_spec_for
 from faasrl.workflow.job import CONFIRM_GAP
 
 WINDOW, EVAL_EPISODES = 20, 20
@@ -107,6 +116,7 @@ TASKS = {
                 max_env_steps=60_000, quick_env_steps=20_000, sb3=_sb3_sac),
 }
 MAX_WALL_S, QUICK_WALL_S = 1800.0, 300.0
+STEP_BLOCKS, QUICK_STEP_BLOCKS = 20, 2  # alternating blocks per side
 
 
 def faasrl_run(task: Task, seed: int, steps: int, wall: float) -> dict[str, Any]:
@@ -224,7 +234,9 @@ def atari_smoke(console: Console) -> dict[str, Any]:
     """faasrl DQN on Pong for a few thousand steps: rows are written, frames stay uint8 and
     the memory holds each distinct frame once."""
     job, rows = run_job(ATARI_SPEC, label="faasrl atari smoke", timeout_s=900)
-    layout = env_transition_layout(ATARI_ENV)
+    spec = policy_spec_for(ATARI_ENV)  # the buffer function's layout for its transitions
+    layout = transition_layout(spec.obs_shape, spec.obs_dtype, spec.action_shape,
+                               spec.action_dtype)
     as_float = {k: ("float32", shape) if k in ("obs", "next_obs") else (dtype, shape)
                 for k, (dtype, shape) in layout.items()}
     stored = next((r["bytes_per_transition"] for r in reversed(rows)
@@ -262,8 +274,8 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     parser.add_argument("--quick", action="store_true",
                         help="the first seed only, with the zoo's step budgets as caps")
-    parser.add_argument("--tasks", nargs="+", choices=[*TASKS, "atari"],
-                        default=[*TASKS, "atari"])
+    parser.add_argument("--tasks", nargs="+", choices=[*TASKS, "step", "atari"],
+                        default=[*TASKS, "step", "atari"])
     parser.add_argument("--atari", dest="tasks", action="store_const", const=["atari"],
                         help="only the Atari smoke run")
     parser.add_argument("--sb3-threads", type=int, default=1,
@@ -277,6 +289,10 @@ def main() -> None:
     for name in args.tasks:  # results are written after each task: a later failure keeps them
         if name == "atari":
             results["atari"] = atari_smoke(console)
+        elif name == "step":
+            results["step"] = compare_steps(
+                console, repetitions=QUICK_STEP_BLOCKS if args.quick else STEP_BLOCKS,
+                units=4 if args.quick else 16)
         else:
             task = TASKS[name]
             steps = task.quick_env_steps if args.quick else task.max_env_steps

@@ -143,3 +143,85 @@ def test_the_long_haul_papers_atari_memory_fits_the_buffer_function():
     budget = load_manifest(BUFFER_MANIFEST).memory_mb
     assert replay_memory_mb(size, transition_bytes(layout)) > 2 * budget
     assert replay_memory_mb(size, stored_transition_bytes(layout)) <= budget
+
+
+def _reference_train(model: dqn.QLearner, optimizer: torch.optim.Optimizer,
+                     batches: list[dict[str, torch.Tensor]], cfg: Config, steps: int
+                     ) -> tuple[list[float], list[float], torch.Tensor]:
+    """DQN's gradient step written plainly, one batch at a time, as the learner computed it
+    before it was made faster: per-step losses and target means, and the new |δ|."""
+    losses, target_means, new = [], [], []
+    for batch in batches:
+        with torch.no_grad():
+            best = model.online(batch["next_obs"]).argmax(dim=1, keepdim=True)
+            targets = batch["returns"] + batch["discounts"] * \
+                model.target(batch["next_obs"]).gather(1, best).squeeze(1)
+        q = model.online(batch["obs"]).gather(1, batch["actions"].unsqueeze(1)).squeeze(1)
+        loss = (batch["weights"] * nn.functional.huber_loss(q, targets, reduction="none")).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        nn.utils.clip_grad_norm_(model.online.parameters(), cfg.max_grad_norm)
+        optimizer.step()
+        steps += 1
+        if steps % cfg.target_update == 0:
+            model.target.load_state_dict(model.online.state_dict())
+        losses.append(loss.item())
+        target_means.append(targets.mean().item())
+        new.append((targets - q).detach().abs())
+    return losses, target_means, torch.cat(new)
+
+
+def test_the_learner_computes_what_the_plain_gradient_step_computes():
+    """Three learner calls of 4 batches, a target sync every 5 steps (inside a call and
+    across calls), clipping that bites, IS weights: the weights, the optimizer's moments, the
+    new priorities and the stats are those of the plain loop, bit for bit, with the same
+    optimizer. The speed-ups (the target net's values from one forward pass per sync period,
+    clipping over a list built once, stats read back once per call) change no arithmetic."""
+    cfg = Config(model={"hidden": [32, 32]}, target_update=5, learning_rate=1e-2,
+                 batch_size=16, max_grad_norm=0.05)
+    torch.manual_seed(0)
+    fast = dqn.make_model(SPEC, cfg)
+    plain = dqn.make_model(SPEC, cfg)
+    plain.load_state_dict(fast.state_dict())
+    fast_opt = dqn.make_optimizer(fast, cfg)
+    plain_opt = dqn.make_optimizer(plain, cfg)
+    g = torch.Generator().manual_seed(3)
+    state = dqn.initial_state(cfg)
+    for call in range(3):
+        batches = [{**_batch(16, g), "weights": torch.rand(16, generator=g)} for _ in range(4)]
+        stats, state, new = dqn.train(fast, fast_opt, batches, cfg, state)
+        losses, target_means, want = _reference_train(plain, plain_opt, batches, cfg, 4 * call)
+        assert state == {"learner_steps": 4 * (call + 1)}
+        assert torch.equal(new, want)
+        assert stats == pytest.approx({"loss": sum(losses) / 4,
+                                       "target_mean": sum(target_means) / 4}, rel=1e-12)
+    assert fast.state_dict().keys() == plain.state_dict().keys()
+    for key, value in plain.state_dict().items():
+        assert torch.equal(fast.state_dict()[key], value), key
+    moments = [s for s in fast_opt.state_dict()["state"].values()]
+    for mine, theirs in zip(moments, plain_opt.state_dict()["state"].values(), strict=True):
+        assert all(torch.equal(mine[k], theirs[k]) for k in ("exp_avg", "exp_avg_sq"))
+    assert not torch.equal(fast.online.state_dict()["advantage.weight"],
+                           fast.target.state_dict()["advantage.weight"])  # step 12: unsynced
+
+
+def test_the_fused_adam_is_torchs_per_parameter_adam_up_to_rounding():
+    """The learner's Adam against the per-parameter loop on the same 20 gradients: the same
+    weights to float32 rounding (an ε, a β or a learning rate off by 1% would be 1e-4 away)."""
+    cfg = Config(model={"hidden": [32, 32]}, learning_rate=1e-2)
+    torch.manual_seed(0)
+    model = dqn.make_model(SPEC, cfg)
+    fused = dqn.make_optimizer(model, cfg)
+    params = list(model.online.parameters())
+    copies = [p.detach().clone().requires_grad_() for p in params]
+    loop = torch.optim.Adam(copies, lr=cfg.learning_rate, eps=cfg.adam_eps, foreach=False)
+    g = torch.Generator().manual_seed(1)
+    for _ in range(20):
+        for p, c in zip(params, copies, strict=True):
+            p.grad = torch.randn(p.shape, generator=g) * 1e-3
+            c.grad = p.grad.clone()
+        fused.step()
+        loop.step()
+    for p, c in zip(params, copies, strict=True):
+        torch.testing.assert_close(p, c, rtol=1e-6, atol=1e-7)
+    assert fused.defaults["fused"] and fused.defaults["eps"] == cfg.adam_eps

@@ -146,3 +146,19 @@ def test_a_snapshot_of_framed_memory_restores_the_same_transitions_and_keeps_goi
     assert restored.bytes_per_transition == memory.bytes_per_transition
     np.testing.assert_array_equal(restored.sample(8, 1.0, np.random.default_rng(4)).arrays["obs"],
                                   memory.sample(8, 1.0, np.random.default_rng(4)).arrays["obs"])
+
+
+def test_every_sum_in_the_tree_is_its_childrens_after_scattered_and_repeated_sets():
+    """Sets of random slots, repeats included (the last value wins): each inner node holds
+    exactly the sum of its two children, the root the sum of the leaves."""
+    tree, rng = SumTree(1_000), np.random.default_rng(0)
+    want = np.zeros(tree.size)
+    for _ in range(50):
+        index = rng.integers(0, 1_000, 300)
+        values = rng.random(300)
+        tree.set(index, values)
+        want[index] = values
+    assert np.array_equal(tree.leaves(tree.size), want)
+    inner = np.arange(1, tree.size)
+    assert np.array_equal(tree.nodes[inner], tree.nodes[2 * inner] + tree.nodes[2 * inner + 1])
+    assert tree.total == pytest.approx(want.sum())

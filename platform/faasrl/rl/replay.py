@@ -43,10 +43,15 @@ class SumTree:
         return self.nodes[self.size:self.size + n]
 
     def set(self, index: np.ndarray, values: np.ndarray) -> None:
-        nodes = np.unique(np.asarray(index) + self.size)
-        self.nodes[np.asarray(index) + self.size] = values
+        """Set leaves (a repeated index: its last value) and the sums above them, each parent
+        once per level, from its two children."""
+        leaves = np.asarray(index) + self.size
+        self.nodes[leaves] = values
+        nodes = np.unique(leaves)
         while nodes[0] > 1:
-            nodes = np.unique(nodes // 2)
+            # Halving keeps sorted nodes sorted: dropping repeats needs no sort (np.unique's).
+            nodes = nodes // 2
+            nodes = nodes[np.concatenate(([True], nodes[1:] != nodes[:-1]))]
             self.nodes[nodes] = self.nodes[2 * nodes] + self.nodes[2 * nodes + 1]
 
     def find(self, prefix: np.ndarray) -> np.ndarray:
