@@ -71,24 +71,13 @@ def _actions(space: Any, envs: int, steps: int) -> np.ndarray:
     return np.stack([np.stack([space.sample() for _ in range(envs)]) for _ in range(steps)])
 
 
-def envpool_alone(env_id: str, envs: int, steps: int, rounds: int) -> float:
-    pool = make_pool(env_id, envs, 0)
-    actions = _actions(pool.action_space, envs, steps)
-    pool.reset()
-
-    def step_round() -> None:
-        for t in range(steps):
-            pool.step(actions[t])
-
-    try:
-        return _median_rate(step_round, envs * steps, rounds)
-    finally:
-        pool.close()
-
-
-def gymnasium_alone(env_id: str, envs: int, steps: int, rounds: int) -> float:
-    vec = make_vec_env(env_id, envs, 0, backend="gymnasium")
+def alone(env_id: str, envs: int, steps: int, rounds: int, backend: str) -> float:
+    """The backend's envs alone, made as the actor makes them, stepped with pre-drawn random
+    actions: EnvPool itself, or the gymnasium backend's ``SyncVectorEnv.step``."""
+    vec = make_pool(env_id, envs, 0) if backend == "envpool" else \
+        make_vec_env(env_id, envs, 0, backend="gymnasium")
     actions = _actions(vec.single_action_space, envs, steps)
+    vec.reset()
 
     def step_round() -> None:
         for t in range(steps):
@@ -142,8 +131,8 @@ def main() -> None:
                   title="env steps/s per actor core")
     results = []
     for env_id, (envs, steps) in workloads.items():
-        rates = {"envpool": envpool_alone(env_id, envs, steps, rounds),
-                 "gymnasium": gymnasium_alone(env_id, envs, steps, rounds),
+        rates = {"envpool": alone(env_id, envs, steps, rounds, "envpool"),
+                 "gymnasium": alone(env_id, envs, steps, rounds, "gymnasium"),
                  "actor": actor_in_process(env_id, envs, steps, rounds),
                  "job": through_job(env_id, envs, steps, rounds)}
         ratios = {f"{k}_vs_envpool": v / rates["envpool"] for k, v in rates.items()
