@@ -12,8 +12,9 @@ EnvPool thread), in one run:
 - ``envpool``: EnvPool alone, made as the actor makes it, stepped with pre-drawn random actions.
 - ``gymnasium``: the gymnasium backend's vector env alone (``SyncVectorEnv.step``), likewise.
 
-Rates are medians over rounds of ``envs * steps`` env steps. Target: ``job`` at least 0.9x
-``envpool``.
+Rates are medians over rounds of ``envs * steps`` env steps; the in-process sides take turns
+round by round and are measured before and after the job and averaged, as the machine drifts.
+Target: ``job`` at least 0.9x ``envpool``.
 
     python bench/rollout_throughput.py [--rounds 10] [--quick]
         [--out bench/results/rollout_throughput.json]
@@ -55,15 +56,7 @@ QUICK = {"ALE/Pong-v5": (2, 16), "Hopper-v5": (2, 32)}
 TARGET = 0.9
 
 
-def _median_rate(step_round: Callable[[], None], steps: int, rounds: int) -> float:
-    """Env steps per second, median over ``rounds`` calls (one more first, as a warm-up)."""
-    step_round()
-    rates = []
-    for _ in range(rounds):
-        t0 = time.perf_counter()
-        step_round()
-        rates.append(steps / (time.perf_counter() - t0))
-    return statistics.median(rates)
+Round = Callable[[], None]  # one round of a side: envs * steps env steps
 
 
 def _actions(space: Any, envs: int, steps: int) -> np.ndarray:
@@ -71,9 +64,9 @@ def _actions(space: Any, envs: int, steps: int) -> np.ndarray:
     return np.stack([np.stack([space.sample() for _ in range(envs)]) for _ in range(steps)])
 
 
-def alone(env_id: str, envs: int, steps: int, rounds: int, backend: str) -> float:
+def alone(env_id: str, envs: int, steps: int, backend: str) -> tuple[Round, Any]:
     """The backend's envs alone, made as the actor makes them, stepped with pre-drawn random
-    actions: EnvPool itself, or the gymnasium backend's ``SyncVectorEnv.step``."""
+    actions (EnvPool itself, or the gymnasium backend's ``SyncVectorEnv.step``); and them."""
     vec = make_pool(env_id, envs, 0) if backend == "envpool" else \
         make_vec_env(env_id, envs, 0, backend="gymnasium")
     actions = _actions(vec.single_action_space, envs, steps)
@@ -83,13 +76,10 @@ def alone(env_id: str, envs: int, steps: int, rounds: int, backend: str) -> floa
         for t in range(steps):
             vec.step(actions[t])
 
-    try:
-        return _median_rate(step_round, envs * steps, rounds)
-    finally:
-        vec.close()
+    return step_round, vec
 
 
-def actor_in_process(env_id: str, envs: int, steps: int, rounds: int) -> float:
+def actor(env_id: str, envs: int, steps: int) -> tuple[Round, Any]:
     """The actor handler's rollout path, as it runs it for a job of this env."""
     cfg = JobSpec.model_validate({"env_id": env_id}).hyperparameters
     assert isinstance(cfg, ppo.Config)
@@ -98,11 +88,27 @@ def actor_in_process(env_id: str, envs: int, steps: int, rounds: int) -> float:
     policy.eval()
     vec = make_vec_env(env_id, envs, 0, gamma=cfg.gamma, backend="envpool")
     rollout = Rollout(vec, policy, num_steps=steps, gamma=cfg.gamma, seed=0)
+    return lambda: ppo.actor_batch(rollout.collect()[0], cfg), vec
+
+
+def in_process(env_id: str, envs: int, steps: int, rounds: int) -> dict[str, float]:
+    """Env steps/s of the in-process sides, medians over ``rounds`` rounds that take each side
+    in turn (after one warm-up round each), so that the machine's drift hits them alike."""
+    sides = {"envpool": alone(env_id, envs, steps, "envpool"),
+             "gymnasium": alone(env_id, envs, steps, "gymnasium"),
+             "actor": actor(env_id, envs, steps)}
+    rates: dict[str, list[float]] = {name: [] for name in sides}
     try:
-        return _median_rate(lambda: ppo.actor_batch(rollout.collect()[0], cfg), envs * steps,
-                            rounds)
+        for warm in [True] + [False] * rounds:
+            for name, (step_round, _) in sides.items():
+                t0 = time.perf_counter()
+                step_round()
+                if not warm:
+                    rates[name].append(envs * steps / (time.perf_counter() - t0))
     finally:
-        vec.close()
+        for _, envs_made in sides.values():
+            envs_made.close()
+    return {name: statistics.median(r) for name, r in rates.items()}
 
 
 def through_job(env_id: str, envs: int, steps: int, rounds: int) -> float:
@@ -125,29 +131,31 @@ def main() -> None:
     args = parser.parse_args()
     workloads, rounds = (QUICK, 2) if args.quick else (WORKLOADS, args.rounds)
     torch.set_num_threads(1)
-    console = Console()
+    console = Console(width=160)
+    load_before = os.getloadavg()[0]
     table = Table("env", "envs x steps", "envpool", "gymnasium", "actor", "job",
-                  "gymnasium / envpool", "actor / envpool", "job / envpool",
+                  "gymnasium / envpool", "actor / envpool", "job / envpool", "job / actor",
                   title="env steps/s per actor core")
     results = []
     for env_id, (envs, steps) in workloads.items():
-        rates = {"envpool": alone(env_id, envs, steps, rounds, "envpool"),
-                 "gymnasium": alone(env_id, envs, steps, rounds, "gymnasium"),
-                 "actor": actor_in_process(env_id, envs, steps, rounds),
-                 "job": through_job(env_id, envs, steps, rounds)}
+        before = in_process(env_id, envs, steps, rounds)
+        job = through_job(env_id, envs, steps, rounds)
+        after = in_process(env_id, envs, steps, rounds)
+        rates = {k: (before[k] + after[k]) / 2 for k in before} | {"job": job}
         ratios = {f"{k}_vs_envpool": v / rates["envpool"] for k, v in rates.items()
-                  if k != "envpool"}
+                  if k != "envpool"} | {"job_vs_actor": rates["job"] / rates["actor"]}
         results.append({"env_id": env_id, "envs": envs, "steps": steps,
                         "steps_per_s": rates, **ratios})
-        table.add_row(env_id, f"{envs} x {steps}", *(f"{rates[k]:,.0f}" for k in rates if
-                                                     k != "job"), f"{rates['job']:,.0f}",
+        table.add_row(env_id, f"{envs} x {steps}", *(f"{v:,.0f}" for v in rates.values()),
                       *(f"{v:.2f}x" for v in ratios.values()))
     console.print(table)
     worst = min(r["job_vs_envpool"] for r in results)
     met = worst >= TARGET
     console.print(f"worst job / envpool {worst:.2f}x (target >= {TARGET}x): "
                   f"{'met' if met else 'MISSED'}")
-    write_results(args.out, {"results": results, "cores": os.cpu_count(), "rounds": rounds,
+    load = {"before": load_before, "after": os.getloadavg()[0]}  # 1-minute load averages
+    write_results(args.out, {"results": results, "cores": os.cpu_count(), "load": load,
+                             "rounds": rounds,
                              "quick": args.quick, "target_ratio": TARGET, "meets_target": met})
     console.print(f"wrote {args.out}")
 
