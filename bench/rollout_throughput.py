@@ -11,6 +11,7 @@ EnvPool thread), in one run:
   invocation, the fetch and the write.
 - ``envpool``: EnvPool alone, made as the actor makes it, stepped with pre-drawn random actions.
 - ``gymnasium``: the gymnasium backend's vector env alone (``SyncVectorEnv.step``), likewise.
+- ``actor_gymnasium``: ``actor`` with the gymnasium backend: what the backend buys an actor.
 
 Rates are medians over rounds of ``envs * steps`` env steps; the in-process sides take turns
 round by round and are measured before and after the job and averaged, as the machine drifts.
@@ -79,14 +80,14 @@ def alone(env_id: str, envs: int, steps: int, backend: str) -> tuple[Round, Any]
     return step_round, vec
 
 
-def actor(env_id: str, envs: int, steps: int) -> tuple[Round, Any]:
+def actor(env_id: str, envs: int, steps: int, backend: str) -> tuple[Round, Any]:
     """The actor handler's rollout path, as it runs it for a job of this env."""
     cfg = JobSpec.model_validate({"env_id": env_id}).hyperparameters
     assert isinstance(cfg, ppo.Config)
     torch.manual_seed(0)
     policy = ppo.make_model(policy_spec_for(env_id), cfg)
     policy.eval()
-    vec = make_vec_env(env_id, envs, 0, gamma=cfg.gamma, backend="envpool")
+    vec = make_vec_env(env_id, envs, 0, gamma=cfg.gamma, backend=backend)
     rollout = Rollout(vec, policy, num_steps=steps, gamma=cfg.gamma, seed=0)
     return lambda: ppo.actor_batch(rollout.collect()[0], cfg), vec
 
@@ -96,7 +97,8 @@ def in_process(env_id: str, envs: int, steps: int, rounds: int) -> dict[str, flo
     in turn (after one warm-up round each), so that the machine's drift hits them alike."""
     sides = {"envpool": alone(env_id, envs, steps, "envpool"),
              "gymnasium": alone(env_id, envs, steps, "gymnasium"),
-             "actor": actor(env_id, envs, steps)}
+             "actor": actor(env_id, envs, steps, "envpool"),
+             "actor_gymnasium": actor(env_id, envs, steps, "gymnasium")}
     rates: dict[str, list[float]] = {name: [] for name in sides}
     try:
         for warm in [True] + [False] * rounds:
@@ -133,8 +135,9 @@ def main() -> None:
     torch.set_num_threads(1)
     console = Console(width=160)
     load_before = os.getloadavg()[0]
-    table = Table("env", "envs x steps", "envpool", "gymnasium", "actor", "job",
-                  "gymnasium / envpool", "actor / envpool", "job / envpool", "job / actor",
+    table = Table("env", "envs x steps", "envpool", "gymnasium", "actor", "actor (gym.)", "job",
+                  "gymnasium / envpool", "actor / envpool", "actor (gym.) / envpool",
+                  "job / envpool", "job / actor",
                   title="env steps/s per actor core")
     results = []
     for env_id, (envs, steps) in workloads.items():

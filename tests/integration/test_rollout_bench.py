@@ -19,5 +19,5 @@ def test_rollout_throughput_quick_runs_every_side(tmp_path):
     results = json.loads(out.read_text())["results"]
     assert {r["env_id"] for r in results} == {"ALE/Pong-v5", "Hopper-v5"}
     for r in results:
-        assert set(r["steps_per_s"]) == {"envpool", "gymnasium", "actor", "job"}
+        assert set(r["steps_per_s"]) == {"envpool", "gymnasium", "actor", "actor_gymnasium", "job"}
         assert all(rate > 0 for rate in r["steps_per_s"].values()), r
