@@ -132,7 +132,8 @@ def main(args: dict[str, Any], context: Any) -> dict[str, Any]:
     started = rollout is None
     if started:
         seed = training_seed(job.seed, slot, round_)
-        envs = make_vec_env(job.env_id, job.envs_per_actor, seed, env=job.env, gamma=cfg.gamma)
+        envs = make_vec_env(job.env_id, job.envs_per_actor, seed, env=job.env, gamma=cfg.gamma,
+                            backend=job.env_backend)
         rollout = state.rollouts[slot] = Rollout(envs, state.policy, num_steps=job.steps_per_actor,
                                                  gamma=cfg.gamma, seed=seed)
     try:
@@ -147,8 +148,8 @@ def main(args: dict[str, Any], context: Any) -> dict[str, Any]:
     t3 = time.monotonic()
     return RolloutResult(steps=len(batch["obs"]), version=version, entry=entry,
                          episodes=episodes, weights_fetched=fetched, fetch_s=t1 - t0,
-                         rollout_s=t2 - t1, write_s=t3 - t2, bytes=nbytes, envs_started=started
-                         ).model_dump(mode="json")
+                         rollout_s=t2 - t1, write_s=t3 - t2, bytes=nbytes, envs_started=started,
+                         env_backend=job.env_backend).model_dump(mode="json")
 
 
 def explore(call: ExploreArgs, r: Any, state: _Job, version: int, fetched: bool,
@@ -159,7 +160,7 @@ def explore(call: ExploreArgs, r: Any, state: _Job, version: int, fetched: bool,
     if started:
         seed = training_seed(job.seed, slot, 0)
         envs = make_vec_env(job.env_id, job.envs_per_actor, seed, env=job.env,
-                            gamma=cfg.gamma, normalize_reward=False)
+                            gamma=cfg.gamma, normalize_reward=False, backend=job.env_backend)
         state.explorers[slot] = (Explorer(envs, n_step=cfg.n_step, gamma=cfg.gamma),
                                  torch.Generator().manual_seed(seed))
     explorer, generator = state.explorers[slot]
@@ -189,4 +190,5 @@ def explore(call: ExploreArgs, r: Any, state: _Job, version: int, fetched: bool,
     return ExploreResult(steps=steps, transitions=len(transitions), version=version,
                          entry=entry, episodes=episodes, priority_mean=priority_mean,
                          weights_fetched=fetched, fetch_s=fetch_s, rollout_s=t2 - t1,
-                         write_s=time.monotonic() - t2, bytes=nbytes, envs_started=started)
+                         write_s=time.monotonic() - t2, bytes=nbytes, envs_started=started,
+                         env_backend=job.env_backend)

@@ -27,6 +27,7 @@ from pydantic import (
 from faasrl.algorithms import AlgorithmConfig
 from faasrl.env_code import EnvCode, EnvDescription, EnvStage
 from faasrl.inputs import STRICT
+from faasrl.rl.env_backends import EnvBackend
 
 # Machine to machine: no unknown keys, but JSON's lists read as tuples and ints as floats.
 CONTRACT = ConfigDict(extra="forbid")
@@ -77,6 +78,8 @@ class JobContext(BaseModel):
         None, description="what the submit's describe probe found; None for jobs stored "
                           "before probes (their env is built to read its spaces)")
     policy: dict[str, Any] | None = Field(None, description="its PolicySpec; None before init")
+    env_backend: EnvBackend = Field("gymnasium", description="the library that steps the "
+                                    "training envs (the job spec's, resolved)")
     seed: int
     envs_per_actor: int = Field(ge=1)
     steps_per_actor: int = Field(ge=1)
@@ -131,6 +134,7 @@ class ExploreArgs(BaseModel):
     actors: int = Field(ge=1, description="actor slots in all")
 
 
+ENV_BACKEND = "the library that stepped the envs; None: an actor from before backends"
 ENVS_STARTED = ("the slot's envs were started for this call: the container had none for it "
                 "(the job counts it as an env restart when the slot had envs before)")
 
@@ -147,6 +151,7 @@ class RolloutResult(BaseModel):
     write_s: float
     bytes: int
     envs_started: bool = Field(False, description=ENVS_STARTED)
+    env_backend: EnvBackend | None = Field(None, description=ENV_BACKEND)
 
 
 class EvaluateResult(BaseModel):
@@ -169,6 +174,7 @@ class ExploreResult(BaseModel):
     write_s: float
     bytes: int
     envs_started: bool = Field(False, description=ENVS_STARTED)
+    env_backend: EnvBackend | None = Field(None, description=ENV_BACKEND)
 
 
 class DescribeArgs(BaseModel):

@@ -44,7 +44,7 @@ def result(contract: type[M] | TypeAdapter[T], rec: InvocationRecord) -> M | T:
 def job_context(rec: JobRecord, redis: dict[str, str]) -> JobContext:
     """What every invocation of the job carries; ``redis``: its functions' credentials."""
     spec = rec.spec
-    return JobContext(id=rec.id, env_id=spec.env_id, env=spec.env,
+    return JobContext(id=rec.id, env_id=spec.env_id, env=spec.env, env_backend=spec.backend,
                       env_description=rec.env_description, policy=rec.policy, seed=spec.seed,
                       envs_per_actor=spec.envs_per_actor, steps_per_actor=spec.steps_per_actor,
                       compress=spec.compress, redis=redis, hyperparameters=spec.hyperparameters)

@@ -33,6 +33,7 @@ from faasrl.inputs import STRICT
 from faasrl.invoker.versions import ALIAS_MAX, ALIAS_NAME
 from faasrl.jobs.cost import Pricing
 from faasrl.manifest import FUNCTION_NAME
+from faasrl.rl.env_backends import EnvBackend, resolve
 from faasrl.rl.envs import check_env_id, env_family
 from faasrl.workflow import ExecutionName
 
@@ -264,6 +265,12 @@ class JobSpec(BaseModel):
     env_id: str = Field(description="a gymnasium id: CartPole-v1, Hopper-v5, ALE/Pong-v5, ...; "
                                     "with env.imports, the id the module registers; with "
                                     "env.entry_point, a name (default: the entry point)")
+    env_backend: EnvBackend | None = Field(
+        None, validate_default=True,
+        description="what steps the training envs: envpool (C++, batched; Atari's ALE/*-v5, "
+                    "CartPole-v1 and MuJoCo's Hopper, HalfCheetah and Walker2d v5) or "
+                    "gymnasium's Python envs; None: envpool where it runs the env, else "
+                    "gymnasium. An env brought as code is gymnasium's")
     controller: ControllerSpec = Field(default_factory=FixedController)
     asynchronous: AsyncSettings = Field(default_factory=AsyncSettings)
     hyperparameters: AlgorithmConfig = Field(
@@ -368,6 +375,21 @@ class JobSpec(BaseModel):
         if "env" in info.data and info.data["env"] is None:
             check_env_id(env_id)
         return env_id
+
+    @field_validator("env_backend")
+    @classmethod
+    def _runnable_backend(cls, backend: EnvBackend | None, info: ValidationInfo
+                          ) -> EnvBackend | None:
+        """EnvPool only where it gives the platform's semantics; None is resolved here, at
+        submit, so that the record names the backend and a restored job keeps it."""
+        if "env_id" not in info.data or "env" not in info.data:
+            return backend  # the env's own error says it
+        return resolve(info.data["env_id"], info.data["env"], backend)
+
+    @property
+    def backend(self) -> EnvBackend:
+        """The backend the job's actors run (``env_backend``, resolved)."""
+        return resolve(self.env_id, self.env, self.env_backend)
 
     @property
     def family(self) -> str:

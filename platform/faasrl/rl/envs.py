@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import ale_py
 import gymnasium as gym
@@ -17,7 +17,11 @@ import numpy as np
 from gymnasium.vector import AutoresetMode, SyncVectorEnv, VectorEnv
 
 from faasrl.env_code import EnvCode, EnvDescription
+from faasrl.rl.env_backends import EnvBackend
 from faasrl.rl.env_loader import EnvError, env_name, last_lines, make
+
+if TYPE_CHECKING:
+    from faasrl.rl.envpool_envs import EnvPoolEnvs
 
 gym.register_envs(ale_py)  # importing ale_py registers the ALE/ ids; this makes the use explicit
 
@@ -205,9 +209,12 @@ def make_vec_env(
     env: EnvCode | None = None,
     gamma: float = 0.99,
     normalize_reward: bool | None = None,
-) -> VectorEnv:
+    backend: EnvBackend = "gymnasium",
+) -> VectorEnv | EnvPoolEnvs:
     """Training envs, already reset with ``seed`` (sub-env ``i`` gets ``seed + i``); ``env``:
-    the env's code (None: ``env_id`` is registered).
+    the env's code (None: ``env_id`` is registered). ``backend`` ``envpool``: an
+    :class:`~faasrl.rl.envpool_envs.EnvPoolEnvs` with the same semantics (an env it supports,
+    :func:`~faasrl.rl.env_backends.resolve`), stepped by :func:`step_envs` alike.
 
     Same-step autoreset, so ``infos["final_obs"]`` holds the last observation of an episode that
     ended on this step (needed to bootstrap truncated episodes). Rewards may be clipped (Atari) or
@@ -216,6 +223,11 @@ def make_vec_env(
     """
     if env is None:
         check_env_id(env_id)
+    if backend == "envpool":
+        from faasrl.rl.envpool_envs import EnvPoolEnvs  # its import takes 2 s: actors only
+
+        return EnvPoolEnvs(env_id, num_envs, seed, gamma=gamma,
+                           normalize_reward=normalize_reward)
     envs = SyncVectorEnv(
         [lambda: _build_train(env_id, env, gamma, normalize_reward) for _ in range(num_envs)],
         autoreset_mode=AutoresetMode.SAME_STEP,
@@ -277,14 +289,16 @@ def describe(env_id: str, env: EnvCode | None = None) -> EnvDescription:
 Ended = tuple[int, Any, dict[str, Any]]  # an episode that ended: (env index, final obs, info)
 
 
-def step_envs(envs: SyncVectorEnv, actions: np.ndarray, rewards: np.ndarray
+def step_envs(envs: SyncVectorEnv | EnvPoolEnvs, actions: np.ndarray, rewards: np.ndarray
               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[Ended]]:
     """One step of every env of ``envs`` (as :func:`make_vec_env` builds them), with its
     same-step autoreset done here: an env whose episode ended is reset at once, unseeded (its
     stream goes on). ``SyncVectorEnv.step`` does the same and batches spaces and infos on top,
     which cost CartPole as much as its envs' own steps. The rewards go to ``rewards``; returns
     the next observations (a new array), the terminated and truncated flags and the episodes
-    that ended."""
+    that ended. EnvPool's envs step themselves (:meth:`EnvPoolEnvs.step_envs`)."""
+    if not isinstance(envs, SyncVectorEnv):
+        return envs.step_envs(actions, rewards)
     if envs.autoreset_mode != AutoresetMode.SAME_STEP:
         raise ValueError("step_envs steps envs with same-step autoreset (make_vec_env's)")
     n, space = envs.num_envs, envs.single_observation_space

@@ -20,7 +20,8 @@ PRELOAD = (
     "faasrl.algorithms", "faasrl.algorithms.offpolicy", "faasrl.contracts",
     "faasrl.data.codec", "faasrl.data.connection", "faasrl.data.gradients", "faasrl.data.keys",
     "faasrl.data.params", "faasrl.data.trajectories", "faasrl.rl.aggregation",
-    "faasrl.rl.diagnostics", "faasrl.rl.envs", "faasrl.rl.explore", "faasrl.rl.hessian",
+    "faasrl.rl.diagnostics", "faasrl.rl.envs", "faasrl.rl.envpool_envs", "faasrl.rl.explore",
+    "faasrl.rl.hessian",
     "faasrl.rl.policy", "faasrl.rl.replay", "faasrl.rl.rollout", "faasrl.rl.seeds",
     "faasrl.runtime.server",
 )

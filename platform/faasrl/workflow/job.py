@@ -473,6 +473,9 @@ class JobRun:
             "actor_s_max": max(run_times, default=0.0), "actor_s_mean": mean(run_times),
             "cold_starts": sum(r.cold for r in outcome.invocations),
             "env_restarts": restarts,
+            # What the actors said stepped their envs (one job, one backend; None: none said).
+            "env_backend": next((s["env_backend"] for s in summaries
+                                 if s.get("env_backend")), None),
             "queue_s_max": max((r.queue_s for r in outcome.invocations), default=0.0),
             "queue_s": self._capacity_waits(outcome.invocations),
             "actor_s": sum(r.run_s for r in outcome.invocations
