@@ -313,6 +313,25 @@ def succeeded(client: Any, job_id: str, timeout_s: float = 120) -> dict[str, Any
     return job
 
 
+# One small job per algorithm family on a classic-control env: seconds per round on one core.
+TINY_JOBS: dict[str, dict[str, Any]] = {
+    "ppo": {"env_id": "CartPole-v1", "envs_per_actor": 2, "steps_per_actor": 32},
+    "dqn": {"algorithm": "dqn", "env_id": "CartPole-v1", "steps_per_actor": 64,
+            "hyperparameters": {"learning_starts": 64, "batch_size": 32}},
+    "sac": {"algorithm": "sac", "env_id": "Pendulum-v1", "steps_per_actor": 64,
+            "hyperparameters": {"learning_starts": 64, "batch_size": 32}},
+    "impact": {"algorithm": "impact", "env_id": "CartPole-v1", "envs_per_actor": 2,
+               "steps_per_actor": 32, "asynchronous": {"max_learners": 1}},
+}
+
+
+def tiny_job(algorithm: str, rounds: int = 2, **fields: Any) -> dict[str, Any]:
+    """``TINY_JOBS[algorithm]`` with one actor, no evaluation, ``rounds`` rounds and
+    ``fields``."""
+    return {**TINY_JOBS[algorithm], "controller": {"name": "fixed", "actors": 1},
+            "evaluation_episodes": 0, "stop": {"max_rounds": rounds}, **fields}
+
+
 def assert_rows_whole(rows: list[dict[str, Any]], rounds: int,
                       env_steps: int | None = None) -> None:
     """A job's metrics rows after any fault: one per round, in order, none missing or twice;
