@@ -31,6 +31,7 @@ from faasrl.jobs.spec import JobSpec
 from faasrl.jobs.store import INDEX, JobRecord
 
 TEST_FUNCTIONS = Path(__file__).parent / "functions"
+GPU_FUNCTIONS = Path(__file__).parent / "gpu" / "functions"
 # Envs brought as code: a corridor that passes gymnasium's checker and ones that misbehave.
 CORRIDOR_DIR = Path(__file__).parent / "envs" / "corridor"
 CORRIDOR_MODULES = ("corridor", "misbehaving", "broken_import")
@@ -51,6 +52,13 @@ def fn(name: str = "t", handler: str = "fns:echo", **kw: Any) -> dict[str, Any]:
     """A manifest for one of the test handlers."""
     return {"name": name, "handler": handler, "code_dir": str(TEST_FUNCTIONS), "cpu": 0.1,
             "memory_mb": 256, **kw}
+
+
+def gpu_probe(name: str, gpu: float, **kw: Any) -> dict[str, Any]:
+    """A manifest of tests/gpu's probe (what a container sees of its GPU); its memory is ample
+    for a CUDA context."""
+    return {"name": name, "handler": "gpu_probe:probe", "code_dir": str(GPU_FUNCTIONS),
+            "cpu": 1, "memory_mb": 16384, "gpu": gpu, **kw}
 
 
 def wait_for(predicate: Callable[[], Any], timeout_s: float = 10.0, what: str = "condition",

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from helpers import REPO, TINY_JOBS, runs_as, succeeded, tiny_job, wait_for
+from helpers import gpu_probe as probe
 
 from faasrl.client import Client
 from faasrl.invoker.resources import discover_gpus
@@ -25,17 +26,10 @@ from faasrl.workflow.job import LEARNER_DEVICE
 pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(not discover_gpus(), reason="no GPU found by NVML here")]
 
-GPU_FUNCTIONS = Path(__file__).parent / "functions"
 FUNCTION_UID = 10001  # a root gateway's functions' user (Settings.function_user's default)
 # Functions here run as the gateway's own user (the test of the unprivileged one aside), so the
 # other tests do not depend on who can read the checkout.
 AS_GATEWAY = {"function_user": ""}
-
-
-def probe(name: str, gpu: float, **kw: Any) -> dict[str, Any]:
-    """A probe function; its memory is ample for a CUDA context (the learner's is as shipped)."""
-    return {"name": name, "handler": "gpu_probe:probe", "code_dir": str(GPU_FUNCTIONS),
-            "cpu": 1, "memory_mb": 16384, "gpu": gpu, **kw}
 
 
 def gpu_learner() -> dict[str, Any]:
