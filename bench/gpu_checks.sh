@@ -4,11 +4,13 @@
 # fractional GPUs sharing a device, a GPU freed after keep-alive), then the Pong learner's GPU
 # against one-core CPU update (bench/gpu_learner.py, --quick then the full run).
 #
-#   OUT=/some/folder [WHEELS=/folder/of/wheels] [SITE=/tmp/site] [FULL=1] bash bench/gpu_checks.sh
+#   OUT=/some/folder [WHEELS=/folder/of/wheels] [SITE=/tmp/site] [FULL=1] [PYTHON=python3] \
+#       bash bench/gpu_checks.sh
 #
 # OUT: where the log, the test report and the JSON results go. SITE: the packages of
 # bench/gpu_wheels.txt, installed (pip install --target); WHEELS, when given, is a folder of
 # those wheels to install into SITE first. FULL=0 skips the full benchmark (about a minute).
+# PYTHON: the interpreter with CUDA torch (/opt/torch/.venv/bin/python3 where it exists).
 # Functions run as uid 10001 when this runs as root: the checkout is copied to a folder it can
 # read, and SITE is made readable to it.
 set -uo pipefail
@@ -16,7 +18,8 @@ set -uo pipefail
 : "${OUT:?set OUT to the folder the results go to}"
 SITE=${SITE:-/tmp/site}
 FULL=${FULL:-1}
-PYTHON=${PYTHON:-python3}
+PYTHON=${PYTHON:-$( [ -x /opt/torch/.venv/bin/python3 ] && echo /opt/torch/.venv/bin/python3 \
+    || echo python3)}
 WORK=/tmp/faasrl-gpu-checkout
 mkdir -p "$OUT" "$SITE"
 OUT=$(cd "$OUT" && pwd)
@@ -43,7 +46,7 @@ print("MPS control daemon:", "running" if mps_running() else "none (fractions ti
 
 echo "== tests/gpu"
 # Every test runs (no -x): one run on a lent machine should say what holds and what does not.
-timeout 480 "$PYTHON" -m pytest -m gpu tests/gpu -q -rs --timeout 300 -p no:cacheprovider \
+timeout 420 "$PYTHON" -m pytest -m gpu tests/gpu -q -rs --timeout 300 -p no:cacheprovider \
     --basetemp=/tmp/faasrl-gpu-pytest --junitxml="$OUT/gpu_tests.xml"
 tests=$?
 # The containers' logs, for whatever failed.

@@ -4,7 +4,8 @@ Times what the learner function runs per round (``faasrl.algorithms.ppo.update``
 family's defaults, the Nature CNN over 4x84x84 uint8 frames, Adam) on one round's batch: the
 default job's actors (a fixed 2) x the family's 8 envs x 128 steps = 2,048 frames, 4 epochs of 4
 minibatches. In-process, no platform and no emulator: the frames are synthetic (an update's cost
-does not depend on pixel values), so ale-py need not be installed. CUDA and the CPU (torch at one
+does not depend on pixel values), so no ROM is needed (ale-py is still imported, by faasrl's env
+module, which the algorithms import). CUDA and the CPU (torch at one
 thread, as a ``cpu: 1`` learner) are timed alternately, after a warm-up update each, and the
 medians compared. Without CUDA only the CPU is timed (the ``--quick`` smoke check on CI).
 

@@ -19,7 +19,8 @@ def probe(args, context):
            "fraction": os.environ.get(FRACTION_ENV), "mps": os.environ.get(MPS_PERCENTAGE_ENV)}
     if out["cuda"]:
         props = torch.cuda.get_device_properties(0)
-        out["device"], out["total"] = str(props.uuid), props.total_memory
+        out["device"] = str(getattr(props, "uuid", None) or props.name)  # same one: same id
+        out["total"] = props.total_memory
         torch.zeros(1, device="cuda")  # a context of its own, held while it waits
     time.sleep(float(args.get("hold_s", 0)))
     if out["cuda"] and (share := args.get("allocate")) is not None:
