@@ -31,6 +31,7 @@ from faasrl.jobs.spec import JobSpec
 from faasrl.jobs.store import INDEX, JobRecord
 
 TEST_FUNCTIONS = Path(__file__).parent / "functions"
+GPU_FUNCTIONS = Path(__file__).parent / "gpu" / "functions"
 # Envs brought as code: a corridor that passes gymnasium's checker and ones that misbehave.
 CORRIDOR_DIR = Path(__file__).parent / "envs" / "corridor"
 CORRIDOR_MODULES = ("corridor", "misbehaving", "broken_import")
@@ -51,6 +52,13 @@ def fn(name: str = "t", handler: str = "fns:echo", **kw: Any) -> dict[str, Any]:
     """A manifest for one of the test handlers."""
     return {"name": name, "handler": handler, "code_dir": str(TEST_FUNCTIONS), "cpu": 0.1,
             "memory_mb": 256, **kw}
+
+
+def gpu_probe(name: str, gpu: float, **kw: Any) -> dict[str, Any]:
+    """A manifest of tests/gpu's probe (what a container sees of its GPU); its memory is ample
+    for a CUDA context."""
+    return {"name": name, "handler": "gpu_probe:probe", "code_dir": str(GPU_FUNCTIONS),
+            "cpu": 1, "memory_mb": 16384, "gpu": gpu, **kw}
 
 
 def wait_for(predicate: Callable[[], Any], timeout_s: float = 10.0, what: str = "condition",
@@ -311,6 +319,25 @@ def succeeded(client: Any, job_id: str, timeout_s: float = 120) -> dict[str, Any
     job = finished(client, job_id, timeout_s)
     assert job["status"] == "succeeded", job
     return job
+
+
+# One small job per algorithm family on a classic-control env: seconds per round on one core.
+TINY_JOBS: dict[str, dict[str, Any]] = {
+    "ppo": {"env_id": "CartPole-v1", "envs_per_actor": 2, "steps_per_actor": 32},
+    "dqn": {"algorithm": "dqn", "env_id": "CartPole-v1", "steps_per_actor": 64,
+            "hyperparameters": {"learning_starts": 64, "batch_size": 32}},
+    "sac": {"algorithm": "sac", "env_id": "Pendulum-v1", "steps_per_actor": 64,
+            "hyperparameters": {"learning_starts": 64, "batch_size": 32}},
+    "impact": {"algorithm": "impact", "env_id": "CartPole-v1", "envs_per_actor": 2,
+               "steps_per_actor": 32, "asynchronous": {"max_learners": 1}},
+}
+
+
+def tiny_job(algorithm: str, rounds: int = 2, **fields: Any) -> dict[str, Any]:
+    """``TINY_JOBS[algorithm]`` with one actor, no evaluation, ``rounds`` rounds and
+    ``fields``."""
+    return {**TINY_JOBS[algorithm], "controller": {"name": "fixed", "actors": 1},
+            "evaluation_episodes": 0, "stop": {"max_rounds": rounds}, **fields}
 
 
 def assert_rows_whole(rows: list[dict[str, Any]], rounds: int,

@@ -93,7 +93,10 @@ class FunctionSpec(BaseModel):
         description="an uploaded code archive (POST /v1/code), unpacked in the container at init")
     cpu: float = Field(1.0, gt=0, le=1024, description="cores reserved per container")
     memory_mb: int = Field(512, ge=32, le=1 << 20, description="memory limit per container")
-    gpu: int = Field(0, ge=0, le=64, description="GPUs per container")
+    gpu: float = Field(
+        0, ge=0, le=64, description="GPUs per container: a whole number of devices, each its "
+        "own; or a fraction < 1 of one device that containers asking for fractions share "
+        "(its memory limited to the fraction, and its compute where NVIDIA MPS runs)")
     timeout_s: float = Field(60.0, gt=0, le=86400, description="longest run of one invocation")
     min_warm: int = Field(0, ge=0, le=1024, description="containers kept started ahead")
     keep_alive_s: float = Field(600.0, ge=0, description="idle seconds before reclaiming")
@@ -142,6 +145,16 @@ class FunctionSpec(BaseModel):
         if bad:
             raise ValueError(f"not valid environment variable names: {', '.join(sorted(bad))}")
         return env
+
+    @field_validator("gpu")
+    @classmethod
+    def _whole_or_fraction(cls, gpu: float) -> float:
+        if float(gpu).is_integer():
+            return int(gpu)
+        if gpu > 1:
+            raise ValueError("more than one GPU is a whole number of devices (a fraction "
+                             "shares one device: < 1)")
+        return gpu
 
     @field_validator("on_success", "on_failure")
     @classmethod

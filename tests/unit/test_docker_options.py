@@ -13,6 +13,7 @@ from faasrl.backends.docker import (
 )
 from faasrl.env_layers import LAYERS_ENV, LAYERS_MOUNT
 from faasrl.manifest import FunctionSpec
+from faasrl.runtime.gpu import FRACTION_ENV, MPS_PERCENTAGE_ENV
 
 CONFIG = DockerConfig(node="n1", functions_dir=Path("/srv/faasrl/functions"))
 
@@ -28,6 +29,14 @@ def test_gpus_become_a_device_request_for_their_indices():
     [request] = opts["device_requests"]
     assert request["DeviceIDs"] == ["1", "3"] and request["Capabilities"] == [["gpu"]]
     assert opts["environment"]["NVIDIA_VISIBLE_DEVICES"] == "1,3"
+
+
+def test_a_gpu_fraction_is_one_device_and_its_share_without_mps():
+    opts = container_options(spec(gpu=0.25), "c1", (2,), CONFIG, "42:7", "s3cret")
+    [request] = opts["device_requests"]
+    assert request["DeviceIDs"] == ["2"]
+    assert opts["environment"][FRACTION_ENV] == "0.25"
+    assert MPS_PERCENTAGE_ENV not in opts["environment"]
 
 
 def test_no_gpus_no_device_request_and_every_gpu_hidden():

@@ -53,7 +53,7 @@ FLOAT_FIELDS = [n for n, f in FunctionSpec.model_fields.items() if f.annotation 
 
 
 def test_float_fields_are_found():
-    assert set(FLOAT_FIELDS) == {"cpu", "timeout_s", "keep_alive_s"}
+    assert set(FLOAT_FIELDS) == {"cpu", "gpu", "timeout_s", "keep_alive_s"}
 
 
 @pytest.mark.parametrize("field", FLOAT_FIELDS)
@@ -80,3 +80,12 @@ def test_yaml_exponents_are_numbers(tmp_path):
     assert (spec.cpu, spec.timeout_s) == (0.5, 100.0)
     assert load_yaml("a: 3e-4\nb: '3e-4'\nc: 12\nd: x1e3") == {"a": 3e-4, "b": "3e-4", "c": 12,
                                                                "d": "x1e3"}
+
+
+def test_gpu_is_whole_devices_or_a_fraction_of_one():
+    assert [FunctionSpec(name="f", handler="m:h", gpu=g).gpu for g in (0, 2, 2.0, 0.25)] == \
+        [0, 2, 2, 0.25]
+    with pytest.raises(ValidationError) as err:
+        FunctionSpec(name="f", handler="m:h", gpu=1.5)
+    assert [e["loc"] for e in err.value.errors()] == [("gpu",)]
+    assert "whole number" in str(err.value)

@@ -306,6 +306,47 @@ def test_gpus_are_assigned_by_index_and_returned():
     assert only(p.request("f", "w4", 3), Start).gpus == a.gpus
 
 
+def test_gpu_fractions_pack_onto_one_device_then_the_next():
+    p = pool(cpu=8, gpus=2)
+    p.register(spec("quarter", cpu=0.5, gpu=0.25), 0)
+    starts = [only(p.request("quarter", f"w{i}", 0), Start) for i in range(5)]
+    assert [s.gpus for s in starts] == [(0,)] * 4 + [(1,)]
+    assert p.reserved.gpus == pytest.approx(1.25)
+
+
+def test_a_whole_gpu_is_never_a_device_that_fractions_share():
+    p = pool(cpu=8, gpus=2)
+    p.register(spec("quarter", cpu=0.5, gpu=0.25), 0)
+    p.register(spec("whole", cpu=0.5, gpu=1), 0)
+    q1 = only(p.request("quarter", "q1", 0), Start)
+    assert q1.gpus == (0,)
+    assert only(p.request("whole", "w1", 0), Start).gpus == (1,)
+    assert p.request("whole", "w2", 0) == []  # 0.75 of device 0 is free, but not all of it
+    p.ready(q1.container, 0)
+    p.lost(q1.container, "gone", 1)
+    assert only(p.stopped(q1.container, 1), Start).gpus == (0,)  # all of it now
+
+
+def test_a_released_fraction_is_free_for_the_next_fractional_container():
+    p = pool(cpu=8, gpus=1)
+    p.register(spec("half", cpu=0.5, gpu=0.5), 0)
+    a, b = (only(p.request("half", f"w{i}", 0), Start) for i in range(2))
+    assert a.gpus == b.gpus == (0,)
+    assert p.request("half", "w2", 0) == []  # the device is full: it waits
+    p.ready(a.container, 0)
+    p.ready(b.container, 0)
+    of(p.release(a.container, 1), Assign)  # w2 takes a warm: no third container
+    p.lost(b.container, "gone", 2)
+    assert p.stopped(b.container, 2) == []
+    assert p.reserved.gpus == pytest.approx(0.5)
+    assert only(p.request("half", "w3", 3), Start).gpus == (0,)
+
+
+def test_gpu_fraction_shortfall_names_the_field():
+    with pytest.raises(CapacityError, match=r"gpu: 0\.25 GPUs requested, 0 available"):
+        pool().register(spec(gpu=0.25), 0)
+
+
 def test_max_concurrency_shares_one_container():
     p = pool()
     p.register(spec(max_concurrency=2), 0)

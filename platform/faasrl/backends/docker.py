@@ -60,6 +60,7 @@ from faasrl.env_layers import LAYERS_ENV, LAYERS_MOUNT
 from faasrl.env_layers.install import LayerError, LayerStore, open_folder
 from faasrl.env_layers.target import PROBE, PythonTarget, TargetError
 from faasrl.manifest import FunctionSpec
+from faasrl.runtime.gpu import share_env
 from faasrl.runtime.server import SECRET_ENV
 
 if TYPE_CHECKING:
@@ -132,7 +133,8 @@ def container_name(function: str, container_id: str) -> str:
 
 def function_env(spec: FunctionSpec, container_id: str) -> dict[str, str]:
     """What of a container's environment is its function's (a stem cell gets it at /init)."""
-    return {"FAASRL_CONTAINER_ID": container_id, **thread_env(spec.cpu)}
+    return {"FAASRL_CONTAINER_ID": container_id, **thread_env(spec.cpu),
+            **share_env(spec.gpu, mps=False)}  # MPS would need the daemon's pipes mounted
 
 
 def _runtime_options(image: str, config: DockerConfig, owner: str, secret: str,

@@ -69,6 +69,7 @@ from faasrl.env_layers import LAYERS_ENV
 from faasrl.env_layers.install import LayerError, LayerStore, open_folder
 from faasrl.env_layers.target import PythonTarget, TargetError, interpreter_target
 from faasrl.manifest import FunctionSpec
+from faasrl.runtime.gpu import share_env
 from faasrl.runtime.zygote import exited
 
 if TYPE_CHECKING:
@@ -346,7 +347,7 @@ class ProcessBackend(Backend):
         tmp = self._private_dir(f"faasrl-{container_id}-")
         self._tmp[container_id] = tmp
         cwd = Path(spec.code_dir).absolute() if spec.code_dir else tmp  # the zygote is elsewhere
-        env = container_env(spec.cpu, container_id, gpus, tmp, self._uid) \
+        env = container_env(spec.cpu, container_id, gpus, tmp, self._uid, gpu=spec.gpu) \
             | await self._layers_env()
         log_path = self._logs / f"{container_id}.log"
         started = None
@@ -516,10 +517,12 @@ class ProcessBackend(Backend):
 
 
 def container_env(cpu: float, container_id: str, gpus: Sequence[int | str], tmp: Path,
-                  uid: int | None = None) -> dict[str, str]:
-    """A container's process environment: ``base_env``, its thread pools, its GPUs, its id, its
-    user (``uid``, this process's when not given) and its own HOME and TMPDIR."""
+                  uid: int | None = None, gpu: float = 0) -> dict[str, str]:
+    """A container's process environment: ``base_env``, its thread pools, its GPUs (and its
+    share of them: ``gpu``, its manifest's field), its id, its user (``uid``, this process's
+    when not given) and its own HOME and TMPDIR."""
     return {**base_env(), **thread_env(cpu), "CUDA_VISIBLE_DEVICES": ",".join(map(str, gpus)),
+            **share_env(gpu),
             "FAASRL_CONTAINER_ID": container_id,
             **user_env(os.geteuid() if uid is None else uid), "HOME": str(tmp),
             "TMPDIR": str(tmp)}

@@ -242,7 +242,7 @@ class RayBackend(Backend):
             **actor_options(spec, name, self.config.namespace)).remote(container_id)
         self._actors[container_id] = actor
         try:
-            config = {"cpu": spec.cpu, "memory_mb": spec.memory_mb,
+            config = {"cpu": spec.cpu, "memory_mb": spec.memory_mb, "gpu": spec.gpu,
                       "workdir": self._workdir(spec), "layers": await self._layers_root()}
             out = json.loads(await _wait(actor.start.remote(json.dumps(config))))
         except BaseException:  # pending past the start timeout, or failed: it must not linger

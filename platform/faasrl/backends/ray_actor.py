@@ -52,7 +52,7 @@ class RuntimeActor:
             raise FileNotFoundError(f"no folder {workdir} on the Ray node {host} (the built-in "
                                     "functions must be there: FAASRL_RAY_BUILTINS_DIR)")
         gpus = ray.get_runtime_context().get_accelerator_ids().get("GPU", [])
-        env = container_env(cfg["cpu"], self._id, gpus, self._tmp)
+        env = container_env(cfg["cpu"], self._id, gpus, self._tmp, gpu=cfg["gpu"])
         if cfg.get("layers"):
             env[LAYERS_ENV] = cfg["layers"]
         self._proc, port, secret = exec_runtime(sys.executable, env, Path(workdir or self._tmp),

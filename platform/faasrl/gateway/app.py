@@ -80,7 +80,7 @@ def create_app(settings: Settings, redis_url: str, function_redis_url: str | Non
         health.on_recovery(lambda: acl.regrant_serving(redis))
         backend = create_backend(settings)
         if (capacity := backend.capacity()) is not None:  # a cluster's, not this host's
-            gpu_ids: list[int] = list(range(capacity.gpus))
+            gpu_ids: list[int] = list(range(int(capacity.gpus)))
         else:
             capacity, gpu_ids = node_capacity(settings.node_cpu, settings.node_memory_mb,
                                               settings.node_gpus)

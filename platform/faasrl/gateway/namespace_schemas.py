@@ -37,7 +37,7 @@ class UsageOut(BaseModel):
 
     cores: float = Field(description="cores its functions' containers reserve")
     memory_mb: int
-    gpus: int
+    gpus: float
     containers: int
     jobs: int = Field(description="its jobs pending or running")
     spend_usd_per_day: float = Field(

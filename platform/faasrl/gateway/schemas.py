@@ -105,7 +105,7 @@ class PrewarmResult(BaseModel):
 class ResourcesOut(BaseModel):
     cpu: float
     memory_mb: int
-    gpus: int
+    gpus: float = Field(description="GPUs; fractional containers hold parts of one")
 
 
 class ContainerOut(BaseModel):

@@ -658,7 +658,7 @@ class Invoker:
         capacity = self._backend.capacity()
         if capacity is not None and capacity != self._pool.capacity:
             log.info("capacity now %s (was %s)", capacity, self._pool.capacity)
-            self._apply(self._pool.resize(capacity, range(capacity.gpus), now))
+            self._apply(self._pool.resize(capacity, range(int(capacity.gpus)), now))
 
     def _check_exit(self, c: Container, now: float) -> None:
         if c.state not in (State.IDLE, State.BUSY):

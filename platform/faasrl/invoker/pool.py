@@ -37,6 +37,10 @@ Policy in brief:
 - A container holds its function's memory and GPUs from start until it has exited, but its cores
   only while it starts or runs an invocation: an idle container uses memory, not CPU. So an idle
   learner does not block a round's actors, and an idle actor needs free cores to run again.
+- GPUs: a function of ``gpu: n`` (whole) takes n devices nothing else holds any of; one of
+  ``gpu: f`` (f < 1) takes f of one device that fractional containers share while their
+  fractions sum to at most 1 (packed: the fullest device that still fits goes first, so that
+  whole devices stay free for whole-GPU functions).
 
 Stem cells (``stem_cells`` per image, on backends that have them: Docker): generic runtime
 containers started ahead, before any function asks, for each image a registered CPU function
@@ -191,6 +195,12 @@ def need_of(spec: FunctionSpec) -> Resources:
     return Resources(spec.cpu, spec.memory_mb, spec.gpu)
 
 
+def gpu_share(need: Resources) -> int:
+    """What a container of ``need`` holds of each of its devices, in millionths: all of each
+    for whole GPUs, its fraction of its one device otherwise."""
+    return MICRO if need.gpus >= 1 else round(need.gpus * MICRO)
+
+
 def stem_image(spec: FunctionSpec) -> str | None:
     """The image whose stem cells can become this function's container (None: none can; a
     stem cell's devices cannot change, so it has no GPUs)."""
@@ -237,12 +247,13 @@ class Pool:
         self.max_queue = max_queue
         self.queue_timeout_s = queue_timeout_s
         self._new_id = new_id or _unique_id
-        self._free_gpus = sorted(gpu_ids)
+        # per device, what of it is free, in millionths (a fraction's share: ``gpu_share``)
+        self._gpu_free = {g: MICRO for g in gpu_ids}
         self._specs: dict[str, FunctionSpec] = {}
         self._generation: dict[str, int] = {}
         self._containers: dict[str, Container] = {}
         # What the containers hold and what the stopping ones hold: [cpu in millionths of a
-        # core, memory_mb, gpus].
+        # core, memory_mb, millionths of a GPU].
         self._held_sum = [0, 0, 0]
         self._stopping_sum = [0, 0, 0]
         self._queue: dict[str, Waiter] = {}  # insertion order is arrival order (retries first)
@@ -401,8 +412,9 @@ class Pool:
         """The node's capacity changed (a cluster's nodes joined or left): what waits may fit
         now. GPUs held by containers stay theirs; the rest of ``gpu_ids`` is free."""
         self.capacity = capacity
-        held = {g for c in self._containers.values() for g in c.gpus}
-        self._free_gpus = sorted(set(gpu_ids) - held)
+        self._gpu_free = {g: MICRO for g in gpu_ids}
+        for c in self._containers.values():
+            self._hold_gpus(c.gpus, c.need, -1)
         return self._top_up(now) + self._dispatch(now)
 
     def lost(self, cid: str, reason: str, now: float) -> list[Action]:
@@ -595,7 +607,7 @@ class Pool:
         for key in c.keys:
             del self._homes[key]
         self._count(c, -1)
-        self._free_gpus = sorted(self._free_gpus + list(c.gpus))
+        self._hold_gpus(c.gpus, c.need, +1)
 
     def _assign(self, w: Waiter, c: Container, now: float, *, cold: bool, bills_init: bool
                 ) -> Assign:
@@ -620,7 +632,8 @@ class Pool:
         """``tenant``: who pre-warms it; ``charge``: the namespace of the waiter it is started
         for (None: pre-warmed)."""
         need = need_of(spec)
-        gpus, self._free_gpus = tuple(self._free_gpus[:need.gpus]), self._free_gpus[need.gpus:]
+        gpus = self._place_gpus(need) or ()
+        self._hold_gpus(gpus, need, -1)
         stem = self._stem_for(spec)
         if stem is not None:  # it becomes this container, id and memory: they are the same
             del self._stems[stem.id]  # container's now (so are its labels, which cannot change)
@@ -631,6 +644,27 @@ class Pool:
         self._containers[c.id] = c
         self._count(c, +1)
         return Start(c.id, spec, gpus, stem.id if stem is not None else None)
+
+    def _place_gpus(self, need: Resources) -> tuple[int, ...] | None:
+        """The devices a container of ``need`` would get (None: none fit now): whole ones that
+        nothing holds any of, or for a fraction the fullest device it still fits on."""
+        if need.gpus <= 0:
+            return ()
+        share = gpu_share(need)
+        if share == MICRO:
+            whole = [g for g, free in sorted(self._gpu_free.items()) if free == MICRO]
+            n = round(need.gpus)
+            return tuple(whole[:n]) if len(whole) >= n else None
+        fits = [(free, g) for g, free in self._gpu_free.items() if free >= share]
+        return (min(fits)[1],) if fits else None
+
+    def _hold_gpus(self, gpus: Iterable[int], need: Resources, sign: int) -> None:
+        """Give (``sign`` +1) back or take (-1) a container's share of its devices (a device
+        that left the node is not counted)."""
+        share = gpu_share(need)
+        for g in gpus:
+            if g in self._gpu_free:
+                self._gpu_free[g] += sign * share
 
     def _share_of(self, spec: FunctionSpec) -> float:
         """What one invocation of ``spec`` holds of the node: its container's dominant share
@@ -683,14 +717,14 @@ class Pool:
         held = self._held_sum
         held[0] += sign * cores
         held[1] += sign * need.memory_mb
-        held[2] += sign * need.gpus
+        held[2] += sign * round(need.gpus * MICRO)
         if self._quotas.active:  # else nothing reads the sums (set_quota recounts them)
             self._quotas.count(self._charges(c), need, cores != 0, sign)
         if c.state is State.STOPPING:
             stopping = self._stopping_sum
             stopping[0] += sign * cores
             stopping[1] += sign * need.memory_mb
-            stopping[2] += sign * need.gpus
+            stopping[2] += sign * round(need.gpus * MICRO)
 
     def _sums(self) -> tuple[Resources, Resources]:
         """What the containers hold, and what the stopping ones among them hold. Kept as
@@ -698,8 +732,8 @@ class Pool:
         on each event, thousands a second on the warm path."""
         cpu, memory_mb, gpus = self._held_sum
         stop_cpu, stop_memory_mb, stop_gpus = self._stopping_sum
-        return (Resources(cpu / MICRO, memory_mb, gpus),
-                Resources(stop_cpu / MICRO, stop_memory_mb, stop_gpus))
+        return (Resources(cpu / MICRO, memory_mb, gpus / MICRO),
+                Resources(stop_cpu / MICRO, stop_memory_mb, stop_gpus / MICRO))
 
     def _plus_stems(self, held: Resources) -> Resources:
         """``held`` and what the stem cells hold."""
@@ -715,7 +749,7 @@ class Pool:
         callers' budgets count the memory of the stem cell it would take as free already)."""
         need = need_of(spec)
         return (budget.covers(need) and (self._free() + self._stem_credit(spec)).covers(need)
-                and len(self._free_gpus) >= need.gpus)
+                and self._place_gpus(need) is not None)
 
     # ---------------------------------------------------------------- stem cells
     def _stem_for(self, spec: FunctionSpec) -> StemCell | None:

@@ -39,7 +39,7 @@ class Usage:
 
     cores: float = 0.0
     memory_mb: int = 0
-    gpus: int = 0
+    gpus: float = 0
     containers: int = 0
 
 
@@ -63,7 +63,7 @@ class Quotas:
 
     def __init__(self) -> None:
         self._quotas: dict[str, Quota] = {}
-        self._held: dict[str, list[int]] = {}  # [micro cores, memory_mb, gpus, containers]
+        self._held: dict[str, list[int]] = {}  # [micro cores, memory_mb, micro gpus, containers]
         # Whether any namespace has a quota (else nothing is ever refused here): an attribute,
         # not a property, as the pool reads it several times per warm invocation.
         self.active = False
@@ -92,12 +92,12 @@ class Quotas:
                 held = self._held[ns] = [0, 0, 0, 0]
             held[0] += sign * micro
             held[1] += sign * need.memory_mb
-            held[2] += sign * need.gpus
+            held[2] += sign * round(need.gpus * MICRO)
             held[3] += sign
 
     def usage(self, namespace: str) -> Usage:
         cores, memory_mb, gpus, containers = self._held.get(namespace, (0, 0, 0, 0))
-        return Usage(cores / MICRO, memory_mb, gpus, containers)
+        return Usage(cores / MICRO, memory_mb, gpus / MICRO, containers)
 
     def refusal(self, namespace: str, extra: Resources, containers: int) -> str | None:
         """Which of the namespace's quotas taking ``extra`` and ``containers`` more would

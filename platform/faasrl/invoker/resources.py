@@ -14,7 +14,7 @@ class Resources:
 
     cpu: float = 0.0
     memory_mb: int = 0
-    gpus: int = 0
+    gpus: float = 0  # a fraction < 1 is part of one device (see ``gpu_share``)
 
     def __add__(self, other: Resources) -> Resources:
         return Resources(self.cpu + other.cpu, self.memory_mb + other.memory_mb,
@@ -26,7 +26,7 @@ class Resources:
 
     def covers(self, need: Resources) -> bool:
         return (self.cpu + _EPS >= need.cpu and self.memory_mb >= need.memory_mb
-                and self.gpus >= need.gpus)
+                and self.gpus + _EPS >= need.gpus)
 
     def floor_zero(self) -> Resources:
         return Resources(max(self.cpu, 0.0), max(self.memory_mb, 0), max(self.gpus, 0))
@@ -38,8 +38,8 @@ class Resources:
             out["cpu"] = f"{need.cpu:g} cores requested, {self.cpu:g} available"
         if need.memory_mb > self.memory_mb:
             out["memory_mb"] = f"{need.memory_mb} MB requested, {self.memory_mb} available"
-        if need.gpus > self.gpus:
-            out["gpu"] = f"{need.gpus} GPUs requested, {self.gpus} available"
+        if need.gpus > self.gpus + _EPS:
+            out["gpu"] = f"{need.gpus:g} GPUs requested, {self.gpus:g} available"
         return out
 
 

@@ -28,6 +28,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any, NoReturn
 
+from faasrl.runtime.gpu import limit_memory as limit_gpu_memory
 from faasrl.runtime.http import Connection, Request, dumps, error, listener, serve_forever
 from faasrl.runtime.invalid import InvalidArgs
 from faasrl.runtime.logs import Capture
@@ -243,6 +244,7 @@ class Runtime:
             module_name, func_name = handler.split(":", 1)
             try:
                 func = getattr(_import_handler(module_name), func_name)
+                limit_gpu_memory()  # a fractional GPU's share, once torch is imported
             except BaseException as exc:
                 tb = traceback.format_exc()
                 return 500, error("InitError", f"{type(exc).__name__}: {exc}", tb)

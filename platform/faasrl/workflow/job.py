@@ -66,6 +66,9 @@ log = logging.getLogger(__name__)
 # The gateway's serve-rule publisher: the latest version of a job to its alias, and where.
 Publish = Callable[[JobRecord], Awaitable[Serving]]
 CONFIRM_GAP = 5  # rounds between evaluations that try to confirm a reached target
+# A row's column: where the round's (last) learner update ran, as the learner reports it
+# (``str(torch.device)``: "cpu", "cuda" or "cuda:0"); None where no learner ran.
+LEARNER_DEVICE = "learner_device"
 REDIS_ATTEMPTS = 5  # invocations of a function that keeps finding Redis unreachable
 # what a resume from a disk checkpoint brings back
 RESTORED_FIELDS = ("round", "version", "env_steps", "env_restarts", "wall_s", "cost_usd",

@@ -48,6 +48,7 @@ from faasrl.jobs.function_calls import (
 from faasrl.workflow.buffer import MEMORY, POLICY, SAMPLES, TRAJECTORIES, Buffer, Item
 from faasrl.workflow.engine import Engine
 from faasrl.workflow.job import (
+    LEARNER_DEVICE,
     JobError,
     JobRun,
     RedisDown,
@@ -349,6 +350,7 @@ class OffPolicyWorkflow:
             "lost": st.lost, "buffer_restores": st.restores, "snapshot_s": st.snapshot_s,
             "rejected": len(st.rejected), "learner_idle_s": st.learner_idle_s,
             "learner_s": sum(r.run_s for r in st.learners),
+            LEARNER_DEVICE: st.trained[-1].device if st.trained else None,
             "buffer_s": sum(r.run_s for r in st.buffer),
             "actor_rollouts": len(st.actors),
             "actor_failures": sum(r.status != "success" for r in st.actors),

@@ -61,6 +61,7 @@ from faasrl.jobs.function_calls import gradient_args, parameter_args, result, ro
 from faasrl.workflow.buffer import GRADIENTS, POLICY, TRAJECTORIES, Buffer, Item
 from faasrl.workflow.engine import Engine
 from faasrl.workflow.job import (
+    LEARNER_DEVICE,
     JobError,
     JobRun,
     RedisDown,
@@ -388,6 +389,7 @@ class StellarisWorkflow:
             "learners_invoked": len(st.learners), "learners_peak": st.peak,
             "learner_failures": st.learner_failures,
             "learner_s": sum(r.run_s for r in st.learners),
+            LEARNER_DEVICE: next((o.device for o in reversed(st.outputs) if o.device), None),
             "parameter_invocations": len(st.parameter),
             "parameter_s": sum(r.run_s for r in st.parameter),
             "gradients_aggregated": flush.gradients_aggregated,

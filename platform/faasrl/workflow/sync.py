@@ -32,7 +32,14 @@ from faasrl.jobs.cost import actor_cost, learner_cost
 from faasrl.jobs.function_calls import result, rollout_args, update_args
 from faasrl.workflow.buffer import POLICY, TRAJECTORIES, Buffer, Item
 from faasrl.workflow.engine import Engine
-from faasrl.workflow.job import JobError, JobRun, RoundOutcome, actor_affinity, describe
+from faasrl.workflow.job import (
+    LEARNER_DEVICE,
+    JobError,
+    JobRun,
+    RoundOutcome,
+    actor_affinity,
+    describe,
+)
 from faasrl.workflow.triggers import DataKeyTrigger, Message, ObjectKeyTrigger, Rule
 
 log = logging.getLogger(__name__)
@@ -198,7 +205,7 @@ class SyncWorkflow:
             "learner_s": learner.run_s, "actor_cold_starts": sum(r.cold for r in actors),
             "prewarm_forecast": self._forecast,
             **out.stats,  # the algorithm's own figures: its losses, KL, lr, ...
-            "learner_device": out.device, "samples": out.samples, "policy_kl": out.policy_kl,
+            LEARNER_DEVICE: out.device, "samples": out.samples, "policy_kl": out.policy_kl,
             **measurements(out), "rejected": len(out.rejected),
             "transfer_s": out.read_s + max(r.write_s for r in self._rollouts.values()),
         }
