@@ -44,7 +44,9 @@ def test_a_learner_given_a_gpu_runs_on_cuda(make_platform, algorithm: str):
     platform = make_platform(register_builtins=True, **AS_GATEWAY)
     with platform.client() as client:
         client.deploy(gpu_learner())
-        job = client.submit(tiny_job(algorithm, learner_function="learner-gpu"))
+        # gymnasium: the GPU machine gets no envpool (its asset wheels are too large to carry)
+        job = client.submit(tiny_job(algorithm, learner_function="learner-gpu",
+                                     env_backend="gymnasium"))
         succeeded(client, job["id"], timeout_s=120)
         rows = client.job_metrics(job["id"])
     assert [r[LEARNER_DEVICE] for r in rows] == ["cuda", "cuda"], rows
