@@ -44,7 +44,9 @@ def test_backend_table_names_envs_envpool_has():
 
 def test_backend_defaults_and_refusals():
     assert resolve("Hopper-v5", None, None) == "envpool"
-    assert resolve("ALE/Pong-v5", None, None) == "envpool"
+    assert resolve("ALE/Pong-v5", None, None) == "gymnasium"  # EnvPool runs it when asked
+    assert resolve("CartPole-v1", None, None) == "gymnasium"
+    assert resolve("ALE/Pong-v5", None, "envpool") == "envpool"
     assert resolve("Pendulum-v1", None, None) == "gymnasium"
     assert resolve("Hopper-v5", None, "gymnasium") == "gymnasium"
     code = EnvCode(entry_point="my_env:Env")

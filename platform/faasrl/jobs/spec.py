@@ -269,8 +269,8 @@ class JobSpec(BaseModel):
         None, validate_default=True,
         description="what steps the training envs: envpool (C++, batched; Atari's ALE/*-v5, "
                     "CartPole-v1 and MuJoCo's Hopper, HalfCheetah and Walker2d v5) or "
-                    "gymnasium's Python envs; None: envpool where it runs the env, else "
-                    "gymnasium. An env brought as code is gymnasium's")
+                    "gymnasium's Python envs; None: envpool for the MuJoCo envs (where it "
+                    "speeds actors up), else gymnasium. An env brought as code is gymnasium's")
     controller: ControllerSpec = Field(default_factory=FixedController)
     asynchronous: AsyncSettings = Field(default_factory=AsyncSettings)
     hyperparameters: AlgorithmConfig = Field(

@@ -20,6 +20,12 @@ ENVPOOL_SAME_IDS = frozenset({"CartPole-v1", "Hopper-v5", "HalfCheetah-v5", "Wal
 ATARI_PREFIX, ATARI_SUFFIX = "ALE/", "-v5"
 # ALE's v5 games that EnvPool lacks or names otherwise (its ``TicTacToe3d``).
 ATARI_MISSING = frozenset({"TicTacToe3D"})
+# Where a job that names no backend gets EnvPool: where it measurably speeds an actor up
+# (MuJoCo's rollout 1.8x; Pong's gained nothing on one core: bench/rollout_throughput.py).
+# CartPole and Atari stay on gymnasium unless asked: their end-to-end figures (the main job,
+# the comparisons with SB3 and RLlib) were measured there, and EnvPool's random streams give
+# the main job a different run (seed 1 stopped at round 43 with a held-out 463 < 475).
+ENVPOOL_BY_DEFAULT = frozenset({"Hopper-v5", "HalfCheetah-v5", "Walker2d-v5"})
 
 
 def envpool_id(env_id: str, env: EnvCode | None = None) -> str | None:
@@ -36,11 +42,11 @@ def envpool_id(env_id: str, env: EnvCode | None = None) -> str | None:
 
 
 def resolve(env_id: str, env: EnvCode | None, requested: EnvBackend | None) -> EnvBackend:
-    """The backend a job runs: ``requested``, or (None) EnvPool wherever it can run the env.
-    A ValueError where EnvPool is asked for an env it cannot run."""
+    """The backend a job runs: ``requested``, or (None) EnvPool for ``ENVPOOL_BY_DEFAULT``'s
+    envs. A ValueError where EnvPool is asked for an env it cannot run."""
     supported = envpool_id(env_id, env) is not None
     if requested is None:
-        return "envpool" if supported else "gymnasium"
+        return "envpool" if supported and env_id in ENVPOOL_BY_DEFAULT else "gymnasium"
     if requested == "envpool" and not supported:
         what = "an env brought as code" if env is not None else repr(env_id)
         raise ValueError(f"envpool cannot run {what} with the platform's semantics; "
