@@ -27,9 +27,12 @@ def test_the_job_page_links_the_served_alias_to_its_versions(browser: Any, clien
     said = until(browser, "the serving line", lambda: (
         t := css(browser, "#job-serving").text) and "ui-served:live" in t and t)
     assert f"version 2 (model version {job['version']})" in said
-    css(browser, "#job-serving a").click()
+    # The job page redraws every second: the link is found and clicked in one attempt.
+    until(browser, "the link followed", lambda: css(browser, "#job-serving a").click() or True)
     aliases = until(browser, "the function's aliases", lambda: (
         t := css(browser, "#aliases-table").text) and "live" in t and t)
     assert "2" in aliases
-    assert len(css(browser, "#versions-table").find_elements("css selector", "tbody tr")) == 2
+    assert until(browser, "the versions", lambda: len(css(browser, "#versions-table")
+                                                      .find_elements("css selector",
+                                                                     "tbody tr"))) == 2
     assert stray_text(browser) == []
