@@ -64,13 +64,14 @@ async def publish_to_alias(svc: Services, rec: JobRecord) -> Serving:
                                                f"job {rec.id}, model version {out.version}")
     before = versions.aliases(svc, function).get(rule.alias)
     last = rec.serving
-    held = before is not None and last is not None and before.version != last.function_version
-    if not held:
-        await versions.set_alias(svc, function, rule.alias, published.version)
+    if before is not None and last is not None and before.version != last.function_version:
+        alias_version = before.version  # moved by hand: held there
+    else:
+        alias_version = published.version
+        await versions.set_alias(svc, function, rule.alias, alias_version)
     await _prune(svc, rec.id, function, rule.keep)
     return Serving(function=out.function, alias=rule.alias, model_version=out.version,
-                   function_version=published.version,
-                   alias_version=before.version if held and before else published.version,
+                   function_version=published.version, alias_version=alias_version,
                    published_at=time.time())
 
 
