@@ -23,19 +23,24 @@ SPEC = {"env_id": "CartPole-v1", "envs_per_actor": 2, "steps_per_actor": 256,
         "stop": {"max_wall_s": 600}}
 EIGHT = {"name": "fixed", "actors": 8}
 GAP_S, WINDOW_S = 10.0, 60.0
+NODE_MB = FULL_NODE["node_memory_mb"]
 
 
-def actor_seconds(client: Client, job_id: str, start: float, end: float) -> float:
-    """The job's actor-seconds in the rounds that ended between ``start`` and ``end`` (epoch)."""
+def usage(client: Client, job_id: str, start: float, end: float) -> tuple[float, float]:
+    """The job's actor-seconds, and its node share-seconds (what the pool's fair share
+    equalises: each second an invocation runs, weighted by its container's dominant share of
+    the node, here its memory), in the rounds that ended between ``start`` and ``end``."""
     began = client.job(job_id)["started_at"]
-    return sum(row["actor_s"] for row in client.job_metrics(job_id)
-               if start < began + row["wall_s"] <= end)
+    rows = [row for row in client.job_metrics(job_id) if start < began + row["wall_s"] <= end]
+    actor_s = sum(row["actor_s"] for row in rows)
+    learner_s = sum(row["learner_s"] for row in rows)
+    return actor_s, (actor_s * ACTOR_MB + learner_s * LEARNER_MB) / NODE_MB
 
 
 def contend(client: Client, first: dict[str, Any], second: dict[str, Any]
-            ) -> tuple[float, float]:
-    """Submit ``first``, then ``second`` GAP_S later; the actor-seconds each got over the
-    WINDOW_S after the second's submission."""
+            ) -> tuple[tuple[float, float], tuple[float, float]]:
+    """Submit ``first``, then ``second`` GAP_S later; the ``usage`` of each over the WINDOW_S
+    after the second's submission."""
     a = client.submit(first)["id"]
     time.sleep(GAP_S)
     b = client.submit(second)["id"]
@@ -48,23 +53,25 @@ def contend(client: Client, first: dict[str, Any], second: dict[str, Any]
     for job_id in (a, b):
         finished(client, job_id)
         wait_for(lambda j=job_id: client.job_metrics(j), what=f"{job_id}'s rows")
-    return actor_seconds(client, a, t0, t0 + WINDOW_S), actor_seconds(client, b, t0,
-                                                                      t0 + WINDOW_S)
+    return usage(client, a, t0, t0 + WINDOW_S), usage(client, b, t0, t0 + WINDOW_S)
 
 
 @pytest.mark.timeout(150)
-def test_two_jobs_of_equal_priority_get_equal_actor_seconds_on_a_full_node(make_platform):
+def test_two_jobs_of_equal_priority_get_equal_shares_of_a_full_node(make_platform):
     """The second job comes 10 s later, when the first holds the node, and asks for half
-    the actors per round: over the minute after, each gets the same actor-seconds within 20 %
-    (first come, first served gives the first about twice as many: it queues twice as many
-    invocations)."""
+    the actors per round: over the minute after, each gets the same node share-seconds within
+    20 % (first come, first served gives the first about twice as many actor-seconds: it queues
+    twice as many invocations). Share-seconds, not actor-seconds, are what the pool equalises:
+    the second job runs its learner twice as often, and a learner holds twice an actor's share
+    of the node (actor-seconds alone came out 0.78 to 0.95 of the first's)."""
     platform = make_platform(**FULL_NODE)
     with platform.client() as client:
-        first, second = contend(client, {**SPEC, "seed": 1, "controller": EIGHT},
-                                {**SPEC, "seed": 2})
-    print(f"actor-seconds over {WINDOW_S:g} s: first {first:.1f}, second {second:.1f}, "
-          f"ratio {second / first:.2f}")
-    assert first > 0 and second > 0
+        (first_actor, first), (second_actor, second) = contend(
+            client, {**SPEC, "seed": 1, "controller": EIGHT}, {**SPEC, "seed": 2})
+    print(f"over {WINDOW_S:g} s: actor-seconds first {first_actor:.1f}, second "
+          f"{second_actor:.1f}, ratio {second_actor / first_actor:.2f}; share-seconds first "
+          f"{first:.1f}, second {second:.1f}, ratio {second / first:.2f}")
+    assert first_actor > 0 and second_actor > 0
     assert abs(second - first) <= 0.2 * max(first, second), (first, second)
 
 
@@ -77,8 +84,9 @@ def test_a_job_of_a_higher_priority_gets_more_than_an_equal_share(make_platform)
     wait, and each of its rounds also waits for its own learner.)"""
     platform = make_platform(**FULL_NODE)
     with platform.client() as client:
-        first, second = contend(client, {**SPEC, "seed": 1, "controller": EIGHT},
-                                {**SPEC, "seed": 2, "controller": EIGHT, "priority": 3})
+        (first, _), (second, _) = contend(
+            client, {**SPEC, "seed": 1, "controller": EIGHT},
+            {**SPEC, "seed": 2, "controller": EIGHT, "priority": 3})
     print(f"actor-seconds over {WINDOW_S:g} s: priority 1 {first:.1f}, priority 3 "
           f"{second:.1f}, ratio {second / first:.2f}")
     assert second > 1.1 * first, (first, second)
