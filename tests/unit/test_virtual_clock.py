@@ -49,6 +49,19 @@ def test_nothing_is_released_while_a_running_invocation_could_still_end_earlier(
     assert ends(drain(clock)) == ([("B", 1.0)] if released else [])
 
 
+def test_at_one_instant_the_invocation_submitted_first_ends_first():
+    """B (submitted first) ends at 1; A, still running, could end at 1 at the earliest: B's
+    end is certain, since A's could only come after it."""
+    clock: VirtualClock[str] = VirtualClock(cores=2)
+    clock.submit("B", "learner")
+    clock.submit("A", "learner", lower_bound=1.0)
+    drain(clock)
+    clock.complete("B", 1.0)
+    assert ends(drain(clock)) == [("B", 1.0)]
+    clock.complete("A", 1.0)
+    assert ends(drain(clock)) == [("A", 1.0)]
+
+
 def test_a_lower_bound_lets_later_work_through_while_a_long_invocation_runs():
     clock: VirtualClock[str] = VirtualClock(cores=2)
     clock.submit("long", "learner", lower_bound=10.0)
