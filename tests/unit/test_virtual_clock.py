@@ -365,3 +365,25 @@ def test_cancelling_running_work_releases_what_it_held_up():
         return [first.event.key], held_up, await executor.next() is None
 
     assert asyncio.run(main()) == (["quick"], True, True)
+
+
+def test_only_invocations_started_on_a_virtual_core_run_for_real():
+    async def main() -> int:
+        executor: VirtualExecutor[str] = VirtualExecutor(VirtualClock(cores=2),
+                                                         lambda function, result: 1.0)
+        live, most = 0, 0
+
+        async def work() -> None:
+            nonlocal live, most
+            live += 1
+            most = max(most, live)
+            await asyncio.sleep(0.01)
+            live -= 1
+
+        for key in "abcde":
+            executor.submit(key, "actor", work)
+        while await executor.next() is not None:
+            pass
+        return most
+
+    assert asyncio.run(main()) == 2
