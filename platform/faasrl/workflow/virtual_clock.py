@@ -112,8 +112,9 @@ class VirtualClock(Generic[K]):
     def next_event(self) -> Event[K] | None:
         """The next event if it is certain (and apply it), else None: nothing is pending, or
         an invocation whose end is unknown could still end before it."""
-        candidates = [(inv.order("end", inv.end), "end", inv)
-                      for inv in self._running.values() if inv.end is not None]
+        candidates: list[tuple[tuple[float, int, int], Kind, _Invocation[K]]] = [
+            (inv.order("end", inv.end), "end", inv)
+            for inv in self._running.values() if inv.end is not None]
         if (waiting := self._startable()) is not None:
             at = max(waiting.ready_at, self.now)
             candidates.append((waiting.order("start", at), "start", waiting))
