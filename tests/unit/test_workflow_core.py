@@ -4,6 +4,7 @@ rules as tasks finish."""
 from __future__ import annotations
 
 import asyncio
+from functools import partial
 
 import pytest
 
@@ -86,13 +87,13 @@ def test_engine_runs_rules_as_results_arrive():
         def start_actors(message):
             log.append(f"actors v{message['version']}")
             for slot in range(3):
-                engine.start("actor", _rollout(slot),
+                engine.start("actor", partial(_rollout, slot),
                              lambda item: buffer.put(TRAJECTORIES, item))
 
         def learn(message):
             buffer.take(TRAJECTORIES, message["items"])
             log.append(f"learner on {sorted(i.entry for i in message['items'])}")
-            engine.start("learner", asyncio.sleep(0, result=1), learned.append)
+            engine.start("learner", partial(asyncio.sleep, 0, result=1), learned.append)
 
         engine = Engine(buffer, [Rule("rollout", ObjectKeyTrigger(POLICY), start_actors),
                                  Rule("update", DataKeyTrigger(n=3), learn)])
@@ -113,14 +114,15 @@ def test_engine_respects_capacity_and_lets_a_kind_run_on():
 
         def learn(message):
             buffer.take(TRAJECTORIES, message["items"])
-            engine.start("learner", asyncio.sleep(0.005), learned.append)
+            engine.start("learner", partial(asyncio.sleep, 0.005), learned.append)
             peak[0] = max(peak[0], engine.running("learner"))
 
         engine = Engine(buffer, [Rule("gradient", DataKeyTrigger(n=1), learn,
                                       ready=lambda: not engine.running("learner"))])
         for slot in range(4):
-            engine.start("actor", _rollout(slot), lambda item: buffer.put(TRAJECTORIES, item))
-        engine.start("actor", asyncio.sleep(5), lambda _: None)  # a slow actor
+            engine.start("actor", partial(_rollout, slot),
+                         lambda item: buffer.put(TRAJECTORIES, item))
+        engine.start("actor", partial(asyncio.sleep, 5), lambda _: None)  # a slow actor
         await engine.run(finished=lambda: len(learned) == 4)
         still = engine.running("actor")
         await engine.cancel(("actor",))
@@ -150,7 +152,7 @@ def test_a_callback_error_ends_the_run():
         def fail(_):
             raise RuntimeError("actor slot 0 failed 3 times")
 
-        engine.start("actor", asyncio.sleep(0), fail)
+        engine.start("actor", partial(asyncio.sleep, 0), fail)
         await engine.run(finished=lambda: False)
 
     with pytest.raises(RuntimeError, match="failed 3 times"):

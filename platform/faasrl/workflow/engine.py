@@ -1,24 +1,34 @@
 """Runs a workflow's rules: fire what the buffer satisfies, wait for the functions that started.
 
-Actions start function invocations as tasks, each with a callback that gets its result and
-updates the buffer (and the round's accounting). The engine checks every rule after each change
-until none fires, then waits for the next task to finish, or for the nearest TimeTrigger's
-deadline. Tasks carry a kind (actor, learner, parameter) so that a workflow can let one kind run
-across rounds (asynchronous actors) while cancelling the others when a round fails.
+Actions start function invocations, each with a callback that gets its result and updates the
+buffer (and the round's accounting). The engine checks every rule after each change until none
+fires, then waits for the next invocation to finish, or for the nearest TimeTrigger's deadline.
+Invocations carry a kind (actor, learner, parameter, buffer) so that a workflow can let one kind
+run across rounds (asynchronous actors) while cancelling the others when a round fails.
+
+On real time (the default) an invocation starts when its action runs and its callback runs when
+it comes back. On a virtual clock (``clock: virtual``, docs/virtual-clock.md) a
+:class:`~faasrl.workflow.virtual_clock.VirtualExecutor` decides both: an invocation starts when
+a virtual core is free for it, and results are handed over in virtual order. That is why an
+action passes a work factory, not a running coroutine: the factory is called at the start, so
+the arguments it binds (the policy version) are the ones current then.
 """
 
 from __future__ import annotations
 
 import asyncio
 import inspect
+import itertools
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
 from typing import Any
 
 from faasrl.workflow.buffer import Buffer
 from faasrl.workflow.triggers import Rule, TimeTrigger
+from faasrl.workflow.virtual_clock import Outcome, VirtualExecutor
 
-Done = Callable[[Any], Awaitable[None] | None]  # a task's callback, given its result
+Done = Callable[[Any], Awaitable[None] | None]  # an invocation's callback, given its result
+Work = Callable[[], Awaitable[Any]]  # starts an invocation: called when it starts
 MAX_PASSES = 10_000  # rule passes after one change: more means an action that consumes nothing
 
 
@@ -27,21 +37,38 @@ class WorkflowStalled(RuntimeError):
 
 
 class Engine:
-    def __init__(self, buffer: Buffer, rules: Sequence[Rule]):
+    def __init__(self, buffer: Buffer, rules: Sequence[Rule],
+                 clock: VirtualExecutor[int] | None = None,
+                 lower_bounds: Mapping[str, float] | None = None):
+        """``clock``: time the workflow on it instead of real time; ``lower_bounds``: per
+        kind, the virtual seconds an invocation of it takes at least (see VirtualClock)."""
+        if clock is not None and any(isinstance(r.trigger, TimeTrigger) for r in rules):
+            raise ValueError("time triggers do not run on a virtual clock yet")
         self.buffer = buffer
         self.rules = list(rules)
-        self._tasks: dict[asyncio.Task[Any], tuple[str, Done]] = {}
+        self.clock = clock
+        self._bounds = dict(lower_bounds or {})
+        self._running: dict[Hashable, tuple[str, Done]] = {}  # a task, or a virtual key
+        self._keys = itertools.count()
+        self._held: list[Outcome[int]] = []  # virtual ends of kinds a wait did not want
 
-    def start(self, kind: str, work: Coroutine[Any, Any, Any],
-              done: Done) -> asyncio.Task[Any]:
-        """Run ``work`` (a function invocation); ``done`` gets its result when it finishes
+    def start(self, kind: str, work: Work, done: Done) -> None:
+        """Run ``work()`` (a function invocation); ``done`` gets its result when it finishes
         (it may be a coroutine function: a callback that writes to Redis)."""
-        task = asyncio.create_task(work)
-        self._tasks[task] = (kind, done)
-        return task
+        if self.clock is None:
+            self._running[asyncio.ensure_future(work())] = (kind, done)
+            return
+        key = next(self._keys)
+        self.clock.submit(key, kind, work, lower_bound=self._bounds.get(kind, 0.0))
+        self._running[key] = (kind, done)
 
     def running(self, kind: str) -> int:
-        return sum(k == kind for k, _ in self._tasks.values())
+        return sum(k == kind for k, _ in self._running.values())
+
+    @property
+    def now(self) -> float:
+        """The virtual now (the time of the last event released); real time has none: 0."""
+        return self.clock.clock.now if self.clock is not None else 0.0
 
     def fire(self) -> None:
         """Run the action of every rule its trigger and capacity allow, until none fires."""
@@ -60,36 +87,66 @@ class Engine:
 
     async def run(self, finished: Callable[[], bool]) -> None:
         """Fire and wait until ``finished()``; a callback's exception ends the run (the caller
-        decides which tasks to cancel)."""
+        decides which invocations to cancel)."""
         while not finished():
             self.fire()
             if finished():
                 return
             timeout = self._timeout()
-            if not self._tasks and timeout is None:
+            if not self._running and timeout is None:
                 raise WorkflowStalled("no function runs and no rule fires")
             await self._wait(timeout)
 
     async def wait_for(self, kind: str) -> None:
-        """Let every task of ``kind`` finish, running their callbacks (no rule fires)."""
+        """Let every invocation of ``kind`` finish, running their callbacks (no rule fires)."""
         while self.running(kind):
             await self._wait(None, only=kind)
 
+    async def call(self, kind: str, work: Work) -> Any:
+        """One invocation, awaited (on a virtual clock: started and ended on it)."""
+        if self.clock is None:
+            return await work()
+        results: list[Any] = []
+        self.start(kind, work, results.append)
+        while not results:
+            await self._wait(None, only=kind)
+        return results[0]
+
     async def cancel(self, kinds: Sequence[str]) -> None:
-        """Cancel the tasks of these kinds (their callbacks never run)."""
-        doomed = [t for t, (k, _) in self._tasks.items() if k in kinds]
+        """Cancel the invocations of these kinds (their callbacks never run)."""
+        doomed = [key for key, (k, _) in self._running.items() if k in kinds]
+        for key in doomed:
+            del self._running[key]
+        self._held = [o for o in self._held if o.event.function not in kinds]
+        if self.clock is not None:
+            for key in doomed:
+                await self.clock.cancel(key)
+            return
         for task in doomed:
             task.cancel()
-            del self._tasks[task]
         await asyncio.gather(*doomed, return_exceptions=True)
 
     async def settle(self, kinds: Sequence[str]) -> list[Any]:
-        """Let the tasks of these kinds end without their callbacks; returns their results
-        (an exception stands in for a task that raised)."""
-        tasks = [t for t, (k, _) in self._tasks.items() if k in kinds]
-        for task in tasks:
-            del self._tasks[task]
-        return list(await asyncio.gather(*tasks, return_exceptions=True))
+        """Let the invocations of these kinds end without their callbacks; returns their
+        results (an exception stands in for one that raised)."""
+        keys = [key for key, (k, _) in self._running.items() if k in kinds]
+        for key in keys:
+            del self._running[key]
+        if self.clock is None:
+            return list(await asyncio.gather(*keys, return_exceptions=True))
+        mine, out = set(keys), []
+        for o in [o for o in self._held if o.event.key in mine]:
+            self._held.remove(o)
+            mine.discard(o.event.key)
+            out.append(o.error or o.result)
+        while mine:
+            o = await self._next()
+            if o.event.key in mine:
+                mine.discard(o.event.key)
+                out.append(o.error or o.result)
+            else:
+                self._held.append(o)
+        return out
 
     def _timeout(self) -> float | None:
         deadlines = [r.trigger.deadline() for r in self.rules
@@ -97,13 +154,41 @@ class Engine:
         return max(0.0, min(deadlines) - time.monotonic()) if deadlines else None
 
     async def _wait(self, timeout: float | None, only: str | None = None) -> None:
-        pending = [t for t, (k, _) in self._tasks.items() if only is None or k == only]
+        if self.clock is not None:
+            await self._wait_virtual(only)
+            return
+        pending = [t for t, (k, _) in self._running.items() if only is None or k == only]
         if not pending:  # only a TimeTrigger can fire next
             await asyncio.sleep(timeout or 0.0)
             return
         done, _ = await asyncio.wait(pending, timeout=timeout,
                                      return_when=asyncio.FIRST_COMPLETED)
         for task in done:
-            _, callback = self._tasks.pop(task)
-            if inspect.isawaitable(outcome := callback(task.result())):
-                await outcome
+            _, callback = self._running.pop(task)
+            await _called(callback, task.result())
+
+    async def _wait_virtual(self, only: str | None) -> None:
+        """The next end in virtual order (of ``only``'s kind: others are held for later)."""
+        held = next((o for o in self._held if only is None or o.event.function == only), None)
+        if held is not None:
+            self._held.remove(held)
+            outcome = held
+        else:
+            while (outcome := await self._next()).event.function != only and only is not None:
+                self._held.append(outcome)
+        _, callback = self._running.pop(outcome.event.key)
+        if outcome.error is not None:
+            raise outcome.error
+        await _called(callback, outcome.result)
+
+    async def _next(self) -> Outcome[int]:
+        assert self.clock is not None
+        outcome = await self.clock.next()
+        if outcome is None:
+            raise WorkflowStalled("the virtual clock has nothing left to run")
+        return outcome
+
+
+async def _called(callback: Done, result: Any) -> None:
+    if inspect.isawaitable(outcome := callback(result)):
+        await outcome

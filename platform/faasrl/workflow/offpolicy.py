@@ -209,8 +209,9 @@ class OffPolicyWorkflow:
         self._actors.add(slot)
         self._env_steps += spec.envs_per_actor * spec.steps_per_actor
         args = explore_args(rec, run.credentials.to_args(), slot, self._n)
-        self.engine.start("actor", run.invoke(spec.actor_function, args.model_dump(mode="json"),
-                                              affinity=actor_affinity(rec.id, slot)),
+        self.engine.start("actor", lambda: run.invoke(spec.actor_function,
+                                                      args.model_dump(mode="json"),
+                                                      affinity=actor_affinity(rec.id, slot)),
                           lambda r, slot=slot: self._explored(slot, r))
 
     def _explored(self, slot: int, r: InvocationRecord) -> None:
@@ -233,9 +234,9 @@ class OffPolicyWorkflow:
         run, rec, spec = self.run, self.run.record, self.run.record.spec
         entries = [i.entry for i in self.buffer.drain(TRAJECTORIES)]
         args = ingest_args(rec, run.credentials.to_args(), entries, rec.replay_inserted)
-        self.engine.start("buffer", run.invoke(spec.buffer_function,
-                                               args.model_dump(mode="json"),
-                                               affinity=f"{rec.id}:buffer"),
+        self.engine.start("buffer", lambda: run.invoke(spec.buffer_function,
+                                                       args.model_dump(mode="json"),
+                                                       affinity=f"{rec.id}:buffer"),
                           lambda r: self._ingested(r, entries))
 
     def _buffer_answered(self, out: IngestResult | SampleResult) -> None:
@@ -279,9 +280,9 @@ class OffPolicyWorkflow:
                            annealed_beta(cfg, self._learner_steps), self._priorities,
                            rec.replay_inserted)
         self._priorities = None
-        self.engine.start("buffer", run.invoke(spec.buffer_function,
-                                               args.model_dump(mode="json"),
-                                               affinity=f"{rec.id}:buffer"),
+        self.engine.start("buffer", lambda: run.invoke(spec.buffer_function,
+                                                       args.model_dump(mode="json"),
+                                                       affinity=f"{rec.id}:buffer"),
                           self._sampled)
 
     def _sampled(self, r: InvocationRecord) -> None:
@@ -309,9 +310,9 @@ class OffPolicyWorkflow:
             self._round.learner_idle_s += time.monotonic() - self._learner_free_at
         last = len(self._round.trained) + 1 >= self._calls
         args = train_args(rec, run.credentials.to_args(), rec.version or 0, item.entry, last)
-        self.engine.start("learner", run.invoke(spec.learner_function,
-                                                args.model_dump(mode="json"),
-                                                affinity=f"{rec.id}:learner"),
+        self.engine.start("learner", lambda: run.invoke(spec.learner_function,
+                                                        args.model_dump(mode="json"),
+                                                        affinity=f"{rec.id}:learner"),
                           lambda r: self._trained(r, item))
 
     def _trained(self, r: InvocationRecord, item: Item) -> None:

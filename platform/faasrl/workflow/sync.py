@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import statistics
 import time
+from functools import partial
 from typing import Any
 
 from faasrl.algorithms.surface import SyncAlgorithm
@@ -132,7 +133,7 @@ class SyncWorkflow:
     def _rollout(self, message: Message) -> None:
         """A new policy: the round's I_k actor slots roll it out."""
         for slot in range(self._n):
-            self.engine.start("actor", self._actor_slot(slot, message["version"]),
+            self.engine.start("actor", partial(self._actor_slot, slot, message["version"]),
                               lambda attempts, slot=slot: self._rolled_out(slot, attempts))
 
     async def _actor_slot(self, slot: int, version: int) -> list[InvocationRecord]:
@@ -176,9 +177,8 @@ class SyncWorkflow:
                     placement=spec.placement.actors)
         args = update_args(rec, run.credentials.to_args(), rec.round,
                            sorted(i.slot for i in items), run.controller.learner_requests())
-        self.engine.start("learner", run.invoke_until_done(spec.learner_function,
-                                                           args.model_dump(mode="json"),
-                                                           affinity=f"{rec.id}:learner"),
+        self.engine.start("learner", lambda: run.invoke_until_done(
+            spec.learner_function, args.model_dump(mode="json"), affinity=f"{rec.id}:learner"),
                           self._learned)
 
     def _learned(self, learners: list[InvocationRecord]) -> None:

@@ -209,17 +209,18 @@ class VirtualExecutor(Generic[K]):
                     return None
                 self._arrived.clear()
                 await self._arrived.wait()
-            elif event.kind == "start":
-                self._tasks[event.key] = asyncio.create_task(self._run(event))
+            elif event.kind == "start":  # the work binds its arguments now, not when it runs
+                work = self._work.pop(event.key)()
+                self._tasks[event.key] = asyncio.create_task(self._run(event, work))
             else:
                 result, error = self._results.pop(event.key)
                 return Outcome(event, result, error)
 
-    async def _run(self, event: Event[K]) -> None:
-        work, bound = self._work.pop(event.key), self._bounds.pop(event.key)
+    async def _run(self, event: Event[K], work: Awaitable[Any]) -> None:
+        bound = self._bounds.pop(event.key)
         error: Exception | None = None
         try:
-            result = await work()
+            result = await work
         except Exception as exc:  # released as a failure at its virtual end
             result, error = None, exc
         del self._tasks[event.key]
