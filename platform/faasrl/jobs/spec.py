@@ -31,6 +31,7 @@ from faasrl.controllers.spec import ControllerSpec, FixedController
 from faasrl.env_code import EnvCode
 from faasrl.inputs import STRICT
 from faasrl.invoker.versions import ALIAS_MAX, ALIAS_NAME
+from faasrl.jobs.clock import ROLES, Clock, VirtualSettings
 from faasrl.jobs.cost import Pricing
 from faasrl.manifest import FUNCTION_NAME
 from faasrl.rl.env_backends import EnvBackend, resolve
@@ -273,6 +274,12 @@ class JobSpec(BaseModel):
                     "speeds actors up), else gymnasium. An env brought as code is gymnasium's")
     controller: ControllerSpec = Field(default_factory=FixedController)
     asynchronous: AsyncSettings = Field(default_factory=AsyncSettings)
+    clock: Clock = Field("real", description="real: the workflow sees results as they come "
+                                             "back; virtual: in the order the cluster of "
+                                             "`virtual` would produce them (async jobs)")
+    virtual: VirtualSettings | None = Field(None, validate_default=True,
+                                            description="the modeled cluster, with clock: "
+                                                        "virtual")
     hyperparameters: AlgorithmConfig = Field(
         description="the algorithm's (its tag may be left out); left out, or any field of it: "
                     "the algorithm's default for the env's family")
@@ -339,6 +346,23 @@ class JobSpec(BaseModel):
             if errors == said:
                 raise
             raise ValidationError.from_exception_data(exc.title, errors) from None  # type: ignore[arg-type]
+
+    @field_validator("virtual")
+    @classmethod
+    def _virtual_with_its_clock(cls, virtual: VirtualSettings | None, info: ValidationInfo
+                                ) -> VirtualSettings | None:
+        clock, execution = info.data.get("clock"), info.data.get("execution")
+        if clock == "virtual" and virtual is None:
+            raise ValueError("required with clock: virtual (the modeled cluster's cores and "
+                             "calibration)")
+        if clock == "real" and virtual is not None:
+            raise ValueError("only with clock: virtual")
+        if virtual is not None and execution is not None and execution != "async":
+            raise ValueError(f"the virtual clock runs async jobs; this one is {execution}")
+        if virtual is not None and (missing := [r for r in ROLES
+                                                if r not in virtual.calibration]):
+            raise ValueError(f"calibration lacks {', '.join(missing)}")
+        return virtual
 
     @field_validator("execution")
     @classmethod

@@ -39,6 +39,14 @@ are usually already waiting. Rounds, not seconds, bound everything.
 A round cut off by an unreachable Redis is dropped and run again from the newest published
 policy and the rule state of the last round end: nothing of it was recorded, so it is neither
 lost nor counted twice.
+
+On a virtual clock (``clock: virtual``, docs/virtual-clock.md) the engine starts invocations
+when the modeled cluster has a core for them and hands results over in virtual order, and what
+each function reads is pinned to what the workflow saw at its virtual start, not taken from
+Redis when it really runs: an actor's policy version; a learner's version and its peers'
+(slot -> version, for the cross-learner ratios); the parameter function's gradients (the stream
+entries released so far, in that order) and the clocks of the learners still computing. Rows
+then carry ``virtual_s``, the round's length on the virtual clock.
 """
 
 from __future__ import annotations
@@ -47,6 +55,7 @@ import json
 import logging
 import time
 import uuid
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import Any, Literal, TypeVar
@@ -56,6 +65,7 @@ from faasrl.contracts import FlushResult, GradientResult, RolloutResult, StepRes
 from faasrl.data.keys import learners_key
 from faasrl.data.ops import drop_batches, reset_round, unregister_learner
 from faasrl.invoker import InvocationRecord
+from faasrl.jobs.clock import Role, VirtualSettings
 from faasrl.jobs.cost import actor_cost, learner_cost, parameter_cost
 from faasrl.jobs.function_calls import gradient_args, parameter_args, result, rollout_args
 from faasrl.workflow.buffer import GRADIENTS, POLICY, TRAJECTORIES, Buffer, Item
@@ -72,6 +82,7 @@ from faasrl.workflow.job import (
     unreachable,
 )
 from faasrl.workflow.triggers import DataKeyTrigger, Message, ObjectKeyTrigger, Rule
+from faasrl.workflow.virtual_clock import VirtualClock, VirtualExecutor
 
 log = logging.getLogger(__name__)
 S = TypeVar("S", bound=StepResult)
@@ -131,6 +142,7 @@ class StellarisWorkflow:
         self.run = run
         self.settings = run.record.spec.asynchronous
         self.buffer = Buffer()
+        self.virtual = run.record.spec.virtual  # None: real time
         self.engine = Engine(self.buffer, [
             Rule("rollout", ObjectKeyTrigger(POLICY, new_only=False), self._rollout,
                  ready=self._actor_idle),
@@ -139,8 +151,9 @@ class StellarisWorkflow:
                  ready=self._learner_free),
             Rule("aggregate", DataKeyTrigger(n=1, stream=GRADIENTS), self._aggregate,
                  ready=lambda: not self.engine.running("parameter")),
-        ])
+        ], *_virtual_clock(self.virtual))
         self._actors: set[int] = set()  # slots with a rollout in flight (across rounds)
+        self._clocks: dict[int, int] = {}  # learner slot -> the version it computes on
         self._n = 0
         self._round = _Round(plan=[])
         self._session = uuid.uuid4().hex[:12]  # a parameter function from another run reloads
@@ -207,9 +220,10 @@ class StellarisWorkflow:
         self._n = run.actors_for_round()
         self._round = st = _Round(plan=cut(self._n, spec.envs_per_actor,
                                            self.settings.learner_slices))
+        self._clocks.clear()  # a round cut off may have left learners' behind
         run.prewarm(spec.actor_function, self._n, placement=spec.placement.actors)
         self.buffer.publish(POLICY, rec.version or 0)
-        t0 = time.monotonic()
+        t0, v0 = time.monotonic(), self.engine.now
         if not self._parameter_ran:  # loaded while the first batches are sampled
             self._step()
         try:
@@ -223,10 +237,11 @@ class StellarisWorkflow:
             reasons = "; ".join(x.reason for o in st.outputs for x in o.rejected)
             raise JobError(f"round {k}: no valid trajectories "
                            f"({reasons or st.errors or 'none'})")
-        flush = self._parameter_done(await self._invoke_parameter("flush"), FlushResult)
-        self.buffer.drain(GRADIENTS)  # the flush aggregated them
+        flush = self._parameter_done(
+            await self.engine.call("parameter", lambda: self._invoke_parameter("flush")),
+            FlushResult)
         await self._drop([b.entry for b in st.batches])
-        await self._close(t0, flush)
+        await self._close(t0, self.engine.now - v0, flush)
 
     def _actor_idle(self) -> bool:
         backlog = self.settings.backlog or self.settings.max_learners
@@ -238,11 +253,15 @@ class StellarisWorkflow:
         run, rec = self.run, self.run.record
         slot = next(s for s in range(self._n) if s not in self._actors)
         self._actors.add(slot)
-        args = rollout_args(rec, run.credentials.to_args(), rec.round, slot, None)
-        self.engine.start("actor", run.invoke(rec.spec.actor_function,
-                                              args.model_dump(mode="json"),
-                                              affinity=actor_affinity(rec.id, slot)),
-                          lambda r, slot=slot: self._rolled_out(slot, r))
+
+        def work() -> Awaitable[InvocationRecord]:
+            """The newest version (on a virtual clock: the newest it saw, pinned)."""
+            version = (rec.version or 0) if self.virtual else None
+            args = rollout_args(rec, run.credentials.to_args(), rec.round, slot, version)
+            return run.invoke(rec.spec.actor_function, args.model_dump(mode="json"),
+                              affinity=actor_affinity(rec.id, slot))
+
+        self.engine.start("actor", work, lambda r: self._rolled_out(slot, r))
 
     def _rolled_out(self, slot: int, r: InvocationRecord) -> None:
         st = self._round
@@ -303,16 +322,25 @@ class StellarisWorkflow:
         st.peak = max(st.peak, len(st.learner_slots))
         args = gradient_args(rec, run.credentials.to_args(), slot, [e for e, _ in parts],
                              [envs for _, envs in parts])
-        self.engine.start("learner", run.invoke(spec.learner_function,
-                                                args.model_dump(mode="json"),
-                                                affinity=f"{rec.id}:learner:{slot}"),
-                          lambda r, slot=slot, item=item: self._learned(slot, item, r))
+
+        def work() -> Awaitable[InvocationRecord]:
+            """On a virtual clock: the version it saw and its peers' then, pinned."""
+            pinned = args
+            if self.virtual:
+                pinned = args.model_copy(update={"version": rec.version or 0,
+                                                 "peers": dict(self._clocks)})
+                self._clocks[slot] = rec.version or 0
+            return run.invoke(spec.learner_function, pinned.model_dump(mode="json"),
+                              affinity=f"{rec.id}:learner:{slot}")
+
+        self.engine.start("learner", work, lambda r: self._learned(slot, item, r))
 
     async def _learned(self, slot: int, item: Item, r: InvocationRecord) -> None:
         """A learner's gradient: the parameter function's to take, and the slice's next pass
         queued (a failed learner ends its slice: what failed it would fail it again)."""
         st = self._round
         del st.learner_slots[slot]
+        self._clocks.pop(slot, None)
         st.learners.append(r)
         if unreachable(r):
             raise RedisDown(f"round {self.run.record.round}: {describe(r)}")
@@ -331,7 +359,7 @@ class StellarisWorkflow:
         st.rejected.update(x.entry for x in out.rejected)
         if not out.pushed:
             return
-        self.buffer.put(GRADIENTS, Item(entry=r.id, slot=slot, version=out.clock))
+        self.buffer.put(GRADIENTS, Item(entry=out.entry or r.id, slot=slot, version=out.clock))
         if item.version == 0:
             st.samples += out.samples
         if item.version + 1 < self.settings.sgd_iters:
@@ -352,18 +380,23 @@ class StellarisWorkflow:
 
     def _aggregate(self, message: Message) -> None:
         """New gradients: the parameter function takes them into its queue."""
-        self.buffer.drain(GRADIENTS)
         self._step()
 
     def _step(self) -> None:
-        self.engine.start("parameter", self._invoke_parameter("step"),
+        self.engine.start("parameter", lambda: self._invoke_parameter("step"),
                           lambda r: self._parameter_done(r, StepResult))
 
-    async def _invoke_parameter(self, mode: Literal["step", "flush"]) -> InvocationRecord:
+    def _invoke_parameter(self, mode: Literal["step", "flush"]) -> Awaitable[InvocationRecord]:
+        """The parameter function takes the gradients new at its start (on a virtual clock:
+        exactly those released so far, and the clocks of the learners still computing)."""
         run, rec, spec = self.run, self.run.record, self.run.record.spec
+        taken = [i.entry for i in self.buffer.drain(GRADIENTS)]
         args = parameter_args(rec, run.credentials.to_args(), mode, rec.round, self._session)
-        return await run.invoke(spec.parameter_function, args.model_dump(mode="json"),
-                                affinity=f"{rec.id}:parameter")
+        if self.virtual:
+            args = args.model_copy(update={"gradients": taken,
+                                           "in_flight": list(self._clocks.values())})
+        return run.invoke(spec.parameter_function, args.model_dump(mode="json"),
+                          affinity=f"{rec.id}:parameter")
 
     def _parameter_done(self, r: InvocationRecord, contract: type[S]) -> S:
         """A step's or a flush's result: its clock is the newest version."""
@@ -379,7 +412,7 @@ class StellarisWorkflow:
         self.buffer.publish(POLICY, out.clock)
         return out
 
-    async def _close(self, t0: float, flush: FlushResult) -> None:
+    async def _close(self, t0: float, virtual_s: float, flush: FlushResult) -> None:
         rec, spec, st = self.run.record, self.run.record.spec, self._round
         rec.parameter_state = flush.state
         pushed = [{**o.stats, "policy_lag": o.policy_lag} for o in st.outputs if o.pushed]
@@ -403,6 +436,8 @@ class StellarisWorkflow:
             **{key: mean([float(o[key]) for o in pushed if o.get(key) is not None])
                for key in dict.fromkeys(k for o in pushed for k in o)},
         }
+        if self.virtual:
+            columns["virtual_s"] = virtual_s
         if st.errors:
             columns["error"] = st.errors[0]
         await self.run.close_round(RoundOutcome(
@@ -413,3 +448,31 @@ class StellarisWorkflow:
                    "cost_learner": learner_cost(st.learners, spec.pricing),
                    "cost_parameter": parameter_cost(st.parameter, spec.pricing)},
             columns=columns, env_starts=st.env_starts))
+
+
+def _virtual_clock(virtual: VirtualSettings | None
+                   ) -> tuple[VirtualExecutor[int] | None, dict[str, float]]:
+    """The engine's virtual clock and lower bounds (a role's calibrated intercept: no
+    invocation of it, failed ones included, takes less); real time: none."""
+    if virtual is None:
+        return None, {}
+    calibration = virtual.calibration
+
+    def duration(role: Role, r: InvocationRecord) -> float:
+        return calibration[role].duration(_units(role, r))
+
+    clock: VirtualClock[int] = VirtualClock(cores=virtual.cores,
+                                            concurrency=dict(virtual.concurrency))
+    return (VirtualExecutor(clock, duration),  # type: ignore[arg-type]
+            {role: c.a for role, c in calibration.items()})
+
+
+def _units(role: Role, r: InvocationRecord) -> float:
+    """The work a finished invocation reports (jobs/clock.py's UNITS); a failed one: none."""
+    if r.status != "success":
+        return 0.0
+    if role == "actor":
+        return result(RolloutResult, r).steps
+    if role == "learner":
+        return result(GradientResult, r).samples
+    return float(r.result["aggregations"])  # a step's or a flush's

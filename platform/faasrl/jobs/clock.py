@@ -1,0 +1,50 @@
+"""What a job is timed on: real time, or a virtual clock that models a cluster of N cores.
+
+On the virtual clock (docs/virtual-clock.md) every invocation still runs for real, but the
+workflow sees its start and its result in the order the modeled cluster would produce them. An
+invocation's virtual duration is not what it measured (that depends on the host's load) but a
+calibration of its role: ``a + b * units``, where units is the work its result reports, so the
+order, and what the job learns, is a function of the spec and its seeds.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field, PositiveInt
+
+from faasrl.inputs import STRICT
+
+Clock = Literal["real", "virtual"]
+Role = Literal["actor", "learner", "parameter"]
+ROLES: tuple[Role, ...] = ("actor", "learner", "parameter")
+# What a role's units are: what its result reports of the work it did.
+UNITS: dict[Role, str] = {"actor": "env steps", "learner": "samples",
+                          "parameter": "aggregations"}
+
+
+class Calibration(BaseModel):
+    """A role's virtual duration: ``a + b * units`` seconds."""
+
+    model_config = STRICT
+    a: float = Field(ge=0, le=3600, description="seconds per invocation; also a failed one's "
+                                                "(it failed fast)")
+    b: float = Field(0.0, ge=0, le=60, description="seconds per unit of work: an actor's env "
+                                                   "step, a learner's sample, an aggregation")
+
+    def duration(self, units: float) -> float:
+        return self.a + self.b * units
+
+
+class VirtualSettings(BaseModel):
+    """The modeled cluster a ``clock: virtual`` job is timed on."""
+
+    model_config = STRICT
+    cores: int = Field(ge=1, le=4096, description="invocations that run at once, each on a "
+                                                  "core of its own")
+    concurrency: dict[Role, PositiveInt] = Field(
+        default_factory=dict, description="per role, at most this many at once "
+                                          "(e.g. learner: 4)")
+    calibration: dict[Role, Calibration] = Field(
+        description="per role (actor, learner, parameter), its virtual duration; measure "
+                    "yours with bench/calibrate.py")
