@@ -46,5 +46,5 @@ class VirtualSettings(BaseModel):
         default_factory=dict, description="per role, at most this many at once "
                                           "(e.g. learner: 4)")
     calibration: dict[Role, Calibration] = Field(
-        description="per role (actor, learner, parameter), its virtual duration; measure "
-                    "yours with bench/calibrate.py")
+        description="per role (actor, learner, parameter), its virtual duration (how to "
+                    "measure it: docs/virtual-clock.md)")
