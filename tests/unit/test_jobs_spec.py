@@ -154,6 +154,14 @@ def _float_fields(model: type[BaseModel]) -> Iterator[tuple[str, str, dict[str, 
         args = typing.get_args(info.annotation) or (info.annotation,)
         if float in args:
             yield name, name, {name: _VALUE}
+        if typing.get_origin(info.annotation) is dict:  # dict[Literal[...], Model]: one key
+            if not (typing.get_origin(args[0]) is typing.Literal
+                    and isinstance(args[1], type) and issubclass(args[1], BaseModel)):
+                continue
+            key = str(typing.get_args(args[0])[0])
+            for inner, loc, body in _float_fields(args[1]):
+                yield f"{name}.{key}.{inner}", f"{name}.{key}.{loc}", {name: {key: body}}
+            continue
         for arg in args:
             if not (isinstance(arg, type) and issubclass(arg, BaseModel)):
                 continue
@@ -172,6 +180,25 @@ def _fill(template: Any, value: object) -> Any:
     return value if template is _VALUE else template
 
 
+# What a body under these fields needs besides the float to be valid (merged under it).
+CALIBRATED = {"a": 0.1}
+CONTEXT = {"virtual": {"clock": "virtual", "execution": "async", "virtual": {
+    "cores": 1, "calibration": {"actor": CALIBRATED, "learner": CALIBRATED,
+                                "parameter": CALIBRATED}}}}
+
+
+def _merged(base: Any, body: Any) -> Any:
+    if isinstance(base, dict) and isinstance(body, dict):
+        return {**base, **{k: _merged(base.get(k), v) for k, v in body.items()}}
+    return body
+
+
+def _body(template: dict[str, Any], value: object) -> dict[str, Any]:
+    body = _fill(template, value)
+    return {"env_id": "CartPole-v1",
+            **_merged(CONTEXT.get(next(iter(template)), {}), body)}
+
+
 FLOAT_FIELDS = {name: (loc, body) for name, loc, body in _float_fields(JobSpec)}
 
 
@@ -179,7 +206,7 @@ def test_float_fields_are_found():
     assert {"stop.target_reward", "hyperparameters.ppo.learning_rate",
             "hyperparameters.impact.rho_bar", "pricing.lambda_gb_s",
             "asynchronous.aggregation.stellaris.decay", "controller.schedule.factor",
-            "controller.nitro.decay"} <= set(FLOAT_FIELDS)
+            "controller.nitro.decay", "virtual.calibration.actor.b"} <= set(FLOAT_FIELDS)
 
 
 @pytest.mark.parametrize("name", sorted(FLOAT_FIELDS))
@@ -187,9 +214,9 @@ def test_float_fields_are_found():
 def test_no_float_field_takes_nan_or_infinity(name, value):
     loc, body = FLOAT_FIELDS[name]
     with pytest.raises(ValidationError) as err:
-        JobSpec.model_validate({"env_id": "CartPole-v1", **_fill(body, value)})
+        JobSpec.model_validate(_body(body, value))
     assert loc in error_fields(err.value), err.value
-    assert JobSpec.model_validate({"env_id": "CartPole-v1", **_fill(body, 0.5)})
+    assert JobSpec.model_validate(_body(body, 0.5))
 
 
 @pytest.mark.parametrize(("body", "field"), [
