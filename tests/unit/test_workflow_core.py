@@ -4,7 +4,9 @@ rules as tasks finish."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from functools import partial
+from typing import Any
 
 import pytest
 
@@ -17,6 +19,7 @@ from faasrl.workflow.triggers import (
     TimeTrigger,
     TransferTrigger,
 )
+from faasrl.workflow.virtual_clock import VirtualClock, VirtualExecutor
 
 
 def batch(entry: str, slot: int, size: int = 10, keys: tuple[str, ...] = ("obs",)) -> Item:
@@ -157,3 +160,85 @@ def test_a_callback_error_ends_the_run():
 
     with pytest.raises(RuntimeError, match="failed 3 times"):
         asyncio.run(main())
+
+
+# ------------------------------------------------------------------ on a virtual clock
+def virtual_engine(cores: int, rules: list[Rule] | None = None) -> Engine:
+    """An engine whose invocations last, on the virtual clock, what their result says."""
+    clock: VirtualClock[int] = VirtualClock(cores=cores)
+    return Engine(Buffer(), rules or [], VirtualExecutor(clock, lambda kind, r: r[1]))
+
+
+def invocation(name: str, real_s: float, virtual_s: float) -> Callable[[], Awaitable[Any]]:
+    async def run() -> tuple[str, float]:
+        await asyncio.sleep(real_s)
+        return name, virtual_s
+    return run
+
+
+def test_on_a_virtual_clock_callbacks_run_in_virtual_order_not_real_order():
+    async def main() -> tuple[list[str], float]:
+        engine, seen = virtual_engine(cores=2), []
+        engine.start("actor", invocation("slow-virtual", 0.0, 5.0), lambda r: seen.append(r[0]))
+        engine.start("actor", invocation("fast-virtual", 0.05, 1.0),
+                     lambda r: seen.append(r[0]))
+        await engine.run(finished=lambda: len(seen) == 2)
+        return seen, engine.now
+
+    assert asyncio.run(main()) == (["fast-virtual", "slow-virtual"], 5.0)
+
+
+def test_on_a_virtual_clock_work_is_called_at_its_virtual_start():
+    """One core: the second invocation's factory runs only once the first ended, so what it
+    binds (the version) is what the first one's callback published."""
+
+    async def main() -> list[tuple[str, int]]:
+        engine, version, bound = virtual_engine(cores=1), [0], []
+
+        def work(name: str) -> Callable[[], Awaitable[Any]]:
+            def start() -> Awaitable[Any]:
+                bound.append((name, version[0]))
+                return invocation(name, 0.0, 1.0)()
+            return start
+
+        def done(_: Any) -> None:
+            version[0] += 1
+
+        engine.start("actor", work("a"), done)
+        engine.start("actor", work("b"), done)
+        await engine.run(finished=lambda: version[0] == 2)
+        return bound
+
+    assert asyncio.run(main()) == [("a", 0), ("b", 1)]
+
+
+def test_a_virtual_call_holds_the_ends_of_other_kinds_for_the_next_wait():
+    """A flush awaited with ``call`` while an actor runs: the actor's end, released first,
+    reaches its callback at the next wait, not during the call."""
+
+    async def main() -> tuple[list[str], list[str]]:
+        engine, seen = virtual_engine(cores=2), []
+        engine.start("actor", invocation("actor", 0.0, 1.0), lambda r: seen.append(r[0]))
+        flushed = await engine.call("parameter", invocation("flush", 0.0, 2.0))
+        during = list(seen)
+        await engine.run(finished=lambda: bool(seen))
+        return during, [flushed[0], *seen]
+
+    assert asyncio.run(main()) == ([], ["flush", "actor"])
+
+
+def test_a_virtual_settle_returns_results_and_cancel_frees_the_core():
+    async def main() -> tuple[list[Any], int]:
+        engine, seen = virtual_engine(cores=1), []
+        engine.start("learner", invocation("learner", 10.0, 9.0), seen.append)
+        engine.start("actor", invocation("actor", 0.0, 1.0), seen.append)  # waits for the core
+        await engine.cancel(("learner",))
+        settled = await engine.settle(("actor",))
+        return settled, len(seen)
+
+    assert asyncio.run(main()) == ([("actor", 1.0)], 0)
+
+
+def test_time_triggers_are_refused_on_a_virtual_clock():
+    with pytest.raises(ValueError, match="time triggers"):
+        virtual_engine(1, [Rule("sync", TimeTrigger(0.02), lambda m: None)])
