@@ -20,7 +20,8 @@ from faasrl.embedded import EmbeddedPlatform
 
 def run_job(spec: dict[str, Any], *, label: str, timeout_s: float = 1800,
             schedulers_dir: Path | None = None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """The finished job and its metrics rows; raises if it did not succeed.
+    """The finished job and its metrics rows, on a fresh embedded platform; raises if it did
+    not succeed.
 
     The job is submitted once the platform has started, its zygote's imports included (a
     platform serves many jobs; a library's ``learn()`` is timed after its imports too): its
@@ -29,21 +30,27 @@ def run_job(spec: dict[str, Any], *, label: str, timeout_s: float = 1800,
         settings = Settings(state_dir=Path(state), port=0, schedulers_dir=schedulers_dir)
         with EmbeddedPlatform(settings) as platform, platform.client() as client:
             wait_for_zygote(client)
-            job = client.submit(spec)
-            total = spec.get("stop", {}).get("max_rounds")
-            columns = (TextColumn(f"{label:<28}"), BarColumn(), MofNCompleteColumn(),
-                       TextColumn("rounds"), TimeElapsedColumn())
-            with Progress(*columns, transient=True) as progress:
-                task = progress.add_task(label, total=total)
-                deadline = time.monotonic() + timeout_s
-                while (job := client.job(job["id"]))["status"] in ("pending", "running"):
-                    progress.update(task, completed=job["round"])
-                    if time.monotonic() > deadline:
-                        raise TimeoutError(f"{label}: job still running after {timeout_s} s")
-                    time.sleep(0.2)
-            if job["status"] != "succeeded":
-                raise RuntimeError(f"{label}: job {job['status']}: {job.get('error')}")
-            return job, client.job_metrics(job["id"])
+            return run_on(client, spec, label=label, timeout_s=timeout_s)
+
+
+def run_on(client: Client, spec: dict[str, Any], *, label: str, timeout_s: float = 1800
+           ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Submit ``spec`` to a running platform and follow it to its end, with a progress bar."""
+    job = client.submit(spec)
+    total = spec.get("stop", {}).get("max_rounds")
+    columns = (TextColumn(f"{label:<28}"), BarColumn(), MofNCompleteColumn(),
+               TextColumn("rounds"), TimeElapsedColumn())
+    with Progress(*columns, transient=True) as progress:
+        task = progress.add_task(label, total=total)
+        deadline = time.monotonic() + timeout_s
+        while (job := client.job(job["id"]))["status"] in ("pending", "running"):
+            progress.update(task, completed=job["round"])
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{label}: job still running after {timeout_s} s")
+            time.sleep(0.2)
+    if job["status"] != "succeeded":
+        raise RuntimeError(f"{label}: job {job['status']}: {job.get('error')}")
+    return job, client.job_metrics(job["id"])
 
 
 def wait_for_zygote(client: Client, timeout_s: float = ZYGOTE_WAIT_S) -> None:

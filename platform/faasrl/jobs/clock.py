@@ -9,7 +9,8 @@ order, and what the job learns, is a function of the spec and its seeds.
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Mapping
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field, PositiveInt
 
@@ -18,9 +19,16 @@ from faasrl.inputs import STRICT
 Clock = Literal["real", "virtual"]
 Role = Literal["actor", "learner", "parameter"]
 ROLES: tuple[Role, ...] = ("actor", "learner", "parameter")
-# What a role's units are: what its result reports of the work it did.
-UNITS: dict[Role, str] = {"actor": "env steps", "learner": "samples",
-                          "parameter": "aggregations"}
+# A role's units of work: the field of its result that counts them (an actor's env steps,
+# RolloutResult; a learner's samples, GradientResult; the parameter function's aggregations,
+# StepResult and FlushResult).
+UNIT_FIELDS: dict[Role, str] = {"actor": "steps", "learner": "samples",
+                                "parameter": "aggregations"}
+
+
+def units(role: Role, result: Mapping[str, Any]) -> float:
+    """The work a successful invocation of ``role`` reports (its result, as JSON)."""
+    return float(result[UNIT_FIELDS[role]])
 
 
 class Calibration(BaseModel):

@@ -65,7 +65,7 @@ from faasrl.contracts import FlushResult, GradientResult, RolloutResult, StepRes
 from faasrl.data.keys import learners_key
 from faasrl.data.ops import drop_batches, reset_round, unregister_learner
 from faasrl.invoker import InvocationRecord
-from faasrl.jobs.clock import Role, VirtualSettings
+from faasrl.jobs.clock import Role, VirtualSettings, units
 from faasrl.jobs.cost import actor_cost, learner_cost, parameter_cost
 from faasrl.jobs.function_calls import gradient_args, parameter_args, result, rollout_args
 from faasrl.workflow.buffer import GRADIENTS, POLICY, TRAJECTORIES, Buffer, Item
@@ -468,11 +468,5 @@ def _virtual_clock(virtual: VirtualSettings | None
 
 
 def _units(role: Role, r: InvocationRecord) -> float:
-    """The work a finished invocation reports (jobs/clock.py's UNITS); a failed one: none."""
-    if r.status != "success":
-        return 0.0
-    if role == "actor":
-        return result(RolloutResult, r).steps
-    if role == "learner":
-        return result(GradientResult, r).samples
-    return float(r.result["aggregations"])  # a step's or a flush's
+    """The work a finished invocation reports; a failed one: none (it failed fast)."""
+    return units(role, r.result) if r.status == "success" else 0.0

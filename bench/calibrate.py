@@ -1,0 +1,90 @@
+"""The virtual clock's calibration of an asynchronous job: each role's duration as a + b·units.
+
+A job on the virtual clock (``clock: virtual``) is timed by a calibration, not by what its
+invocations measure, so that its order of events, and what it learns, does not depend on the
+host's load (docs/virtual-clock.md). This measures one: it runs the job alone (one actor, one
+learner) at two rollout lengths on a fresh embedded platform, takes every warm, successful
+invocation's uncontended run time (its wait for a core taken out) against the work its result
+reports (an actor's env steps, a learner's samples, the parameter function's aggregations),
+and fits a and b per role by least squares. Prints the ``virtual`` block to put in a job spec
+and writes it, with the points, to bench/results/calibration-<env>.json.
+
+    python bench/calibrate.py --env CartPole-v1 --variant stellaris
+    python bench/calibrate.py --quick        # a tiny run: does it all work?
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform as host
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from async_controllers import ENVS, QUICK, VARIANTS, job_spec
+from jobrun import run_on, wait_for_zygote, write_results
+
+from faasrl.config import Settings
+from faasrl.embedded import EmbeddedPlatform
+from faasrl.jobs.clock import ROLES, Role, units
+
+RESULTS = Path(__file__).resolve().parent / "results"
+FUNCTIONS: dict[Role, str] = {"actor": "actor", "learner": "learner",
+                              "parameter": "parameter"}  # the built-ins a variant runs
+
+
+def fit(points: list[tuple[float, float]]) -> dict[str, float]:
+    """a + b·x by least squares over (x, seconds), neither below zero."""
+    x, y = np.array([p[0] for p in points]), np.array([p[1] for p in points])
+    a, b = np.linalg.lstsq(np.stack([np.ones_like(x), x], axis=1), y, rcond=None)[0]
+    if b < 0:
+        a, b = y.mean(), 0.0
+    elif a < 0:
+        a, b = 0.0, float((x * y).sum() / max((x * x).sum(), 1e-12))
+    return {"a": round(float(a), 6), "b": round(float(b), 9)}
+
+
+def points(records: list[dict[str, Any]], role: Role) -> list[tuple[float, float]]:
+    """(units, uncontended seconds) of the warm successful invocations."""
+    return [(units(role, r["result"]), max(0.0, r["run_s"] - (r.get("wait_s") or 0.0)))
+            for r in records if r["status"] == "success" and not r.get("cold")
+            and isinstance(r.get("result"), dict)]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--env", default="CartPole-v1", choices=list(ENVS))
+    parser.add_argument("--variant", default="stellaris",
+                        choices=[v for v, s in VARIANTS.items() if s["execution"] == "async"])
+    parser.add_argument("--rounds", type=int, default=8)
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+    sizes = (QUICK if args.quick else ENVS)[args.env]
+    rounds = 2 if args.quick else args.rounds
+    seen: dict[Role, list[tuple[float, float]]] = {role: [] for role in ROLES}
+    with tempfile.TemporaryDirectory() as state:
+        settings = Settings(state_dir=Path(state), port=0)
+        with EmbeddedPlatform(settings) as platform, platform.client() as client:
+            wait_for_zygote(client)
+            for steps in (sizes["steps_per_actor"], max(1, sizes["steps_per_actor"] // 2)):
+                spec = job_spec(args.env, args.variant, 1,
+                                {**sizes, "steps_per_actor": steps, "rounds": rounds},
+                                actors=1, learners=1, eval_episodes=0)
+                run_on(client, spec, label=f"{args.env} alone, {steps} steps")
+            for role in ROLES:
+                records = client.invocations(function=FUNCTIONS[role], limit=1000)
+                seen[role] = points(records, role)
+    calibration = {role: fit(seen[role]) for role in ROLES if seen[role]}
+    print(json.dumps({"virtual": {"cores": 16, "calibration": calibration}}, indent=2))
+    out = args.out or RESULTS / f"calibration-{args.env.replace('/', '_')}.json"
+    write_results(out, {"benchmark": "calibrate", "env_id": args.env, "variant": args.variant,
+                        "quick": args.quick, "machine": host.node(), "calibration": calibration,
+                        "points": seen})
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()
