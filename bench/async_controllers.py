@@ -29,6 +29,14 @@ modeled time to bench/results/.
 
     python bench/async_controllers.py                 # CartPole-v1 and Hopper-v5, seeds 1-3
     python bench/async_controllers.py --quick         # a tiny configuration: does it all run?
+    python bench/async_controllers.py --virtual-cores 16 \
+        --calibration bench/results/calibration-CartPole-v1.json    # see below
+
+With ``--virtual-cores N`` the asynchronous variants run on a virtual clock of N cores
+(``clock: virtual``, docs/virtual-clock.md) with the calibration ``bench/calibrate.py`` wrote:
+what N real cores would learn, whatever this machine's cores. Their modeled time is then the
+virtual clock's (each round's ``virtual_s``, summed), which the equal-time returns use; the
+synchronous variant keeps its modeled-parallel time, measured on the same calibrated machine.
 
 Runs split over machines or cores (each part its own ``--out``) are put back together with
 ``--merge part1.json part2.json ... --out all.json``.
@@ -40,6 +48,7 @@ import argparse
 import json
 import statistics
 import time
+from itertools import accumulate
 from pathlib import Path
 from typing import Any
 
@@ -88,7 +97,9 @@ QUICK: dict[str, dict[str, int]] = {
 
 
 def job_spec(env_id: str, variant: str, seed: int, sizes: dict[str, int], *, actors: int,
-             learners: int, eval_episodes: int) -> dict[str, Any]:
+             learners: int, eval_episodes: int, virtual: dict[str, Any] | None = None
+             ) -> dict[str, Any]:
+    """The job of one run; ``virtual``: the virtual clock's cluster, for async variants."""
     spec: dict[str, Any] = {
         "name": f"{variant}-{env_id}-{seed}", "env_id": env_id, "seed": seed,
         "controller": {"name": "fixed", "actors": actors},
@@ -97,6 +108,8 @@ def job_spec(env_id: str, variant: str, seed: int, sizes: dict[str, int], *, act
         **VARIANTS[variant]}
     if spec["execution"] == "async":
         spec["asynchronous"] = {**spec.get("asynchronous", {}), "max_learners": learners}
+        if virtual is not None:
+            spec.update(clock="virtual", virtual=virtual)
     return spec
 
 
@@ -117,8 +130,19 @@ def one_run(spec: dict[str, Any], label: str) -> dict[str, Any]:
         "wall_s": job["wall_s"], "run_s": time.perf_counter() - t0,
         # modeled, no waits for a core (jobs/parallel.py)
         "parallel_wall_s": job["parallel_wall_s"], "parallel_cost_usd": job["parallel_cost_usd"],
-        "actor_s": actor_seconds(rows), **curves(rows),
+        "actor_s": actor_seconds(rows), **curves(rows), **virtual_time(rows),
     }
+
+
+def virtual_time(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """A run on the virtual clock: its modeled time is the clock's (the rounds' ``virtual_s``
+    summed), in place of the modeled-parallel re-timing of what ran on this machine."""
+    if not rows or "virtual_s" not in rows[0]:
+        return {"clock": "real"}
+    ends = list(accumulate(r["virtual_s"] for r in rows))
+    return {"clock": "virtual", "parallel_wall_s": ends[-1],
+            "parallel_curve": [(t, r["recent_mean_return"]) for t, r in zip(ends, rows,
+                                                                           strict=True)]}
 
 
 def _stats(values: list[float | None]) -> dict[str, float | None]:
@@ -171,8 +195,18 @@ def main() -> None:
                         help="tiny rollouts, 2-3 rounds, one seed: checks that everything runs")
     parser.add_argument("--merge", type=Path, nargs="+", metavar="JSON",
                         help="run nothing: put these results together into --out")
+    parser.add_argument("--virtual-cores", type=int, metavar="N",
+                        help="run the async variants on a virtual clock of N cores")
+    parser.add_argument("--calibration", type=Path, metavar="JSON",
+                        help="bench/calibrate.py's output (with --virtual-cores)")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
+    virtual = None
+    if args.virtual_cores:
+        if args.calibration is None:
+            parser.error("--virtual-cores needs --calibration (bench/calibrate.py writes it)")
+        virtual = {"cores": args.virtual_cores,
+                   "calibration": json.loads(args.calibration.read_text())["calibration"]}
     if args.merge:
         parts = [json.loads(p.read_text()) for p in args.merge]
         order = {v: i for i, v in enumerate(VARIANTS)}
@@ -194,11 +228,13 @@ def main() -> None:
         for seed in seeds:  # seeds outermost per env: drift on the machine hits every variant
             for variant in args.variants:
                 spec = job_spec(env_id, variant, seed, sizes[env_id], actors=args.actors,
-                                learners=args.learners, eval_episodes=eval_episodes)
+                                learners=args.learners, eval_episodes=eval_episodes,
+                                virtual=virtual)
                 result = one_run(spec, f"{env_id} {variant} seed {seed}")
                 runs.append({"env_id": env_id, "variant": variant, "seed": seed, **result})
     report({"benchmark": "async_controllers", "quick": args.quick, "actors": args.actors,
-            "learners": args.learners, "sizes": {e: sizes[e] for e in args.envs}, "runs": runs},
+            "learners": args.learners, "virtual": virtual,
+            "sizes": {e: sizes[e] for e in args.envs}, "runs": runs},
            args.out)
 
 
