@@ -18,6 +18,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    NonNegativeInt,
     TypeAdapter,
     ValidationError,
     ValidationInfo,
@@ -296,6 +297,13 @@ class GradientArgs(BaseModel):
     entries: list[str] = Field(description="trajectory stream entries")
     envs: list[tuple[int, int]] | None = Field(
         None, description="per entry, the slice's env columns [start, stop); None: all")
+    version: int | None = Field(
+        None, ge=0,
+        description="the policy version to compute the gradient on; None: the newest published")
+    peers: dict[NonNegativeInt, NonNegativeInt] | None = Field(
+        None, description="the other learners' slots and the versions they compute on, for "
+                          "the cross-learner ratios (their weights: those published "
+                          "versions); None: the learners registered now")
 
     @field_validator("envs")
     @classmethod
@@ -316,6 +324,7 @@ class GradientResult(BaseModel):
     model_config = CONTRACT
     clock: int = Field(description="the version the gradient was computed on")
     pushed: bool
+    entry: str | None = Field(None, description="the gradient stream entry it pushed")
     samples: int
     rejected: list[Rejection]
     stats: dict[str, float] = Field(default_factory=dict, description="the algorithm's")

@@ -3,12 +3,11 @@ and a cold container rebuilding its queue from the gradient stream."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 
 import pytest
 import torch
-from helpers import REPO
+from helpers import handler_module
 
 from faasrl.data.gradients import GradientStream, LearnerRegistry
 from faasrl.data.keys import parameter_state_key
@@ -22,11 +21,7 @@ SPEC = PolicySpec((4,), "float32", "discrete", 2, hidden=(8,))  # the job's mode
 @pytest.fixture
 def handler(redis_url, monkeypatch):
     monkeypatch.setenv("FAASRL_REDIS_URL", redis_url)
-    path = REPO / "functions" / "parameter" / "handler.py"
-    spec = importlib.util.spec_from_file_location("parameter_handler", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return handler_module("parameter", "parameter_handler")
 
 
 @pytest.fixture
