@@ -32,6 +32,7 @@ from faasrl.rl.env_backends import EnvBackend
 
 # Machine to machine: no unknown keys, but JSON's lists read as tuples and ints as floats.
 CONTRACT = ConfigDict(extra="forbid")
+StreamId = Annotated[str, Field(pattern=r"^\d+-\d+$")]  # a Redis stream entry's id
 T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)
 
@@ -413,7 +414,7 @@ AggregationSpec = Annotated[StellarisAggregation | AsyncAggregation | SoftSyncAg
 
 
 class StepArgs(BaseModel):
-    """Take the gradients new in the stream, aggregating as the rule says."""
+    """Take the gradients new in the stream (or those named), aggregating as the rule says."""
 
     model_config = CONTRACT
     mode: Literal["step"] = "step"
@@ -425,6 +426,12 @@ class StepArgs(BaseModel):
     optimizer_step: Literal["weighted_mean", "per_gradient"]
     learners: int = Field(ge=1)
     keep: int = Field(ge=1, description="policy versions kept in Redis")
+    gradients: list[StreamId] | None = Field(
+        None, description="the gradient stream entries to take, in this order (those no "
+                          "longer in the stream are skipped); None: every entry new in it")
+    in_flight: list[NonNegativeInt] | None = Field(
+        None, description="the clocks of the learners still computing (SSP waits for "
+                          "them); None: the learners registered now")
 
 
 class FlushArgs(StepArgs):
