@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import importlib.util
 import io
 import json
 import os
@@ -18,6 +19,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import httpx
@@ -165,6 +167,16 @@ def runs_as(uid: int, python: str, *args: str) -> bool:
 def with_python_path(folder: Path) -> str:
     """This process's PYTHONPATH with ``folder`` first: what a child given it imports from."""
     return os.pathsep.join([str(folder), *filter(None, [os.environ.get("PYTHONPATH")])])
+
+
+def handler_module(function: str, name: str) -> ModuleType:
+    """A fresh import, as module ``name``, of built-in function ``function``'s handler: what a
+    new container runs (its warm state empty)."""
+    spec = importlib.util.spec_from_file_location(name, REPO / "functions" / function /
+                                                  "handler.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def half_imported_torch(folder: Path) -> str:

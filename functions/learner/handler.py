@@ -27,13 +27,17 @@ cross-learner ratios, has the algorithm compute one gradient on the slice it was
 columns of some batches: PPO with Stellaris's truncation, IMPACT with V-trace against a target
 network), and pushes (gradient, clock, learner slot) to the job's gradient stream for the
 parameter function. It leaves the batches in the stream: later passes train on them again, and
-the workflow drops them at the round's end.
+the workflow drops them at the round's end. A workflow that replays a run pins what the learner
+reads instead: ``version`` (the policy to compute on) and ``peers`` (the other learners' slots
+and versions, whose published weights give the ratios; the registry is then neither read nor
+written). A pinned version that is no longer kept is refused (``InvalidArgs`` naming it).
 """
 
 from __future__ import annotations
 
 import os
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any, TypeVar
@@ -67,10 +71,12 @@ from faasrl.rl.env_loader import ensure
 from faasrl.rl.hessian import surrogate_hessian_extremes
 from faasrl.rl.model_card import model_card
 from faasrl.rl.policy import PolicySpec, obs_batch_stats, policy_spec_for, policy_spec_from
+from faasrl.runtime.invalid import InvalidArgs
 
 DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
 _learners: dict[str, _Learner] = {}
+CACHED_VERSIONS = 8  # published versions a gradient learner keeps decoded: its own, peers'
 R = TypeVar("R", UpdateResult, TrainResult)
 
 
@@ -153,7 +159,8 @@ def _load_version(store: ParameterStore, version: int, model: torch.nn.Module,
 
 class _GradientLearner:
     """A job's networks in a warm learner container: the current policy, a second one for
-    peers' and target policies."""
+    peers' and target policies, and the published versions it decoded last (a version's
+    weights never change, and one container computes many gradients on a few versions)."""
 
     def __init__(self, job: JobContext, module: ModuleType):
         spec, cfg = PolicySpec.from_dict(job.policy_spec()), job.hyperparameters
@@ -161,16 +168,47 @@ class _GradientLearner:
         self.other = module.make_model(spec, cfg).to(DEVICE)
         self.spec: PolicySpec = self.model.spec
         self.version: int | None = None
+        self._published: OrderedDict[int, dict[str, torch.Tensor]] = OrderedDict()
+
+    def published(self, store: ParameterStore, version: int) -> dict[str, torch.Tensor]:
+        """``version``'s weights (raises :class:`MissingVersion` once it is evicted)."""
+        if version in self._published:
+            self._published.move_to_end(version)
+        else:
+            self._published[version] = store.load(version)[0]
+            if len(self._published) > CACHED_VERSIONS:
+                self._published.popitem(last=False)
+        return self._published[version]
+
+    def published_or_none(self, store: ParameterStore, version: int
+                          ) -> dict[str, torch.Tensor] | None:
+        try:
+            return self.published(store, version)
+        except MissingVersion:  # evicted
+            return None
 
 
 _gradient_learners: dict[str, _GradientLearner] = {}
 
 
-def _published_or_none(store: ParameterStore, version: int) -> dict[str, torch.Tensor] | None:
+def _pinned(learner: _GradientLearner, store: ParameterStore, version: int, field: str
+            ) -> dict[str, torch.Tensor]:
+    """A version the workflow named in ``field``: one that is no longer kept is refused."""
     try:
-        return store.load(version)[0]
-    except MissingVersion:  # evicted
-        return None
+        return learner.published(store, version)
+    except MissingVersion:
+        raise InvalidArgs(field, f"version {version} is no longer kept (the newest is "
+                                 f"{store.latest()})") from None
+
+
+def _peers(call: GradientArgs, learner: _GradientLearner, store: ParameterStore,
+           registry: LearnerRegistry, clock: int) -> list[dict[str, torch.Tensor]]:
+    """The other learners' weights, in slot order, less those on ``clock`` (the same ratios
+    as the learner's own): the versions ``call.peers`` names, else the registry's."""
+    if call.peers is None:
+        return [p.weights for p in registry.peers(call.slot, skip_clock=clock)]
+    return [_pinned(learner, store, c, f"peers.{s}") for s, c in sorted(call.peers.items())
+            if s != call.slot and c != clock]
 
 
 def _env_columns(batch: dict[str, torch.Tensor], schema: TrajectorySchema, envs: int,
@@ -194,13 +232,18 @@ def gradient(call: GradientArgs, store: ParameterStore) -> GradientResult:
         learner = _gradient_learners[job.id] = _GradientLearner(job, module)
     spec = learner.spec
     t0 = time.monotonic()
-    clock = store.latest()
-    weights, _ = store.load(clock)
+    if call.version is None:
+        clock = store.latest()
+        weights = learner.published(store, clock)
+    else:
+        clock = call.version
+        weights = _pinned(learner, store, clock, "version")
     if learner.version != clock:
         learner.model.load_state_dict(weights)
         learner.version = clock
     registry = LearnerRegistry(r, job.id)
-    registry.register(slot, clock, weights)
+    if call.peers is None:  # pinned peers read no registry: nobody reads this learner's entry
+        registry.register(slot, clock, weights)
     try:
         schema: TrajectorySchema = module.batch_schema(spec, job.envs_per_actor)
         stream = TrajectoryStream(r, job.id)
@@ -216,24 +259,25 @@ def gradient(call: GradientArgs, store: ParameterStore) -> GradientResult:
         t1 = time.monotonic()
         context = LearnerContext(
             model=learner.model, other=learner.other, clock=clock,
-            peers=lambda: [p.weights for p in registry.peers(slot, skip_clock=clock)],
-            version=lambda v: _published_or_none(store, v))
+            peers=lambda: _peers(call, learner, store, registry, clock),
+            version=lambda v: learner.published_or_none(store, v))
         tensors, stats = module.gradient(context, data, cfg)
         if spec.normalize_obs:  # the parameter function merges what this learner saw
             mean, var, n = obs_batch_stats(torch.cat([d["obs"] for d in data]), spec.obs_shape)
             tensors.update({"obs_stats.mean": mean, "obs_stats.var": var,
                             "obs_stats.count": torch.tensor(float(n), dtype=torch.float64)})
         t2 = time.monotonic()
-        _, nbytes = GradientStream(r, job.id).push(slot, clock, tensors, stats)
+        entry, nbytes = GradientStream(r, job.id).push(slot, clock, tensors, stats)
     except BaseException:
         registry.unregister(slot)
         raise
     t3 = time.monotonic()
     lags = [clock - b.version for b in batches]
     return out.model_copy(update={
-        "stats": stats, "pushed": True, "samples": sum(len(d["obs"]) for d in data),
-        "policy_lag": sum(lags) / len(lags), "read_s": t1 - t0, "compute_s": t2 - t1,
-        "push_s": t3 - t2, "bytes": nbytes, "device": str(DEVICE)})
+        "stats": stats, "pushed": True, "entry": entry,
+        "samples": sum(len(d["obs"]) for d in data), "policy_lag": sum(lags) / len(lags),
+        "read_s": t1 - t0, "compute_s": t2 - t1, "push_s": t3 - t2, "bytes": nbytes,
+        "device": str(DEVICE)})
 
 
 def _algorithm(job: JobContext, execution: str) -> ModuleType:

@@ -13,6 +13,12 @@ Everything a restart needs is in Redis: the clock is the newest published versio
 state and the round's figures are a JSON key, the queue is the stream's entries not yet
 aggregated. A cold container (or one that lost track) rebuilds itself from them.
 
+A workflow that replays a run pins what a step reads: ``gradients`` names the stream entries
+to take, in that order (the learners' end events it released; the stream may hold others
+already), and ``in_flight`` the clocks of the learners still computing, which SSP's rule
+reads instead of the learner registry. The queue's entry ids are then part of the JSON key,
+which a cold container takes again first.
+
 The Adam choice (the spec's Eq. 4 under Adam): ``optimizer_step: per_gradient`` (the default,
 as the authors' code applies gradients) takes each queued gradient as its own Adam step with lr
 α_0·w_j, w_j = α_j/α_0 the rule's weight (the clock still ticks once per aggregation); a
@@ -88,11 +94,14 @@ class _Server:
         self.round_stats = state.get("round_stats") or _fresh_round()
         self.queue: list[Gradient] = []
         self.cursor: str | None = None  # the last stream entry this server has seen
+        # A workflow that names the gradients: the entries a lost container had queued, which
+        # the next step takes again before its own (the stream holds others not yet named).
+        self.pending: list[str] = state.get("queue", [])
         self.session = call.session
 
     def state_json(self) -> str:
         return json.dumps({"rule": self.rule.state_dict(), "round_stats": self.round_stats,
-                           "clock": self.clock})
+                           "clock": self.clock, "queue": [g.entry_id for g in self.queue]})
 
 
 def _redis(job: JobContext) -> Any:
@@ -169,27 +178,48 @@ def _finite(g: Gradient, names: set[str]) -> str | None:
 
 def step(server: _Server, store: ParameterStore, stream: GradientStream,
          call: StepArgs) -> None:
-    """Enqueue every new gradient, one at a time, aggregating whenever the rule says so."""
-    learners = call.learners
+    """Enqueue the gradients, one at a time, aggregating whenever the rule says so: those
+    ``call.gradients`` names, in that order, else every entry new in the stream.
+
+    Named gradients leave the cursor alone, and the queue is saved with the state: the stream
+    cannot tell queued entries from those not named yet. A retried step skips what its first
+    try took: entries gone from the stream (aggregated, dropped) and entries still queued."""
     names = {name for name, _ in server.model.named_parameters()}
+    if call.gradients is not None:
+        queued = {g.entry_id for g in server.queue}
+        ids = [i for i in dict.fromkeys([*server.pending, *call.gradients]) if i not in queued]
+        server.pending = []
+        for entry in stream.read_ids(ids):
+            _take(server, store, stream, call, names, entry)
+        if server.queue:
+            server.redis.set(parameter_state_key(server.job), server.state_json())
+        return
     while entries := stream.read(after=server.cursor):
         for entry in entries:
-            server.cursor = entry[0] if isinstance(entry, tuple) else entry.entry_id
-            if isinstance(entry, tuple):
-                _drop(server, stream, entry[0])
-                continue
-            if _finite(entry, names) is not None or not server.rule.admit(
-                    server.clock - entry.clock):
-                _drop(server, stream, entry.entry_id)
-                continue
-            server.queue.append(entry)
-            # What learners still computing would be at after one more aggregation (SSP).
-            in_flight = [server.clock + 1 - c
-                         for c in LearnerRegistry(server.redis, server.job).clocks().values()]
-            reason = server.rule.ready([server.clock - g.clock for g in server.queue],
-                                       learners=learners, in_flight=in_flight)
-            if reason is not None:
-                _aggregate(server, store, stream, call, reason)
+            server.cursor = _entry_id(entry)
+            _take(server, store, stream, call, names, entry)
+
+
+def _entry_id(entry: Gradient | tuple[str, str]) -> str:
+    return entry[0] if isinstance(entry, tuple) else entry.entry_id
+
+
+def _take(server: _Server, store: ParameterStore, stream: GradientStream, call: StepArgs,
+          names: set[str], entry: Gradient | tuple[str, str]) -> None:
+    """Drop the entry or enqueue it, then aggregate if the rule says so."""
+    if isinstance(entry, tuple) or _finite(entry, names) is not None or \
+            not server.rule.admit(server.clock - entry.clock):
+        _drop(server, stream, _entry_id(entry))
+        return
+    server.queue.append(entry)
+    # What learners still computing would be at after one more aggregation (SSP).
+    clocks = LearnerRegistry(server.redis, server.job).clocks().values() \
+        if call.in_flight is None else call.in_flight
+    in_flight = [server.clock + 1 - c for c in clocks]
+    reason = server.rule.ready([server.clock - g.clock for g in server.queue],
+                               learners=call.learners, in_flight=in_flight)
+    if reason is not None:
+        _aggregate(server, store, stream, call, reason)
 
 
 def main(args: dict[str, Any], context: Any) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    NonNegativeInt,
     TypeAdapter,
     ValidationError,
     ValidationInfo,
@@ -31,6 +32,7 @@ from faasrl.rl.env_backends import EnvBackend
 
 # Machine to machine: no unknown keys, but JSON's lists read as tuples and ints as floats.
 CONTRACT = ConfigDict(extra="forbid")
+StreamId = Annotated[str, Field(pattern=r"^\d+-\d+$")]  # a Redis stream entry's id
 T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)
 
@@ -296,6 +298,13 @@ class GradientArgs(BaseModel):
     entries: list[str] = Field(description="trajectory stream entries")
     envs: list[tuple[int, int]] | None = Field(
         None, description="per entry, the slice's env columns [start, stop); None: all")
+    version: int | None = Field(
+        None, ge=0,
+        description="the policy version to compute the gradient on; None: the newest published")
+    peers: dict[NonNegativeInt, NonNegativeInt] | None = Field(
+        None, description="the other learners' slots and the versions they compute on, for "
+                          "the cross-learner ratios (their weights: those published "
+                          "versions); None: the learners registered now")
 
     @field_validator("envs")
     @classmethod
@@ -316,6 +325,7 @@ class GradientResult(BaseModel):
     model_config = CONTRACT
     clock: int = Field(description="the version the gradient was computed on")
     pushed: bool
+    entry: str | None = Field(None, description="the gradient stream entry it pushed")
     samples: int
     rejected: list[Rejection]
     stats: dict[str, float] = Field(default_factory=dict, description="the algorithm's")
@@ -404,7 +414,7 @@ AggregationSpec = Annotated[StellarisAggregation | AsyncAggregation | SoftSyncAg
 
 
 class StepArgs(BaseModel):
-    """Take the gradients new in the stream, aggregating as the rule says."""
+    """Take the gradients new in the stream (or those named), aggregating as the rule says."""
 
     model_config = CONTRACT
     mode: Literal["step"] = "step"
@@ -416,6 +426,12 @@ class StepArgs(BaseModel):
     optimizer_step: Literal["weighted_mean", "per_gradient"]
     learners: int = Field(ge=1)
     keep: int = Field(ge=1, description="policy versions kept in Redis")
+    gradients: list[StreamId] | None = Field(
+        None, description="the gradient stream entries to take, in this order (those no "
+                          "longer in the stream are skipped); None: every entry new in it")
+    in_flight: list[NonNegativeInt] | None = Field(
+        None, description="the clocks of the learners still computing (SSP waits for "
+                          "them); None: the learners registered now")
 
 
 class FlushArgs(StepArgs):

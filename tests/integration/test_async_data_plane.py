@@ -8,6 +8,7 @@ import torch
 
 from faasrl.algorithms import impact
 from faasrl.data.gradients import GradientStream, LearnerRegistry
+from faasrl.data.keys import gradients_key
 from faasrl.data.trajectories import TrajectoryStream
 from faasrl.rl.envs import make_vec_env
 from faasrl.rl.policy import ActorCritic, policy_spec_for
@@ -63,3 +64,15 @@ def test_gradient_push_unregisters_its_learner_atomically(r):
     assert len(grads) == 0
     registry.clear()
     assert registry.clocks() == {} and r.keys(f"faasrl:job:{JOB}:learners*") == []
+
+
+def test_gradients_are_read_by_id_in_the_order_asked(r):
+    grads = GradientStream(r, JOB)
+    first, _ = grads.push(0, 1, {"w": torch.ones(2)})
+    second, _ = grads.push(1, 2, {"w": torch.zeros(2)})
+    junk = r.xadd(gradients_key(JOB), {"learner": 2, "clock": 0}).decode()
+    grads.delete([first])
+    got = grads.read_ids([second, "1-1", junk, first])
+    assert [(g.entry_id, g.learner, g.clock) for g in got[:1]] == [(second, 1, 2)]
+    assert got[1][0] == junk and "unreadable gradient entry" in got[1][1]
+    assert len(got) == 2  # an id never pushed, and one deleted, are left out

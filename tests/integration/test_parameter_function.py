@@ -3,12 +3,11 @@ and a cold container rebuilding its queue from the gradient stream."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 
 import pytest
 import torch
-from helpers import REPO
+from helpers import handler_module
 
 from faasrl.data.gradients import GradientStream, LearnerRegistry
 from faasrl.data.keys import parameter_state_key
@@ -22,11 +21,7 @@ SPEC = PolicySpec((4,), "float32", "discrete", 2, hidden=(8,))  # the job's mode
 @pytest.fixture
 def handler(redis_url, monkeypatch):
     monkeypatch.setenv("FAASRL_REDIS_URL", redis_url)
-    path = REPO / "functions" / "parameter" / "handler.py"
-    spec = importlib.util.spec_from_file_location("parameter_handler", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return handler_module("parameter", "parameter_handler")
 
 
 @pytest.fixture
@@ -153,3 +148,53 @@ def test_softsync_and_per_gradient_steps(handler, r):
     # Two Adam steps of lr 0.01 on a constant positive gradient: every weight moved down.
     moved = after["actor.0.weight"] - before["actor.0.weight"]
     assert torch.all(moved < -0.015)
+
+
+def _entries(r, *values: float, clock: int = 0) -> list[str]:
+    """Gradients of learners 0, 1, ... on ``clock``, each a constant ``value``: their ids."""
+    grads = [{n: torch.full_like(p, v) for n, p in ActorCritic(SPEC).named_parameters()}
+             for v in values]
+    return [GradientStream(r, JOB).push(i, clock, g)[0] for i, g in enumerate(grads)]
+
+
+def test_a_step_given_gradients_takes_exactly_those_in_that_order(handler, r):
+    up, down, other = _entries(r, -1.0, 1.0, 1.0)
+    before = ParameterStore(r, JOB).load()[0]["actor.0.weight"]
+    # SSP with s = 0: the first taken is aggregated, the second (now 1 stale) dropped.
+    out = handler.main(_args("flush", {"rule": "ssp", "s": 0}, gradients=[up, down]), None)
+    assert (out["clock"], out["gradients_aggregated"], out["gradients_dropped"]) == (1, 1, 1)
+    moved = ParameterStore(r, JOB).load()[0]["actor.0.weight"] - before
+    assert torch.all(moved > 0)  # the negative gradient was the one applied
+    (left,) = GradientStream(r, JOB).read()
+    assert left.entry_id == other  # not named: still in the stream, for a later step
+    assert handler._servers[JOB].cursor is None
+    # Named again (a retried step), with an id never pushed: what is gone is skipped.
+    out = handler.main(_args("step", {"rule": "ssp", "s": 0}, gradients=[up, "1-1"]), None)
+    assert (out["clock"], out["queued"]) == (1, 0)
+
+
+def test_a_retried_step_and_a_cold_container_take_each_named_gradient_once(handler, r):
+    rule = {"rule": "softsync", "k": 2}
+    first, second, _ = _entries(r, 1.0, 1.0, 1.0)
+    assert handler.main(_args("step", rule, gradients=[first]), None)["queued"] == 1
+    # The answer was lost and the workflow asks again: the gradient is not queued twice.
+    assert handler.main(_args("step", rule, gradients=[first]), None)["queued"] == 1
+    handler._servers.clear()  # the warm container is gone: its queue is in Redis
+    out = handler.main(_args("flush", rule, gradients=[second]), None)
+    assert (out["clock"], out["queued"], out["gradients_aggregated"]) == (1, 0, 2)
+    assert out["reasons"] == {"k gradients": 1}
+    assert len(GradientStream(r, JOB)) == 1  # the third, never named
+
+
+def test_in_flight_given_overrides_the_registry(handler, r):
+    LearnerRegistry(r, JOB).register(5, 0, ActorCritic(SPEC).state_dict())  # a slow learner
+    rule = {"rule": "ssp", "s": 1}
+    a, b = _entries(r, 1.0, 1.0)
+    # The registry's slow learner would make SSP wait after the first aggregation: not read.
+    out = handler.main(_args("step", rule, gradients=[a, b], in_flight=[]), None)
+    assert (out["clock"], out["queued"]) == (2, 0)
+    LearnerRegistry(r, JOB).unregister(5)
+    # A learner still on clock 1, though none is registered: one more would leave it 2 behind.
+    (c,) = _entries(r, 1.0, clock=2)
+    out = handler.main(_args("step", rule, gradients=[c], in_flight=[1]), None)
+    assert (out["clock"], out["queued"]) == (2, 1)

@@ -79,6 +79,35 @@ def test_a_malformed_invocation_names_the_field(args, message):
     assert str(err.value).startswith(message), err.value
 
 
+STEP = {"mode": "step", "job": JOB, "round": 0, "session": "s", "total_rounds": None,
+        "aggregation": {"rule": "async"}, "optimizer_step": "weighted_mean", "learners": 2,
+        "keep": 4}
+GRADIENT = {"mode": "gradient", "job": JOB, "slot": 0, "entries": ["1-0"]}
+
+
+def test_pinned_reads_travel_as_json_and_default_to_none():
+    pinned = parse(LEARNER_ARGS, json.loads(json.dumps({**GRADIENT, "version": 3,
+                                                        "peers": {"1": 2}})), "args")
+    assert (pinned.version, pinned.peers) == (3, {1: 2})  # JSON's keys are strings
+    plain = parse(LEARNER_ARGS, GRADIENT, "args")
+    assert (plain.version, plain.peers) == (None, None)
+    step = parse(PARAMETER_ARGS, {**STEP, "gradients": ["5-0", "4-1"], "in_flight": [2]}, "a")
+    assert (step.gradients, step.in_flight) == (["5-0", "4-1"], [2])
+    assert parse(PARAMETER_ARGS, STEP, "args").gradients is None
+
+
+@pytest.mark.parametrize(("adapter", "args", "message"), [
+    (LEARNER_ARGS, {**GRADIENT, "version": -1}, "version: Input should be greater than or"),
+    (LEARNER_ARGS, {**GRADIENT, "peers": {"1": -2}}, "peers.1: Input should be greater"),
+    (PARAMETER_ARGS, {**STEP, "gradients": ["1-0", "x"]}, "gradients.1: String should match"),
+    (PARAMETER_ARGS, {**STEP, "in_flight": [-1]}, "in_flight.0: Input should be greater"),
+])
+def test_a_malformed_pin_names_the_field(adapter, args, message):
+    with pytest.raises(ContractError) as err:
+        parse(adapter, args, "args")
+    assert str(err.value).startswith(f"args: {message}"), err.value
+
+
 def test_step_and_flush_results_are_told_apart():
     step = {"clock": 3, "aggregations": 1, "queued": 0, "run_s": 0.1}
     assert type(parse(PARAMETER_RESULT, step, "parameter result")) is StepResult

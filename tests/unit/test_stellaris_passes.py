@@ -3,12 +3,11 @@ trains a slice on."""
 
 from __future__ import annotations
 
-import importlib.util
 from collections import Counter
 
 import pytest
 import torch
-from helpers import REPO
+from helpers import handler_module
 
 from faasrl.data.trajectories import TrajectorySchema
 from faasrl.workflow.stellaris import Part, cut
@@ -52,11 +51,7 @@ def test_slices_cover_every_trajectory_once_contiguously_and_evenly(batches, env
 
 @pytest.fixture(scope="module")
 def learner():
-    path = REPO / "functions" / "learner" / "handler.py"
-    spec = importlib.util.spec_from_file_location("learner_handler_passes", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return handler_module("learner", "learner_handler_passes")
 
 
 def test_a_slice_trains_on_whole_env_trajectories(learner):

@@ -100,8 +100,9 @@ def annealed_lr(cfg: Any, round: int, total_rounds: int | None) -> float:
 class LearnerContext:
     """What an asynchronous learner hands an algorithm's ``gradient``: its current network (the
     gradient is of its parameters), a second one of the same shape to evaluate other weights
-    with, the clock (the published version ``model`` holds), and lookups of the weights its
-    concurrent peers registered and of a published version's (None once evicted)."""
+    with, the clock (the published version ``model`` holds), and lookups of its concurrent
+    peers' weights (those they registered, or the versions the workflow pinned) and of a
+    published version's (None once evicted)."""
 
     model: ActorCritic
     other: ActorCritic

@@ -3,15 +3,15 @@
 A learner registers the policy it computes on (its clock and its weights, so that peers can
 evaluate the cross-learner importance ratios), computes a gradient, and pushes it to the job's
 gradient stream as one safetensors blob with the clock it used and its learner id, unregistering
-in the same transaction. The parameter function reads the stream in order; an entry stays in the
-stream until it has been aggregated (or dropped), so a parameter function that restarts rebuilds
-its queue from the stream.
+in the same transaction. The parameter function reads the stream in order, or the entries a
+replaying workflow names by id; an entry stays in the stream until it has been aggregated (or
+dropped), so a parameter function that restarts rebuilds its queue from the stream.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -61,18 +61,18 @@ class GradientStream:
         """Entries after ``after`` (all when None), oldest first: a :class:`Gradient`, or
         (entry id, why) for an entry that cannot be decoded."""
         start = "-" if after is None else f"({after}"
-        out: list[Gradient | tuple[str, str]] = []
-        for raw_id, fields in self._redis.xrange(self._stream, start, "+", count=count):
-            eid = raw_id.decode()
-            try:
-                learner, clock = int(fields[b"learner"]), int(fields[b"clock"])
-                tensors, _ = decode_tensors(fields[b"data"])
-                stats = json.loads(fields.get(b"stats", b"{}"))
-            except (KeyError, ValueError, CodecError) as exc:
-                out.append((eid, f"unreadable gradient entry: {exc}"))
-                continue
-            out.append(Gradient(eid, learner, clock, tensors, stats))
-        return out
+        return [_decode(raw_id.decode(), fields)
+                for raw_id, fields in self._redis.xrange(self._stream, start, "+", count=count)]
+
+    def read_ids(self, entry_ids: Sequence[str]) -> list[Gradient | tuple[str, str]]:
+        """The entries with these ids, in this order, decoded as :meth:`read` does; an id no
+        longer in the stream (already aggregated or dropped) is left out."""
+        with self._redis.pipeline(transaction=False) as pipe:
+            for eid in entry_ids:
+                pipe.xrange(self._stream, eid, eid)
+            replies = pipe.execute()
+        return [_decode(eid, reply[0][1]) for eid, reply in zip(entry_ids, replies, strict=True)
+                if reply]
 
     def delete(self, entry_ids: Collection[str], pipe: Any = None) -> None:
         """Remove aggregated or dropped entries (on ``pipe`` when given, to commit with it)."""
@@ -84,6 +84,16 @@ class GradientStream:
 
     def clear(self) -> None:
         self._redis.delete(self._stream)
+
+
+def _decode(entry_id: str, fields: Mapping[bytes, bytes]) -> Gradient | tuple[str, str]:
+    try:
+        learner, clock = int(fields[b"learner"]), int(fields[b"clock"])
+        tensors, _ = decode_tensors(fields[b"data"])
+        stats = json.loads(fields.get(b"stats", b"{}"))
+    except (KeyError, ValueError, CodecError) as exc:
+        return entry_id, f"unreadable gradient entry: {exc}"
+    return Gradient(entry_id, learner, clock, tensors, stats)
 
 
 class LearnerRegistry:
