@@ -28,7 +28,7 @@ from jobrun import run_on, wait_for_zygote, write_results
 
 from faasrl.config import Settings
 from faasrl.embedded import EmbeddedPlatform
-from faasrl.jobs.clock import ROLES, Role, units
+from faasrl.jobs.clock import ROLES, UNIT_FIELDS, Role, units
 
 RESULTS = Path(__file__).resolve().parent / "results"
 FUNCTIONS: dict[Role, str] = {"actor": "actor", "learner": "learner",
@@ -47,10 +47,11 @@ def fit(points: list[tuple[float, float]]) -> dict[str, float]:
 
 
 def points(records: list[dict[str, Any]], role: Role) -> list[tuple[float, float]]:
-    """(units, uncontended seconds) of the warm successful invocations."""
+    """(units, uncontended seconds) of the warm successful invocations of the role's mode (a
+    learner's gradients, not its init)."""
     return [(units(role, r["result"]), max(0.0, r["run_s"] - (r.get("wait_s") or 0.0)))
             for r in records if r["status"] == "success" and not r.get("cold")
-            and isinstance(r.get("result"), dict)]
+            and isinstance(r.get("result"), dict) and UNIT_FIELDS[role] in r["result"]]
 
 
 def main() -> None:
