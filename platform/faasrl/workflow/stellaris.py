@@ -154,6 +154,7 @@ class StellarisWorkflow:
         ], *_virtual_clock(self.virtual))
         self._actors: set[int] = set()  # slots with a rollout in flight (across rounds)
         self._clocks: dict[int, int] = {}  # learner slot -> the version it computes on
+        self._sampling: dict[int, int] = {}  # actor slot -> the version it samples with
         self._n = 0
         self._round = _Round(plan=[])
         self._session = uuid.uuid4().hex[:12]  # a parameter function from another run reloads
@@ -187,6 +188,7 @@ class StellarisWorkflow:
         or fail), wait for Redis, and start the round afresh as a resume does."""
         await self.engine.settle(("actor",))
         self._actors.clear()
+        self._sampling.clear()
         self.buffer.clear()
         await self.run.pause(str(exc))
         await self.run.with_redis(self.run.restore)
@@ -198,6 +200,7 @@ class StellarisWorkflow:
         done = [r for r in await self.engine.settle(("actor",))
                 if isinstance(r, InvocationRecord)]
         self._actors.clear()
+        self._sampling.clear()
         entries = [i.entry for i in self.buffer.drain(TRAJECTORIES)]
         entries += [result(RolloutResult, r).entry for r in done if r.status == "success"]
         rec.cost_usd += actor_cost(done, rec.spec.pricing)
@@ -212,6 +215,7 @@ class StellarisWorkflow:
     async def abandon(self) -> None:
         await self.engine.cancel(("actor", "learner", "parameter"))
         self._actors.clear()
+        self._sampling.clear()
 
     # ------------------------------------------------------------------ a round
     async def round(self) -> None:
@@ -257,6 +261,8 @@ class StellarisWorkflow:
         def work() -> Awaitable[InvocationRecord]:
             """The newest version (on a virtual clock: the newest it saw, pinned)."""
             version = (rec.version or 0) if self.virtual else None
+            if version is not None:
+                self._sampling[slot] = version
             args = rollout_args(rec, run.credentials.to_args(), rec.round, slot, version)
             return run.invoke(rec.spec.actor_function, args.model_dump(mode="json"),
                               affinity=actor_affinity(rec.id, slot))
@@ -266,6 +272,7 @@ class StellarisWorkflow:
     def _rolled_out(self, slot: int, r: InvocationRecord) -> None:
         st = self._round
         self._actors.discard(slot)
+        self._sampling.pop(slot, None)
         st.actors.append(r)
         if r.status == "success":
             st.failing_actors = 0
@@ -393,8 +400,13 @@ class StellarisWorkflow:
         taken = [i.entry for i in self.buffer.drain(GRADIENTS)]
         args = parameter_args(rec, run.credentials.to_args(), mode, rec.round, self._session)
         if self.virtual:
+            # Keep every version a function pinned at its virtual start: it may still be
+            # running for real while this step publishes up to one version per gradient.
+            current = rec.version or 0
+            oldest = min([current, *self._clocks.values(), *self._sampling.values()])
             args = args.model_copy(update={"gradients": taken,
-                                           "in_flight": list(self._clocks.values())})
+                                           "in_flight": list(self._clocks.values()),
+                                           "keep": args.keep + current - oldest + len(taken)})
         return run.invoke(spec.parameter_function, args.model_dump(mode="json"),
                           affinity=f"{rec.id}:parameter")
 
