@@ -394,10 +394,18 @@ class StellarisWorkflow:
                           lambda r: self._parameter_done(r, StepResult))
 
     def _invoke_parameter(self, mode: Literal["step", "flush"]) -> Awaitable[InvocationRecord]:
-        """The parameter function takes the gradients new at its start (on a virtual clock:
-        exactly those released so far, and the clocks of the learners still computing)."""
+        """The parameter function takes the gradients new at its start. On a virtual clock a
+        step takes the oldest one released (a flush, all), and the clocks of the learners
+        still computing: a real step takes gradients one at a time as they arrive, publishing
+        as it aggregates, and a learner starting meanwhile computes on what it published; a
+        virtual step's versions are seen at its end, so it is one gradient long."""
         run, rec, spec = self.run, self.run.record, self.run.record.spec
-        taken = [i.entry for i in self.buffer.drain(GRADIENTS)]
+        if self.virtual and mode == "step":
+            oldest = self.buffer.pending(GRADIENTS)[:1]
+            self.buffer.take(GRADIENTS, oldest)
+            taken = [i.entry for i in oldest]
+        else:
+            taken = [i.entry for i in self.buffer.drain(GRADIENTS)]
         args = parameter_args(rec, run.credentials.to_args(), mode, rec.round, self._session)
         if self.virtual:
             # Keep every version a function pinned at its virtual start: it may still be
