@@ -97,15 +97,18 @@ QUICK: dict[str, dict[str, int]] = {
 
 
 def job_spec(env_id: str, variant: str, seed: int, sizes: dict[str, int], *, actors: int,
-             learners: int, eval_episodes: int, virtual: dict[str, Any] | None = None
-             ) -> dict[str, Any]:
-    """The job of one run; ``virtual``: the virtual clock's cluster, for async variants."""
+             learners: int, eval_episodes: int, virtual: dict[str, Any] | None = None,
+             env_backend: str | None = None) -> dict[str, Any]:
+    """The job of one run; ``virtual``: the virtual clock's cluster, for async variants;
+    ``env_backend``: what steps the envs (None: the platform's default for the env)."""
     spec: dict[str, Any] = {
         "name": f"{variant}-{env_id}-{seed}", "env_id": env_id, "seed": seed,
         "controller": {"name": "fixed", "actors": actors},
         "envs_per_actor": sizes["envs_per_actor"], "steps_per_actor": sizes["steps_per_actor"],
         "stop": {"max_rounds": sizes["rounds"]}, "evaluation_episodes": eval_episodes,
         **VARIANTS[variant]}
+    if env_backend is not None:
+        spec["env_backend"] = env_backend
     if spec["execution"] == "async":
         spec["asynchronous"] = {**spec.get("asynchronous", {}), "max_learners": learners}
         if virtual is not None:
@@ -199,6 +202,8 @@ def main() -> None:
                         help="run the async variants on a virtual clock of N cores")
     parser.add_argument("--calibration", type=Path, metavar="JSON",
                         help="bench/calibrate.py's output (with --virtual-cores)")
+    parser.add_argument("--env-backend", choices=["envpool", "gymnasium"],
+                        help="what steps the envs (default: the platform's for the env)")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
     virtual = None
@@ -229,7 +234,7 @@ def main() -> None:
             for variant in args.variants:
                 spec = job_spec(env_id, variant, seed, sizes[env_id], actors=args.actors,
                                 learners=args.learners, eval_episodes=eval_episodes,
-                                virtual=virtual)
+                                virtual=virtual, env_backend=args.env_backend)
                 result = one_run(spec, f"{env_id} {variant} seed {seed}")
                 runs.append({"env_id": env_id, "variant": variant, "seed": seed, **result})
     report({"benchmark": "async_controllers", "quick": args.quick, "actors": args.actors,

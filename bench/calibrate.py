@@ -60,6 +60,8 @@ def main() -> None:
     parser.add_argument("--variant", default="stellaris",
                         choices=[v for v, s in VARIANTS.items() if s["execution"] == "async"])
     parser.add_argument("--rounds", type=int, default=8)
+    parser.add_argument("--env-backend", choices=["envpool", "gymnasium"],
+                        help="what steps the envs (default: the platform's for the env)")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
@@ -73,7 +75,8 @@ def main() -> None:
             for steps in (sizes["steps_per_actor"], max(1, sizes["steps_per_actor"] // 2)):
                 spec = job_spec(args.env, args.variant, 1,
                                 {**sizes, "steps_per_actor": steps, "rounds": rounds},
-                                actors=1, learners=1, eval_episodes=0)
+                                actors=1, learners=1, eval_episodes=0,
+                                env_backend=args.env_backend)
                 run_on(client, spec, label=f"{args.env} alone, {steps} steps")
             for role in ROLES:
                 records = client.invocations(function=FUNCTIONS[role], limit=1000)

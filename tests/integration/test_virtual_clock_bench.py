@@ -1,0 +1,31 @@
+"""bench/calibrate.py and bench/async_controllers.py --virtual-cores in their --quick mode, as
+CI's smoke check (their figures are not checked: speed targets live in bench/)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from helpers import REPO
+
+from faasrl.jobs.clock import ROLES
+
+
+@pytest.mark.slow
+def test_a_calibration_measured_quickly_runs_an_async_variant_on_the_virtual_clock(tmp_path):
+    calibration, out = tmp_path / "calibration.json", tmp_path / "async.json"
+    subprocess.run([sys.executable, "bench/calibrate.py", "--quick", "--out", str(calibration)],
+                   cwd=REPO, check=True, timeout=240, capture_output=True)
+    fitted = json.loads(calibration.read_text())["calibration"]
+    assert set(fitted) == set(ROLES)
+    assert all(c["a"] >= 0 and c["b"] >= 0 and c["a"] + c["b"] > 0 for c in fitted.values())
+    subprocess.run([sys.executable, "bench/async_controllers.py", "--quick", "--envs",
+                    "CartPole-v1", "--variants", "ppo-sync", "stellaris", "--virtual-cores", "4",
+                    "--calibration", str(calibration), "--out", str(out)],
+                   cwd=REPO, check=True, timeout=240, capture_output=True)
+    runs = {r["variant"]: r for r in json.loads(out.read_text())["runs"]}
+    assert runs["stellaris"]["clock"] == "virtual" and runs["ppo-sync"]["clock"] == "real"
+    assert runs["stellaris"]["parallel_wall_s"] > 0
+    assert runs["stellaris"]["return_at_equal_time"] is not None
