@@ -25,9 +25,10 @@ from faasrl.client import Client, env_code_dir
 from faasrl.code_archive import ArchiveError
 from faasrl.config import Settings
 from faasrl.inputs import load_yaml
+from faasrl.jobs.clock import replay_differences
 
-jobs_app = typer.Typer(help="Training jobs: list (no command), show, cancel, resume, rm, "
-                            "export, serve.",
+jobs_app = typer.Typer(help="Training jobs: list (no command), show, cancel, resume, replay, "
+                            "rm, export, serve.",
                        invoke_without_command=True)
 
 
@@ -240,6 +241,32 @@ def jobs_resume(job_id: str, follow: bool = False) -> None:
         console.print(f"job {job_id}: resumed")
         if follow:
             _summary(_follow(client, job_id))
+
+
+@jobs_app.command("replay")
+def jobs_replay(job_id: str) -> None:
+    """Run a virtual-clock job again from its spec and check that every row comes out the
+    same (but for the columns that measure the host); exits 1 where one does not."""
+    with connect() as client:
+        job = client.job(job_id)
+        if job["spec"].get("clock") != "virtual":
+            console.print(f"job {job_id} ran on real time: what it learned depends on the "
+                          "host's timing, so it cannot be replayed (give it clock: virtual)")
+            raise typer.Exit(2)
+        again = client.submit(job["spec"])["id"]
+        console.print(f"job {job_id}: replaying as {again}")
+        final = _follow(client, again)
+        if final["status"] != "succeeded":
+            console.print(f"replay {again} {final['status']}: {final.get('error')}")
+            raise typer.Exit(1)
+        replayed = client.job_metrics(again)
+        differences = replay_differences(client.job_metrics(job_id), replayed)
+        if differences:
+            console.print(f"replay {again} differs from {job_id}:")
+            for line in differences[:20]:
+                console.print(f"  {line}")
+            raise typer.Exit(1)
+        console.print(f"replay {again}: all {len(replayed)} rows as {job_id}'s")
 
 
 @jobs_app.command("rm")

@@ -4,7 +4,8 @@ On the virtual clock (docs/virtual-clock.md) every invocation still runs for rea
 workflow sees its start and its result in the order the modeled cluster would produce them. An
 invocation's virtual duration is not what it measured (that depends on the host's load) but a
 calibration of its role: ``a + b * units``, where units is the work its result reports, so the
-order, and what the job learns, is a function of the spec and its seeds.
+order, and what the job learns, is a function of the spec and its seeds: a replay (the same spec
+run again) gives the same rows, but for the columns that measure the host (``HOST_COLUMNS``).
 """
 
 from __future__ import annotations
@@ -56,3 +57,27 @@ class VirtualSettings(BaseModel):
     calibration: dict[Role, Calibration] = Field(
         description="per role (actor, learner, parameter), its virtual duration (how to "
                     "measure it: docs/virtual-clock.md)")
+
+
+# A row's columns that measure the host, by nature different in a replay: wall times, the costs
+# billed from them, the node's share, cold starts (which container was warm).
+HOST_COLUMNS = frozenset({
+    "round_s", "parallel_round_s", "actor_s", "actor_s_max", "actor_s_mean", "learner_s",
+    "parameter_s", "queue_s", "queue_s_max", "transfer_s", "wall_s", "parallel_wall_s",
+    "paused_s", "controller_s", "share", "cold_starts", "cost_round", "cost_total",
+    "cost_actors", "cost_learner", "cost_parameter", "serverful_cost_total",
+    "parallel_cost_round", "parallel_cost_total"})
+
+
+def replay_differences(rows: list[dict[str, Any]], replayed: list[dict[str, Any]]
+                       ) -> list[str]:
+    """Where a replay's rows differ from the original's, but for ``HOST_COLUMNS``: one line
+    per differing column (empty: an exact replay)."""
+    out = [] if len(rows) == len(replayed) else [f"{len(rows)} rows, replayed "
+                                                 f"{len(replayed)}"]
+    for row, again in zip(rows, replayed, strict=False):
+        for key in sorted((row.keys() | again.keys()) - HOST_COLUMNS):
+            if row.get(key) != again.get(key):
+                out.append(f"round {row.get('round')}: {key} {row.get(key)!r}, replayed "
+                           f"{again.get(key)!r}")
+    return out
