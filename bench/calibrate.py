@@ -6,18 +6,24 @@ host's load (docs/virtual-clock.md). This measures one: it runs the job alone (o
 learner) at two rollout lengths on a fresh embedded platform, takes every warm, successful
 invocation's uncontended run time (its wait for a core taken out) against the work its result
 reports (an actor's env steps, a learner's samples, the parameter function's aggregations),
-and fits a and b per role by least squares. Prints the ``virtual`` block to put in a job spec
-and writes it, with the points, to bench/results/calibration-<env>.json.
+fits a and b per role by least squares, and takes the spread of the points around the fit
+(``sd``, of the log ratio; without it, equal durations keep invocations in lockstep). Prints
+the ``virtual`` block to put in a job spec and writes it, with the points, to
+bench/results/calibration-<env>.json.
 
     python bench/calibrate.py --env CartPole-v1 --variant stellaris
     python bench/calibrate.py --quick        # a tiny run: does it all work?
+    python bench/calibrate.py --refit bench/results/calibration-CartPole-v1-16cores.json
+                                             # fit the points of an earlier run again
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import platform as host
+import statistics
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -43,7 +49,15 @@ def fit(points: list[tuple[float, float]]) -> dict[str, float]:
         a, b = y.mean(), 0.0
     elif a < 0:
         a, b = 0.0, float((x * y).sum() / max((x * x).sum(), 1e-12))
-    return {"a": round(float(a), 6), "b": round(float(b), 9)}
+    fitted = {"a": round(float(a), 6), "b": round(float(b), 9)}
+    return {**fitted, "sd": spread(points, fitted)}
+
+
+def spread(points: list[tuple[float, float]], fitted: dict[str, float]) -> float:
+    """The standard deviation of log(seconds / (a + b·x)) over the points."""
+    logs = [math.log(s / m) for x, s in points
+            if s > 0 and (m := fitted["a"] + fitted["b"] * x) > 0]
+    return round(statistics.pstdev(logs), 4) if len(logs) > 1 else 0.0
 
 
 def points(records: list[dict[str, Any]], role: Role) -> list[tuple[float, float]]:
@@ -63,8 +77,17 @@ def main() -> None:
     parser.add_argument("--env-backend", choices=["envpool", "gymnasium"],
                         help="what steps the envs (default: the platform's for the env)")
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--refit", type=Path, metavar="JSON",
+                        help="run nothing: fit the points of this earlier output again")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
+    if args.refit:
+        earlier = json.loads(args.refit.read_text())
+        calibration = {role: fit([tuple(p) for p in pts])
+                       for role, pts in earlier["points"].items() if pts}
+        print(json.dumps({"virtual": {"cores": 16, "calibration": calibration}}, indent=2))
+        write_results(args.out or args.refit, {**earlier, "calibration": calibration})
+        return
     sizes = (QUICK if args.quick else ENVS)[args.env]
     rounds = 2 if args.quick else args.rounds
     seen: dict[Role, list[tuple[float, float]]] = {role: [] for role in ROLES}

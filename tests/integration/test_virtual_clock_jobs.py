@@ -29,10 +29,15 @@ def rows_of(client: Client, spec: dict[str, Any]) -> list[dict[str, Any]]:
     return client.job_metrics(job["id"])
 
 
-def test_two_runs_of_a_virtual_clock_job_give_identical_rows(client: Client):
+SPREAD = {role: {**c, "sd": 0.3} for role, c in CALIBRATION.items()}
+
+
+@pytest.mark.parametrize("calibration", [CALIBRATION, SPREAD], ids=["exact", "spread"])
+def test_two_runs_of_a_virtual_clock_job_give_identical_rows(client: Client, calibration):
     """Same spec, same seeds: every version, staleness, return and loss comes out the same,
-    whatever order the real invocations came back in."""
-    first, second = rows_of(client, SPEC), rows_of(client, SPEC)
+    whatever order the real invocations came back in (a spread's draws included)."""
+    spec = {**SPEC, "virtual": {"cores": 8, "calibration": calibration}}
+    first, second = rows_of(client, spec), rows_of(client, spec)
     assert len(first) == len(second) == 4
     assert replay_differences(first, second) == []
     assert all(row["virtual_s"] > 0 for row in first)

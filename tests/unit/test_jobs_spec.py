@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
 import subprocess
 import sys
 import typing
@@ -18,6 +19,7 @@ from faasrl.algorithms import impact, ppo
 from faasrl.controllers import RoundContext, build_controller
 from faasrl.inputs import load_yaml
 from faasrl.invoker.records import InvocationRecord
+from faasrl.jobs.clock import Calibration, draw
 from faasrl.jobs.cost import Pricing, actor_cost, learner_cost, serverful_cost
 from faasrl.jobs.env_probe import probe_key
 from faasrl.jobs.spec import JobSpec
@@ -347,3 +349,15 @@ def test_the_gateway_validates_jobs_without_torch():
                          timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["ppo", "impact", "True"]
+
+
+def test_a_calibrations_spread_keeps_its_mean_and_its_lower_bound():
+    exact, spread = Calibration(a=0.01, b=0.001), Calibration(a=0.01, b=0.001, sd=0.4)
+    draws = [draw(1, "actor", n) for n in range(4000)]
+    assert draws[:50] == [draw(1, "actor", n) for n in range(50)]  # a function of its inputs
+    assert draw(1, "actor", 0) != draw(2, "actor", 0) != draw(1, "learner", 0)
+    assert [exact.duration(100, z) for z in draws[:10]] == [pytest.approx(0.11)] * 10
+    durations = [spread.duration(100, z) for z in draws]
+    assert statistics.fmean(durations) == pytest.approx(0.11, rel=0.03)
+    assert min(durations) >= spread.lower_bound > 0
+    assert spread.duration(0, -10) == pytest.approx(spread.lower_bound)

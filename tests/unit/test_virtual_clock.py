@@ -280,7 +280,7 @@ def run_executor(cores: int, plan: dict[str, tuple[float, float]],
 
     async def main() -> list[Outcome[str]]:
         executor: VirtualExecutor[str] = VirtualExecutor(
-            VirtualClock(cores=cores), lambda function, result: plan[result][1])
+            VirtualClock(cores=cores), lambda start, result: plan[result][1])
         for key, (real_s, _) in plan.items():
             async def work(key: str = key, real_s: float = real_s) -> str:
                 await asyncio.sleep(real_s)
@@ -310,7 +310,7 @@ def test_the_executor_binds_work_at_the_virtual_start():
         version = 0
         seen: list[tuple[str, int]] = []
         executor: VirtualExecutor[str] = VirtualExecutor(VirtualClock(cores=1),
-                                                         lambda function, result: 1.0)
+                                                         lambda start, result: 1.0)
 
         def work(key: str) -> Callable[[], asyncio.Future[None]]:
             async def run() -> None:
@@ -344,7 +344,7 @@ def test_cancelling_running_work_releases_what_it_held_up():
 
     async def main() -> tuple[list[str], bool, bool]:
         executor: VirtualExecutor[str] = VirtualExecutor(VirtualClock(cores=2),
-                                                         lambda function, result: 1.0)
+                                                         lambda start, result: 1.0)
         hang = asyncio.Event()
 
         async def forever() -> str:
@@ -370,7 +370,7 @@ def test_cancelling_running_work_releases_what_it_held_up():
 def test_only_invocations_started_on_a_virtual_core_run_for_real():
     async def main() -> int:
         executor: VirtualExecutor[str] = VirtualExecutor(VirtualClock(cores=2),
-                                                         lambda function, result: 1.0)
+                                                         lambda start, result: 1.0)
         live, most = 0, 0
 
         async def work() -> None:

@@ -166,7 +166,7 @@ def test_a_callback_error_ends_the_run():
 def virtual_engine(cores: int, rules: list[Rule] | None = None) -> Engine:
     """An engine whose invocations last, on the virtual clock, what their result says."""
     clock: VirtualClock[int] = VirtualClock(cores=cores)
-    return Engine(Buffer(), rules or [], VirtualExecutor(clock, lambda kind, r: r[1]))
+    return Engine(Buffer(), rules or [], VirtualExecutor(clock, lambda start, r: r[1]))
 
 
 def invocation(name: str, real_s: float, virtual_s: float) -> Callable[[], Awaitable[Any]]:

@@ -10,6 +10,8 @@ run again) gives the same rows, but for the columns that measure the host (``HOS
 
 from __future__ import annotations
 
+import math
+import random
 from collections.abc import Mapping
 from typing import Any, Literal
 
@@ -33,16 +35,37 @@ def units(role: Role, result: Mapping[str, Any]) -> float:
 
 
 class Calibration(BaseModel):
-    """A role's virtual duration: ``a + b * units`` seconds."""
+    """A role's virtual duration: ``a + b * units`` seconds on average, spread lognormally by
+    ``sd``. The spread matters: invocations of equal durations stay in lockstep (eight actors
+    that start together end together, round after round), which real ones never do."""
 
     model_config = STRICT
     a: float = Field(ge=0, le=3600, description="seconds per invocation; also a failed one's "
                                                 "(it failed fast)")
     b: float = Field(0.0, ge=0, le=60, description="seconds per unit of work: an actor's env "
                                                    "step, a learner's sample, an aggregation")
+    sd: float = Field(0.0, ge=0, le=2, description="the standard deviation of log(duration / "
+                                                   "(a + b * units)); 0: every duration exact")
 
-    def duration(self, units: float) -> float:
-        return self.a + self.b * units
+    def duration(self, units: float, z: float = 0.0) -> float:
+        """For a standard normal draw ``z`` (cut at ±Z_CUT): mean a + b·units over the draws."""
+        z = max(-Z_CUT, min(Z_CUT, z))
+        return (self.a + self.b * units) * math.exp(self.sd * z - self.sd ** 2 / 2)
+
+    @property
+    def lower_bound(self) -> float:
+        """No invocation of the role takes less (nor does a failed one, given this)."""
+        return self.duration(0.0, -Z_CUT)
+
+
+Z_CUT = 3.0  # the spread's draws are cut here, so that durations have a lower bound
+
+
+def draw(seed: int, role: Role, n: int) -> float:
+    """The standard normal draw of a job's invocation (``n``: its number in the run): a
+    function of the job's seed, the role and n only, so a replay draws the same (``random``
+    seeds from a string through SHA-512, not Python's per-process hash)."""
+    return random.Random(f"{seed}:{role}:{n}").gauss(0.0, 1.0)
 
 
 class VirtualSettings(BaseModel):

@@ -169,10 +169,11 @@ class Outcome(Generic[K]):
 class VirtualExecutor(Generic[K]):
     """A :class:`VirtualClock` over asyncio: work starts for real when its virtual start is
     released (so ``work`` binds its arguments then), and :meth:`next` returns ends in virtual
-    order. ``duration(result)`` gives a finished run's virtual duration; a run that raised is
+    order. ``duration(start, result)`` gives a finished run's virtual duration (``start``: its
+    start event, which names it); a run that raised is
     given its lower bound (it failed fast) and released as a failure at that virtual end."""
 
-    def __init__(self, clock: VirtualClock[K], duration: Callable[[str, Any], float]):
+    def __init__(self, clock: VirtualClock[K], duration: Callable[[Event[K], Any], float]):
         self.clock = clock
         self._duration = duration
         self._work: dict[K, Callable[[], Awaitable[Any]]] = {}
@@ -227,7 +228,7 @@ class VirtualExecutor(Generic[K]):
         self._results[event.key] = (result, error)
         try:
             self.clock.complete(event.key, bound if error else
-                                self._duration(event.function, result))
+                                self._duration(event, result))
         except Exception as exc:
             self._broken = exc
         self._arrived.set()
