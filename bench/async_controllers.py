@@ -30,7 +30,7 @@ modeled time to bench/results/.
     python bench/async_controllers.py                 # CartPole-v1 and Hopper-v5, seeds 1-3
     python bench/async_controllers.py --quick         # a tiny configuration: does it all run?
     python bench/async_controllers.py --virtual-cores 16 \
-        --calibration bench/results/calibration-CartPole-v1.json    # see below
+        --calibration bench/calibrations/CartPole-v1-16cores.json    # see below
 
 With ``--virtual-cores N`` the asynchronous variants run on a virtual clock of N cores
 (``clock: virtual``, docs/virtual-clock.md) with the calibration ``bench/calibrate.py`` wrote:
