@@ -32,11 +32,15 @@ def rows_of(client: Client, spec: dict[str, Any]) -> list[dict[str, Any]]:
 SPREAD = {role: {**c, "sd": 0.3} for role, c in CALIBRATION.items()}
 
 
-@pytest.mark.parametrize("calibration", [CALIBRATION, SPREAD], ids=["exact", "spread"])
-def test_two_runs_of_a_virtual_clock_job_give_identical_rows(client: Client, calibration):
+@pytest.mark.parametrize(("algorithm", "calibration"), [
+    ("ppo", CALIBRATION), ("ppo", SPREAD), ("impact", SPREAD)],
+    ids=["stellaris-exact", "stellaris-spread", "impact-spread"])
+def test_two_runs_of_a_virtual_clock_job_give_identical_rows(client: Client, algorithm,
+                                                             calibration):
     """Same spec, same seeds: every version, staleness, return and loss comes out the same,
     whatever order the real invocations came back in (a spread's draws included)."""
-    spec = {**SPEC, "virtual": {"cores": 8, "calibration": calibration}}
+    spec = {**SPEC, "algorithm": algorithm,
+            "virtual": {"cores": 8, "calibration": calibration}}
     first, second = rows_of(client, spec), rows_of(client, spec)
     assert len(first) == len(second) == 4
     assert replay_differences(first, second) == []
