@@ -37,8 +37,6 @@ from faasrl.embedded import EmbeddedPlatform
 from faasrl.jobs.clock import ROLES, UNIT_FIELDS, Role, units
 
 RESULTS = Path(__file__).resolve().parent / "results"
-FUNCTIONS: dict[Role, str] = {"actor": "actor", "learner": "learner",
-                              "parameter": "parameter"}  # the built-ins a variant runs
 
 
 def fit(points: list[tuple[float, float]]) -> dict[str, float]:
@@ -102,7 +100,8 @@ def main() -> None:
                                 env_backend=args.env_backend)
                 run_on(client, spec, label=f"{args.env} alone, {steps} steps")
             for role in ROLES:
-                records = client.invocations(function=FUNCTIONS[role], limit=1000)
+                # The built-in functions a variant runs are named as their roles.
+                records = client.invocations(function=role, limit=1000)
                 seen[role] = points(records, role)
     calibration = {role: fit(seen[role]) for role in ROLES if seen[role]}
     print(json.dumps({"virtual": {"cores": 16, "calibration": calibration}}, indent=2))

@@ -38,15 +38,16 @@ class WorkflowStalled(RuntimeError):
 
 class Engine:
     def __init__(self, buffer: Buffer, rules: Sequence[Rule],
-                 clock: VirtualExecutor[int] | None = None,
+                 executor: VirtualExecutor[int] | None = None,
                  lower_bounds: Mapping[str, float] | None = None):
-        """``clock``: time the workflow on it instead of real time; ``lower_bounds``: per
-        kind, the virtual seconds an invocation of it takes at least (see VirtualClock)."""
-        if clock is not None and any(isinstance(r.trigger, TimeTrigger) for r in rules):
+        """``executor``: time the workflow on its virtual clock instead of real time;
+        ``lower_bounds``: per kind, the virtual seconds an invocation of it takes at least (see
+        VirtualClock)."""
+        if executor is not None and any(isinstance(r.trigger, TimeTrigger) for r in rules):
             raise ValueError("time triggers do not run on a virtual clock yet")
         self.buffer = buffer
         self.rules = list(rules)
-        self.clock = clock
+        self.executor = executor
         self._bounds = dict(lower_bounds or {})
         self._running: dict[Hashable, tuple[str, Done]] = {}  # a task, or a virtual key
         self._keys = itertools.count()
@@ -55,11 +56,11 @@ class Engine:
     def start(self, kind: str, work: Work, done: Done) -> None:
         """Run ``work()`` (a function invocation); ``done`` gets its result when it finishes
         (it may be a coroutine function: a callback that writes to Redis)."""
-        if self.clock is None:
+        if self.executor is None:
             self._running[asyncio.ensure_future(work())] = (kind, done)
             return
         key = next(self._keys)
-        self.clock.submit(key, kind, work, lower_bound=self._bounds.get(kind, 0.0))
+        self.executor.submit(key, kind, work, lower_bound=self._bounds.get(kind, 0.0))
         self._running[key] = (kind, done)
 
     def running(self, kind: str) -> int:
@@ -68,7 +69,7 @@ class Engine:
     @property
     def now(self) -> float:
         """The virtual now (the time of the last event released); real time has none: 0."""
-        return self.clock.clock.now if self.clock is not None else 0.0
+        return self.executor.clock.now if self.executor is not None else 0.0
 
     def fire(self) -> None:
         """Run the action of every rule its trigger and capacity allow, until none fires."""
@@ -104,7 +105,7 @@ class Engine:
 
     async def call(self, kind: str, work: Work) -> Any:
         """One invocation, awaited (on a virtual clock: started and ended on it)."""
-        if self.clock is None:
+        if self.executor is None:
             return await work()
         results: list[Any] = []
         self.start(kind, work, results.append)
@@ -118,9 +119,9 @@ class Engine:
         for key in doomed:
             del self._running[key]
         self._held = [o for o in self._held if o.event.function not in kinds]
-        if self.clock is not None:
+        if self.executor is not None:
             for key in doomed:
-                await self.clock.cancel(key)
+                await self.executor.cancel(key)
             return
         for task in doomed:
             task.cancel()
@@ -132,20 +133,13 @@ class Engine:
         keys = [key for key, (k, _) in self._running.items() if k in kinds]
         for key in keys:
             del self._running[key]
-        if self.clock is None:
+        if self.executor is None:
             return list(await asyncio.gather(*keys, return_exceptions=True))
         mine, out = set(keys), []
-        for o in [o for o in self._held if o.event.key in mine]:
-            self._held.remove(o)
+        while mine:
+            o = await self._next_of(lambda o: o.event.key in mine)
             mine.discard(o.event.key)
             out.append(o.error or o.result)
-        while mine:
-            o = await self._next()
-            if o.event.key in mine:
-                mine.discard(o.event.key)
-                out.append(o.error or o.result)
-            else:
-                self._held.append(o)
         return out
 
     def _timeout(self) -> float | None:
@@ -154,7 +148,7 @@ class Engine:
         return max(0.0, min(deadlines) - time.monotonic()) if deadlines else None
 
     async def _wait(self, timeout: float | None, only: str | None = None) -> None:
-        if self.clock is not None:
+        if self.executor is not None:
             await self._wait_virtual(only)
             return
         pending = [t for t, (k, _) in self._running.items() if only is None or k == only]
@@ -169,24 +163,25 @@ class Engine:
 
     async def _wait_virtual(self, only: str | None) -> None:
         """The next end in virtual order (of ``only``'s kind: others are held for later)."""
-        held = next((o for o in self._held if only is None or o.event.function == only), None)
-        if held is not None:
-            self._held.remove(held)
-            outcome = held
-        else:
-            while (outcome := await self._next()).event.function != only and only is not None:
-                self._held.append(outcome)
+        outcome = await self._next_of(lambda o: only is None or o.event.function == only)
         _, callback = self._running.pop(outcome.event.key)
         if outcome.error is not None:
             raise outcome.error
         await _called(callback, outcome.result)
 
-    async def _next(self) -> Outcome[int]:
-        assert self.clock is not None
-        outcome = await self.clock.next()
-        if outcome is None:
-            raise WorkflowStalled("the virtual clock has nothing left to run")
-        return outcome
+    async def _next_of(self, wanted: Callable[[Outcome[int]], bool]) -> Outcome[int]:
+        """The first end in virtual order that ``wanted`` takes: a held one, else the next the
+        clock releases; the ends it passes over are held for a later wait."""
+        held = next((o for o in self._held if wanted(o)), None)
+        if held is not None:
+            self._held.remove(held)
+            return held
+        assert self.executor is not None
+        while (outcome := await self.executor.next()) is not None:
+            if wanted(outcome):
+                return outcome
+            self._held.append(outcome)
+        raise WorkflowStalled("the virtual clock has nothing left to run")
 
 
 async def _called(callback: Done, result: Any) -> None:
