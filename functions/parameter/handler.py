@@ -38,6 +38,7 @@ import json
 import os
 import statistics
 import time
+import uuid
 from typing import Any
 
 import torch
@@ -98,10 +99,14 @@ class _Server:
         # the next step takes again before its own (the stream holds others not yet named).
         self.pending: list[str] = state.get("queue", [])
         self.session = call.session
+        self.written: str | None = state.get("written")  # the state it last saved, or read
 
     def state_json(self) -> str:
+        """The state to save, marked as this server's newest (``_server`` compares)."""
+        self.written = uuid.uuid4().hex
         return json.dumps({"rule": self.rule.state_dict(), "round_stats": self.round_stats,
-                           "clock": self.clock, "queue": [g.entry_id for g in self.queue]})
+                           "clock": self.clock, "queue": [g.entry_id for g in self.queue],
+                           "written": self.written})
 
 
 def _redis(job: JobContext) -> Any:
@@ -112,11 +117,14 @@ def _rule(call: StepArgs) -> AggregationRule:
     return build_rule(call.aggregation.rule, **call.aggregation.model_dump(exclude={"rule"}))
 
 
-def _server(call: StepArgs, store: ParameterStore) -> _Server:
-    """The warm server, unless another container published since or the job was restarted
-    (a new driver session): then it is rebuilt from Redis."""
+def _server(call: StepArgs, store: ParameterStore, r: Any) -> _Server:
+    """The warm server, unless another container saved state since (a step that queued or
+    dropped a gradient without publishing changes the queue and the rule, not the clock) or
+    the job was restarted (a new driver session): then it is rebuilt from Redis."""
     server = _servers.get(call.job.id)
-    if server is None or server.clock != store.latest() or server.session != call.session:
+    if server is None or server.session != call.session or server.clock != store.latest() or \
+            server.written != json.loads(r.get(parameter_state_key(call.job.id)) or "{}"
+                                         ).get("written"):
         server = _servers[call.job.id] = _Server(call, store)
     return server
 
@@ -228,7 +236,7 @@ def main(args: dict[str, Any], context: Any) -> dict[str, Any]:
     r = _redis(call.job)
     store = ParameterStore(r, call.job.id, keep=call.keep)
     stream = GradientStream(r, call.job.id)
-    server = _server(call, store)
+    server = _server(call, store, r)
     server.redis = r  # the job's credentials of this invocation
     before = server.clock
     step(server, store, stream, call)

@@ -198,3 +198,19 @@ def test_in_flight_given_overrides_the_registry(handler, r):
     (c,) = _entries(r, 1.0, clock=2)
     out = handler.main(_args("step", rule, gradients=[c], in_flight=[1]), None)
     assert (out["clock"], out["queued"]) == (2, 1)
+
+
+def test_a_warm_container_behind_another_ones_queue_rebuilds_from_redis(handler, r):
+    """Container A queues a gradient; the next step goes to container B (A was busy), which
+    queues another without publishing; back on A, the clock is unchanged but A's queue is
+    stale: it must take B's state, not lose the gradient B queued."""
+    rule = {"rule": "softsync", "k": 3}
+    first, second, third = _entries(r, 1.0, 1.0, 1.0)
+    assert handler.main(_args("step", rule, gradients=[first]), None)["queued"] == 1
+    container_a = dict(handler._servers)
+    handler._servers.clear()  # container B: cold, rebuilt from Redis
+    assert handler.main(_args("step", rule, gradients=[second]), None)["queued"] == 2
+    handler._servers.clear()
+    handler._servers.update(container_a)  # back on A, whose clock is still the newest
+    out = handler.main(_args("flush", rule, gradients=[third]), None)
+    assert (out["clock"], out["gradients_aggregated"]) == (1, 3)
