@@ -8,8 +8,8 @@ import httpx
 from helpers import fn, wait_for
 
 from faasrl.client import Client
-from faasrl.gateway.services import invocations as invocations_service
 from faasrl.gateway.ui import STATIC
+from faasrl.invoker import records
 
 
 def test_the_root_leads_to_the_dashboard_whose_files_need_no_token(make_platform):
@@ -59,7 +59,7 @@ def test_function_stats_sum_up_its_recent_invocations(client: Client, platform):
 
 def test_invocations_filter_by_how_they_ended(client: Client, platform, monkeypatch):
     # A page of one record at a time: the filter reads pages until it has enough.
-    monkeypatch.setattr(invocations_service, "STATUS_PAGE", 1)
+    monkeypatch.setattr(records, "MATCH_PAGE", 1)
     client.deploy(fn("t"))
     client.deploy(fn("boom", "fns:boom"))
     ok = [client.invoke("t")["id"] for _ in range(3)]

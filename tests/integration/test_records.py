@@ -13,6 +13,7 @@ from redis.asyncio import BlockingConnectionPool, Redis
 from faasrl.client import Client
 from faasrl.data.connection import gateway_redis
 from faasrl.data.keys import INVOCATION_LOGS
+from faasrl.invoker import records
 from faasrl.invoker.record_archive import RecordArchive
 from faasrl.invoker.records import (
     BYTES_KEY,
@@ -117,6 +118,33 @@ def test_a_record_is_readable_and_listed_while_it_waits_for_its_batch(redis_url)
     assert new["cold"] is False and new["error"] is None  # every field, as the API answers
     assert listed == ["new", "old"]
     assert busy is not None and busy["status"] == "running"
+
+
+def test_a_filter_read_in_pages_counts_a_record_in_two_places_once(redis_url, monkeypatch):
+    """A record put again while its earlier write is in Redis is both queued and indexed; a
+    page of one record reads it from the queue, the next from the index (seen as a dashboard
+    listing one failure twice)."""
+    monkeypatch.setattr(records, "MATCH_PAGE", 1)
+
+    async def scenario() -> tuple[list[str], list[str]]:
+        redis = gateway_redis(redis_url)
+        store = RecordStore(redis, ttl_s=60, flush_interval_s=60)  # its batch waits a minute
+        await store.start()
+        await asyncio.sleep(0.05)  # the start's own write is done
+        for i in range(3):
+            await store.put_now(InvocationRecord(f"ok{i}", "f", status="success"))
+        failed = InvocationRecord("boom", "f", status="error")
+        await store.put_now(failed)
+        store.put(failed)  # queued again (logs follow it, say)
+        out = ([r["id"] for r in await store.matching("f", lambda r: r["status"] == "error", 5)],
+               [r["id"] for r in await store.matching("f", lambda r: True, 10)])
+        await store.close()
+        await redis.aclose()
+        return out
+
+    failures, every = asyncio.run(scenario())
+    assert failures == ["boom"]
+    assert every == ["boom", "ok2", "ok1", "ok0"]
 
 
 def test_records_past_the_byte_bound_leave_oldest_first_into_the_archive(redis_url, tmp_path):

@@ -10,6 +10,7 @@ import logging
 import math
 import os
 import time
+from collections.abc import Callable
 from dataclasses import MISSING, dataclass, fields
 from pathlib import Path
 from typing import Any, Literal, get_args
@@ -26,6 +27,7 @@ log = logging.getLogger(__name__)
 FinalStatus = Literal["success", "error", "timeout"]  # how an invocation can end
 FINAL: tuple[str, ...] = get_args(FinalStatus)
 INDEX_LEN = 1000  # finished invocations each function's index keeps (what recent() can read)
+MATCH_PAGE = 200  # records read at a time when looking for those a filter keeps
 
 
 def micro(seconds: float) -> float:
@@ -416,6 +418,23 @@ class RecordStore:
             if i not in records:
                 records[i] = from_stored(i, raw)
         return list(records.values())[:limit]
+
+    async def matching(self, function: str, keep: Callable[[dict[str, Any]], bool],
+                       limit: int) -> list[dict[str, Any]]:
+        """Up to ``limit`` of ``function``'s most recent finished records that ``keep``
+        accepts, newest first, among every record its index keeps, read a page at a time
+        until there are enough (a dashboard polls this). Between pages records arrive and
+        move from the batch to Redis, so a page may repeat one an earlier page read: each
+        counts once."""
+        found: dict[str, dict[str, Any]] = {}
+        for start in range(0, self._index_len, MATCH_PAGE):
+            page = await self.recent(function, MATCH_PAGE, start)
+            for record in page:
+                if keep(record):
+                    found.setdefault(record["id"], record)
+            if len(found) >= limit or not page:
+                break
+        return list(found.values())[:limit]
 
     async def close(self) -> None:
         """Write what is left; what cannot be written now waits in the spool."""

@@ -9,12 +9,9 @@ from faasrl.gateway.memory import MB
 from faasrl.gateway.schemas import ArchiveOut, InvokeRequest, RecordsOut
 from faasrl.gateway.services import Services, events
 from faasrl.gateway.services.versions import resolve
-from faasrl.invoker.records import INDEX_LEN
 from faasrl.manifest import FunctionSpec
 from faasrl.namespaces import local_name, owns
 from faasrl.runtime.invalid import INVALID_ARGS
-
-STATUS_PAGE = 200  # records read at a time when looking for those that ended one way
 
 
 async def run(svc: Services, name: str, request: InvokeRequest,
@@ -67,23 +64,13 @@ async def recent(svc: Services, namespace: str, function: str | None, limit: int
     functions are found by id, not listed here."""
     names = [function] if function else [f.name for f in svc.invoker.functions()
                                          if owns(namespace, f.name)]
+    def ended(record: dict[str, Any]) -> bool:
+        return record["status"] == status
+
     records = [r for name in names for r in (
         await svc.records.recent(name, limit, from_archive=True) if status is None
-        else await _ended(svc, name, status, limit)) if r["namespace"] == namespace]
+        else await svc.records.matching(name, ended, limit)) if r["namespace"] == namespace]
     return sorted(records, key=lambda r: r["requested_at"], reverse=True)[:limit]
-
-
-async def _ended(svc: Services, function: str, status: str, limit: int) -> list[dict[str, Any]]:
-    """Up to ``limit`` of ``function``'s most recent records that ended with ``status``, read
-    a page at a time until there are enough (a dashboard polls this: the whole index is
-    ``INDEX_LEN`` records)."""
-    found: list[dict[str, Any]] = []
-    for start in range(0, INDEX_LEN, STATUS_PAGE):
-        page = await svc.records.recent(function, STATUS_PAGE, start)
-        found += [r for r in page if r["status"] == status]
-        if len(found) >= limit or len(page) < STATUS_PAGE:
-            break
-    return found[:limit]
 
 
 def retention(svc: Services) -> RecordsOut:

@@ -15,7 +15,7 @@ from typing import Any
 from faasrl.data.connection import UNREACHABLE
 from faasrl.gateway.log_schemas import ContainerLogOut, InvocationLogOut, LogsOut
 from faasrl.gateway.services import Services, jobs
-from faasrl.gateway.services.invocations import STATUS_PAGE, visible
+from faasrl.gateway.services.invocations import visible
 from faasrl.gateway.services.sse import Pace, redis_error
 from faasrl.invoker.errors import FunctionNotFound
 from faasrl.invoker.records import INDEX_LEN
@@ -96,16 +96,8 @@ async def _records(svc: Services, functions: list[str], job: str | None, limit: 
     ``job``, that job's among every record the functions' indexes keep (``INDEX_LEN``)."""
     found: list[dict[str, Any]] = []
     for function in functions:
-        if job is None:
-            found += await svc.records.recent(function, limit)
-            continue
-        mine: list[dict[str, Any]] = []
-        for start in range(0, INDEX_LEN, STATUS_PAGE):
-            page = await svc.records.recent(function, STATUS_PAGE, start)
-            mine += [r for r in page if r.get("job") == job]
-            if len(mine) >= limit or len(page) < STATUS_PAGE:
-                break
-        found += mine
+        found += await (svc.records.recent(function, limit) if job is None else
+                        svc.records.matching(function, lambda r: r.get("job") == job, limit))
     return sorted(found, key=lambda r: r["requested_at"], reverse=True)[:limit]
 
 
