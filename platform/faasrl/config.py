@@ -9,6 +9,7 @@ from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from faasrl.backends import BackendName
+from faasrl.data.health import OUTAGE_MAX_S
 
 # The repository's built-in functions, when faasrl runs from a checkout (editable install).
 _CHECKOUT_FUNCTIONS = Path(__file__).resolve().parents[2] / "functions"
@@ -27,7 +28,7 @@ class Settings(BaseSettings):
         None, description="a file holding the password of the Redis at redis_url (the compose "
                           "cluster shares one between its Redis and the gateway)")
     redis_outage_max_s: float = Field(
-        600.0, gt=0, description="how long a running job waits, paused, for an unreachable "
+        OUTAGE_MAX_S, gt=0, description="how long a running job waits, paused, for an unreachable "
                                  "Redis before it fails")
     state_dir: Path = Field(Path.home() / ".faasrl", description="pids, logs, embedded Redis data, "
                            "the records' spool and archive, job checkpoints")

@@ -18,6 +18,9 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError, ResponseError
 
 log = logging.getLogger(__name__)
+# How long a running job waits, paused, for an unreachable Redis before it fails (the default of
+# FAASRL_REDIS_OUTAGE_MAX_S, and of the job manager and driver built without settings).
+OUTAGE_MAX_S = 600.0
 Recovery = Callable[[], Awaitable[None]]
 
 

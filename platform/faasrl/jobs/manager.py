@@ -18,7 +18,7 @@ from faasrl.algorithms.offpolicy import (
 )
 from faasrl.controllers.schedulers import SchedulerNotFound, load_scheduler
 from faasrl.data import acl
-from faasrl.data.health import RedisHealth
+from faasrl.data.health import OUTAGE_MAX_S, RedisHealth
 from faasrl.env_code import EnvDescription
 from faasrl.invoker import Invoker
 from faasrl.invoker.errors import FunctionNotFound
@@ -45,7 +45,7 @@ class JobConflict(RuntimeError):
 class JobManager:
     def __init__(self, store: JobStore, invoker: Invoker, redis: Redis, checkpoints: Path,
                  probe: EnvProbe, schedulers: Path | None = None, *,
-                 health: RedisHealth | None = None, outage_max_s: float = 600.0):
+                 health: RedisHealth | None = None, outage_max_s: float = OUTAGE_MAX_S):
         self.store = store
         self._probe = probe
         self._invoker = invoker

@@ -33,7 +33,7 @@ from faasrl.contracts import EvaluateResult, InitResult
 from faasrl.controllers import Controller, RoundContext, build_controller
 from faasrl.data import acl
 from faasrl.data.connection import UNREACHABLE, UNREACHABLE_NAMES
-from faasrl.data.health import RedisHealth
+from faasrl.data.health import OUTAGE_MAX_S, RedisHealth
 from faasrl.data.keys import env_code_key, latest_key, optimizer_keys, params_key
 from faasrl.data.ops import put_weights
 from faasrl.invoker import InvocationRecord, Invoker, InvokerError
@@ -155,7 +155,7 @@ class JobRun:
     def __init__(self, record: JobRecord, *, store: JobStore, invoker: Invoker, redis: Redis,
                  checkpoints: Path, workflow: Callable[[JobRun], Workflow],
                  schedulers: Path | None = None, health: RedisHealth | None = None,
-                 outage_max_s: float = 600.0, admission: Admission | None = None,
+                 outage_max_s: float = OUTAGE_MAX_S, admission: Admission | None = None,
                  publish: Publish | None = None):
         self.record = record
         self.publish = publish  # the serve rule's publisher (None: no gateway to serve)
