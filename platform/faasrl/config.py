@@ -10,6 +10,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from faasrl.backends import BackendName
 from faasrl.data.health import OUTAGE_MAX_S
+from faasrl.invoker.invoker import InvokerConfig
 
 # The repository's built-in functions, when faasrl runs from a checkout (editable install).
 _CHECKOUT_FUNCTIONS = Path(__file__).resolve().parents[2] / "functions"
@@ -94,13 +95,17 @@ class Settings(BaseSettings):
 
     max_queue: int = Field(1000, ge=0, description="waiting invocations per function")
     queue_timeout_s: float = Field(300.0, gt=0, description="longest wait for a container")
-    start_timeout_s: float = Field(60.0, gt=0, description="container start + init limit")
+    start_timeout_s: float = Field(InvokerConfig.start_timeout_s, gt=0,
+                                   description="container start + init limit")
     env_probe_timeout_s: float = Field(30.0, gt=0, le=600, description="longest a submit's "
                                        "describe probe may take to import, build, reset and "
                                        "check the job's env")
-    stop_grace_s: float = Field(2.0, ge=0, description="SIGTERM to SIGKILL")
-    timeout_grace_s: float = Field(1.0, ge=0, description="past a run's deadline before the kill")
-    maintain_interval_s: float = Field(0.25, gt=0, description="keep-alive/min-warm tick")
+    stop_grace_s: float = Field(InvokerConfig.stop_grace_s, ge=0,
+                                description="SIGTERM to SIGKILL")
+    timeout_grace_s: float = Field(InvokerConfig.timeout_grace_s, ge=0,
+                                   description="past a run's deadline before the kill")
+    maintain_interval_s: float = Field(InvokerConfig.maintain_interval_s, gt=0,
+                                       description="keep-alive/min-warm tick")
     async_retry_base_s: float = Field(
         60.0, gt=0, le=3600, description="back-off before an asynchronous invocation's first "
         "retry; each further retry waits twice as long (Lambda: 1 minute, then 2)")
@@ -110,8 +115,9 @@ class Settings(BaseSettings):
     record_max_count: int | None = Field(None, gt=0, description="invocation records Redis "
                                          "keeps at most; None: bounded by bytes and age only")
     container_logs_minutes: float = Field(
-        15.0, gt=0, description="how long the gateway keeps, per container, what a function "
-                                "wrote outside any invocation (its imports, threads between "
+        InvokerConfig.container_logs_s / 60, gt=0,
+        description="how long the gateway keeps, per container, what a function "
+                    "wrote outside any invocation (its imports, threads between "
                                 "runs); an invocation's own output is kept with its record")
     record_archive: bool = Field(True, description="keep records that leave Redis in rotated "
                                  "SQLite files in the state dir (records/), readable by id")

@@ -59,6 +59,8 @@ STEM_START_TIMEOUTS = 5
 
 @dataclass(frozen=True)
 class InvokerConfig:
+    """The invoker's timings; the settings' defaults (``FAASRL_START_TIMEOUT_S``, ...) are these."""
+
     start_timeout_s: float = 60.0
     stop_grace_s: float = 2.0
     timeout_grace_s: float = 1.0
