@@ -17,6 +17,7 @@ from faasrl.contracts import (
     StepResult,
     parse,
 )
+from faasrl.data.ops import ASYNC_KEEP_VERSIONS
 from faasrl.jobs import function_calls as calls
 from faasrl.jobs.spec import JobSpec
 from faasrl.jobs.store import JobRecord
@@ -52,7 +53,7 @@ def test_what_the_driver_sends_is_what_the_handler_parses():
     assert job.hyperparameters == rec.spec.hyperparameters
     flush = calls.parameter_args(rec, REDIS, "flush", 2, "s")
     assert flush.mode == "flush" and flush.aggregation.k == 4  # softsync: k = max_learners
-    assert flush.keep == calls.KEEP_VERSIONS + 1  # IMPACT's target trails by one version
+    assert flush.keep == ASYNC_KEEP_VERSIONS + 1  # IMPACT's target trails by one version
 
 
 def test_an_update_carries_the_algorithm_state_and_the_controllers_requests():

@@ -25,6 +25,14 @@ from faasrl.data.keys import (
 )
 
 Pipe = Any  # redis.client.Pipeline or redis.asyncio.client.Pipeline
+# Published weight versions a job keeps in Redis, the newest ones (a publish deletes the one
+# this many back). A synchronous or off-policy job's learner publishes one a round or a train
+# call, and its actors read the newest: it keeps 4 (what the docs call the kept versions).
+KEEP_VERSIONS = 4
+# An asynchronous job's parameter function publishes one per gradient while learners still
+# compute on older ones, and actors sample with those: it keeps more (IMPACT's target trail on
+# top, function_calls.parameter_args).
+ASYNC_KEEP_VERSIONS = 8
 
 
 def put_weights(pipe: Pipe, job_id: str, version: int, blob: bytes, *,

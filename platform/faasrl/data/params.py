@@ -15,7 +15,7 @@ from redis.client import Pipeline
 
 from faasrl.data.codec import decode_optimizer, decode_tensors, encode_optimizer, encode_tensors
 from faasrl.data.keys import latest_key, optimizer_keys, params_key
-from faasrl.data.ops import put_weights
+from faasrl.data.ops import KEEP_VERSIONS, put_weights
 
 
 class MissingVersion(LookupError):
@@ -23,7 +23,7 @@ class MissingVersion(LookupError):
 
 
 class ParameterStore:
-    def __init__(self, redis: Redis, job_id: str, *, keep: int = 4):
+    def __init__(self, redis: Redis, job_id: str, *, keep: int = KEEP_VERSIONS):
         self._redis = redis
         self._job = job_id
         self._keep = keep

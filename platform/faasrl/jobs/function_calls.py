@@ -26,13 +26,13 @@ from faasrl.contracts import (
     UpdateArgs,
     parse,
 )
+from faasrl.data.ops import ASYNC_KEEP_VERSIONS
 from faasrl.invoker import InvocationRecord
 from faasrl.jobs.store import JobRecord
 from faasrl.rl.seeds import Purpose, evaluation_seeds
 
 M = TypeVar("M", bound=BaseModel)
 T = TypeVar("T")
-KEEP_VERSIONS = 8  # published policy versions kept for actors that sample with older ones
 
 
 def result(contract: type[M] | TypeAdapter[T], rec: InvocationRecord) -> M | T:
@@ -90,7 +90,7 @@ def parameter_args(rec: JobRecord, redis: dict[str, str], mode: Literal["step", 
     if aggregation.rule == "softsync" and aggregation.k is None:
         aggregation = aggregation.model_copy(update={"k": cfg.max_learners})
     # A target network trails the policy by target_update_frequency versions (IMPACT).
-    keep = KEEP_VERSIONS + getattr(spec.hyperparameters, "target_update_frequency", 1)
+    keep = ASYNC_KEEP_VERSIONS + getattr(spec.hyperparameters, "target_update_frequency", 1)
     return (FlushArgs if mode == "flush" else StepArgs)(
         job=job_context(rec, redis), round=round, session=session,
         total_rounds=spec.stop.max_rounds, aggregation=aggregation,
