@@ -71,6 +71,7 @@ from faasrl.rl.env_loader import ensure
 from faasrl.rl.hessian import surrogate_hessian_extremes
 from faasrl.rl.model_card import model_card
 from faasrl.rl.policy import PolicySpec, obs_batch_stats, policy_spec_for, policy_spec_from
+from faasrl.rl.seeds import update_seed
 from faasrl.runtime.invalid import InvalidArgs
 
 DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -307,7 +308,7 @@ def update(call: UpdateArgs, store: ParameterStore) -> UpdateResult:
     data = _tensors(batches, list(schema.fields))
     t1 = time.monotonic()
 
-    generator = torch.Generator().manual_seed(job.seed * 7919 + round_)
+    generator = torch.Generator().manual_seed(update_seed(job.seed, round_))
     gns = None
     if call.gns:
         gns = gradient_noise_scale(learner.model, data,
@@ -326,7 +327,7 @@ def update(call: UpdateArgs, store: ParameterStore) -> UpdateResult:
         hessian = surrogate_hessian_extremes(
             learner.model, data, samples=call.hessian.samples,
             iterations=call.hessian.iterations,
-            generator=torch.Generator().manual_seed(job.seed * 7919 + round_))
+            generator=torch.Generator().manual_seed(update_seed(job.seed, round_)))
     t2 = time.monotonic()
 
     out = UpdateResult(version=version + 1, stats=stats, algorithm_state=state,

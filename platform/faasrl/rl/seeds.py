@@ -10,6 +10,8 @@ evaluation never share an episode's seed and a job's figures are reproducible un
   (job seed, purpose). Confirmation attempts all reuse the ``confirmation`` block: successive
   versions are compared on the same episodes, and the stop decision, however often it is
   retried, never sees the ``final`` block, the held-out one the job reports.
+- Updates: a synchronous round's update draws its minibatches, and the Hessian probe its random
+  vectors, from :func:`update_seed` (the learner's, not an env's).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Literal
 
 TRAINING_JOB_STRIDE = 1_000_003
 TRAINING_SLOT_STRIDE = 10_007
+UPDATE_JOB_STRIDE = 7919
 EVALUATION_BASE = 2**52  # above every training seed; the top evaluation seed stays below 2**53
 EVALUATION_BLOCK = 2**20  # seeds per (job seed, purpose): more than a job's evaluation episodes
 Purpose = Literal["confirmation", "final"]
@@ -27,6 +30,11 @@ PURPOSES: tuple[Purpose, ...] = ("confirmation", "final")
 def training_seed(job_seed: int, slot: int, round_: int) -> int:
     """The first env seed of an actor slot whose envs are built in round ``round_``."""
     return job_seed * TRAINING_JOB_STRIDE + slot * TRAINING_SLOT_STRIDE + round_
+
+
+def update_seed(job_seed: int, round_: int) -> int:
+    """The seed of round ``round_``'s update (its torch generators): the same on a retry."""
+    return job_seed * UPDATE_JOB_STRIDE + round_
 
 
 def evaluation_seeds(job_seed: int, purpose: Purpose, episodes: int) -> range:
