@@ -17,6 +17,7 @@ from pydantic import (
 
 from faasrl.code_archive import SHA256_PATTERN
 from faasrl.inputs import STRICT, load_yaml
+from faasrl.namespaces import local_name
 
 MANIFEST_NAMES = ("manifest.yaml", "manifest.yml", "manifest.json")
 FUNCTION_NAME = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$"  # also the API's {name} path parameter
@@ -27,6 +28,10 @@ _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 class ManifestError(ValueError):
     """A manifest that cannot be read or does not validate; the message names the file and field."""
+
+
+class NotOnLambda(ValueError):
+    """A function asked to run on Lambda has no ``aws_lambda`` section naming where."""
 
 
 class LambdaTarget(BaseModel):
@@ -187,6 +192,14 @@ class FunctionSpec(BaseModel):
         if target is None and info.data.get("placement") == "lambda":
             raise ValueError("placement 'lambda' needs this section (function_name, ...)")
         return target
+
+    def lambda_target(self) -> LambdaTarget:
+        """Where it runs on Lambda: its ``aws_lambda`` section, or NotOnLambda without one."""
+        if self.aws_lambda is None:
+            raise NotOnLambda(f"{local_name(self.name)!r} has no aws_lambda section: it cannot "
+                              "run on Lambda (deploy it with 'faasrl deploy lambda', then name "
+                              "the Lambda function in its manifest)")
+        return self.aws_lambda
 
 
 def renamed(spec: FunctionSpec, name: str) -> FunctionSpec:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 
@@ -9,12 +10,13 @@ import pytest
 
 from faasrl.backends.aws_lambda import (
     CLIENT_CONTEXT_MAX,
+    LambdaBackend,
     _read_response,
     client_context,
     parse_report,
 )
 from faasrl.backends.service import Outcome
-from faasrl.manifest import FunctionSpec
+from faasrl.manifest import FunctionSpec, NotOnLambda, renamed
 
 # As AWS writes them (a cold start; a warm one).
 COLD = ("START RequestId: 8f5 Version: $LATEST\nEND RequestId: 8f5\n"
@@ -99,6 +101,19 @@ def test_manifest_placement_rules():
     with pytest.raises(ValueError, match="endpoint_url"):
         FunctionSpec(name="a", handler="h:m", aws_lambda={"function_name": "x",
                                                           "endpoint_url": "ftp://x"})
+
+
+def test_without_an_aws_lambda_section_a_function_says_it_cannot_run_on_lambda():
+    """One check and one message for the job submit, the invoker and the backend, naming the
+    function as its namespace does."""
+    spec = FunctionSpec(name="a", handler="h:m", aws_lambda={"function_name": "faasrl-a"})
+    assert spec.lambda_target().function_name == "faasrl-a"
+    local = renamed(FunctionSpec(name="b", handler="h:m"), "lab-a.b")
+    with pytest.raises(NotOnLambda, match=r"^'b' has no aws_lambda section"):
+        local.lambda_target()
+    out = asyncio.run(LambdaBackend().invoke(local, {}, 1.0))
+    assert out.status == "error" and out.error["type"] == "NotOnLambda"
+    assert out.error["message"].startswith("'b' has no aws_lambda section")
 
 
 def test_job_placement_is_local_lambda_or_the_functions_own():

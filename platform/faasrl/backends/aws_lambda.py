@@ -49,7 +49,7 @@ from botocore.exceptions import (
 
 from faasrl.backends.service import Outcome, ServiceBackend
 from faasrl.data.connection import without_credentials
-from faasrl.manifest import FunctionSpec, LambdaTarget
+from faasrl.manifest import FunctionSpec, LambdaTarget, NotOnLambda
 
 if TYPE_CHECKING:
     from faasrl.config import Settings
@@ -158,10 +158,10 @@ class LambdaBackend(ServiceBackend):
 
     # ------------------------------------------------------------- invocations
     async def invoke(self, spec: FunctionSpec, args: Any, timeout_s: float) -> Outcome:
-        target = spec.aws_lambda
-        if target is None:
-            return Outcome("error", error={"type": "NotOnLambda",
-                                           "message": f"{spec.name!r} has no aws_lambda target"})
+        try:
+            target = spec.lambda_target()
+        except NotOnLambda as exc:
+            return Outcome("error", error={"type": "NotOnLambda", "message": str(exc)})
         try:
             payload = json.dumps(args, separators=(",", ":"), allow_nan=False).encode()
         except (TypeError, ValueError) as exc:

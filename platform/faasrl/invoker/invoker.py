@@ -47,7 +47,7 @@ from faasrl.invoker.resources import Resources
 from faasrl.invoker.runtime_client import RuntimeClient, RuntimeGone
 from faasrl.invoker.tenant import Tenant
 from faasrl.invoker.versions import is_version, versioned
-from faasrl.manifest import FunctionSpec
+from faasrl.manifest import FunctionSpec, NotOnLambda
 from faasrl.namespaces import Quota
 from faasrl.runtime.logs import LOG_MAX
 
@@ -336,10 +336,11 @@ class Invoker:
         if where not in self._services:
             raise NotPlaceable(f"{spec.name!r} cannot run on {where!r}: this platform has no "
                                f"such backend (it has: local, {', '.join(self._services)})")
-        if where == "lambda" and spec.aws_lambda is None:
-            raise NotPlaceable(f"{spec.name!r} has no aws_lambda section: it cannot run on "
-                               "Lambda (deploy it with 'faasrl deploy lambda', then name the "
-                               "Lambda function in its manifest)")
+        if where == "lambda":
+            try:
+                spec.lambda_target()
+            except NotOnLambda as exc:
+                raise NotPlaceable(str(exc)) from None
         return self._services[where]
 
     async def _invoke_on(self, service: ServiceBackend, spec: FunctionSpec, args: Any,

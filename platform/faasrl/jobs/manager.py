@@ -28,6 +28,7 @@ from faasrl.jobs.env_probe import EnvProbe
 from faasrl.jobs.errors import InvalidJobField
 from faasrl.jobs.spec import FUNCTION_FIELDS, JobSpec
 from faasrl.jobs.store import ACTIVE, JobRecord, JobStore
+from faasrl.manifest import NotOnLambda
 from faasrl.namespaces import DEFAULT, SEPARATOR, local_name, qualify
 from faasrl.rl.model_spec import NetworkError, trunk
 from faasrl.workflow import WORKFLOWS
@@ -108,9 +109,11 @@ class JobManager:
                                       "is registered") from None
         actor = self._invoker.spec(spec.actor_function)
         on_lambda = self._on_lambda(spec)
-        if on_lambda and actor.aws_lambda is None:
-            raise InvalidJobField("placement.actors", f"{local_name(actor.name)!r} has no "
-                                  "aws_lambda section naming its Lambda function")
+        if on_lambda:
+            try:
+                actor.lambda_target()
+            except NotOnLambda as exc:
+                raise InvalidJobField("placement.actors", str(exc)) from None
         self._check_fits(needed[1:] if on_lambda else needed)
         self._check_controller(spec)
         described = await self._probe.describe(spec, on_lambda, namespace)
