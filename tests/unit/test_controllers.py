@@ -13,6 +13,7 @@ from faasrl.controllers import RoundContext, build_controller
 from faasrl.controllers.base import affordable_actors
 from faasrl.controllers.kungfu import KungFu
 from faasrl.controllers.minions import (
+    OUTPUT_BIAS,
     Minions,
     MinionsAdapt,
     SchedulerPolicy,
@@ -214,7 +215,7 @@ def test_numpy_scheduler_matches_the_torch_network(tmp_path):
 
 
 def test_scheduler_store(tmp_path):
-    w = {"actor.4.bias": np.zeros(3, np.float32)}
+    w = {OUTPUT_BIAS: np.zeros(3, np.float32)}
     save_scheduler(tmp_path, "a-1", w, {"i_max": 3})
     assert [m["name"] for m in list_schedulers(tmp_path)] == ["a-1"]
     assert list_schedulers(tmp_path / "none") == []

@@ -8,13 +8,17 @@ import pytest
 import torch
 
 from faasrl.controllers.fixed import Fixed
+from faasrl.controllers.minions import OUTPUT_BIAS, SchedulerPolicy, scheduler_i_max
 from faasrl.scheduler_training.train import (
     Episode,
     SchedulerTrainer,
     TrainingConfig,
     episode_rewards,
     evaluate_on_workload,
+    from_numpy,
+    new_scheduler,
     simulated_episodes,
+    to_numpy,
 )
 from faasrl.scheduler_training.workload import SimulatedWorkload
 
@@ -35,6 +39,16 @@ def test_simulated_workload_has_an_interior_optimum():
     rows, reached = workload.run(Fixed(3), seed=1)
     assert reached and rows[-1]["mean_return"] >= workload.target
     assert rows[-1]["cost_total"] == pytest.approx(sum(r["cost_round"] for r in rows))
+
+
+def test_the_output_layer_named_once_is_the_trained_networks_last():
+    """The numpy scheduler and the job submit's check read the layer training saves."""
+    model = new_scheduler(5, seed=0)
+    weights = to_numpy(model)
+    assert [k for k in weights if k.startswith("actor.")][-1] == OUTPUT_BIAS
+    assert scheduler_i_max(weights) == SchedulerPolicy(weights).i_max == 5
+    assert torch.equal(from_numpy(weights).state_dict()[OUTPUT_BIAS],
+                       model.state_dict()[OUTPUT_BIAS])
 
 
 def test_episode_rewards_add_the_terminal_penalty_to_the_last_round():

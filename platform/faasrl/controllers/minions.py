@@ -22,6 +22,7 @@ torch); its training (``faasrl.scheduler_training.train``) uses the PPO of ``faa
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -30,6 +31,14 @@ from faasrl.controllers.base import Controller, RoundContext, last_valid
 
 FEATURES = ("round", "loss", "mean_return", "policy_kl", "learner_s", "actor_s_mean", "round_s",
             "budget_left")
+# The saved scheduler's output layer (the actor head of faasrl.rl's ActorCritic, two hidden
+# layers: Linear, tanh, Linear, tanh, Linear): one logit per actor count, 1..I_max.
+OUTPUT_WEIGHT, OUTPUT_BIAS = "actor.4.weight", "actor.4.bias"
+
+
+def scheduler_i_max(weights: Mapping[str, Any]) -> int:
+    """I_max of a saved scheduler: the most actors it picks (its output layer's width)."""
+    return int(weights[OUTPUT_BIAS].shape[0])
 
 
 def scheduler_state(ctx: RoundContext) -> list[float]:
@@ -67,14 +76,14 @@ class SchedulerPolicy:
 
     def __init__(self, weights: dict[str, np.ndarray]):
         self.w = {k: np.asarray(v, dtype=np.float64) for k, v in weights.items()}
-        self.i_max = int(self.w["actor.4.bias"].shape[0])
+        self.i_max = scheduler_i_max(self.w)
 
     def logits(self, state: list[float]) -> np.ndarray:
         x = np.asarray(state, dtype=np.float64)
         x = np.clip((x - self.w["obs_mean"]) / np.sqrt(self.w["obs_var"] + 1e-8), -10.0, 10.0)
         for i in (0, 2):
             x = np.tanh(self.w[f"actor.{i}.weight"] @ x + self.w[f"actor.{i}.bias"])
-        return self.w["actor.4.weight"] @ x + self.w["actor.4.bias"]
+        return self.w[OUTPUT_WEIGHT] @ x + self.w[OUTPUT_BIAS]
 
 
 class Minions(Controller):

@@ -16,6 +16,7 @@ from faasrl.algorithms.offpolicy import (
     stored_transition_bytes,
     transition_layout,
 )
+from faasrl.controllers.minions import OUTPUT_BIAS
 from faasrl.controllers.schedulers import SchedulerNotFound, load_scheduler
 from faasrl.data import acl
 from faasrl.data.health import OUTAGE_MAX_S, RedisHealth
@@ -149,7 +150,7 @@ class JobManager:
                 weights, _ = load_scheduler(self._schedulers, ctl.scheduler)
             except SchedulerNotFound as exc:
                 raise InvalidJobField("controller.scheduler", str(exc)) from None
-            if "actor.4.bias" not in weights:
+            if OUTPUT_BIAS not in weights:
                 raise InvalidJobField("controller.scheduler",
                                       f"{ctl.scheduler!r} is not a MinionsRL scheduler")
         if ctl.name == "minions-adapt" and not (spec.stop.target_reward or 0) > 0:

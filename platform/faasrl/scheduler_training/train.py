@@ -22,7 +22,13 @@ import torch
 from faasrl.algorithms.ppo import Config as PPOConfig
 from faasrl.algorithms.ppo import compute_gae
 from faasrl.algorithms.ppo import update as ppo_update
-from faasrl.controllers.minions import FEATURES, Minions, round_reward, terminal_penalty
+from faasrl.controllers.minions import (
+    FEATURES,
+    Minions,
+    round_reward,
+    scheduler_i_max,
+    terminal_penalty,
+)
 from faasrl.controllers.schedulers import save_scheduler
 from faasrl.jobs.store import reached_target
 from faasrl.rl.policy import ActorCritic, PolicySpec
@@ -63,7 +69,7 @@ def to_numpy(model: ActorCritic) -> dict[str, np.ndarray]:
 
 
 def from_numpy(weights: dict[str, np.ndarray]) -> ActorCritic:
-    model = new_scheduler(int(weights["actor.4.bias"].shape[0]), 0)
+    model = new_scheduler(scheduler_i_max(weights), 0)
     model.load_state_dict({k: torch.as_tensor(v) for k, v in weights.items()})
     return model
 
