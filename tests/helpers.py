@@ -27,10 +27,10 @@ import httpx
 from faasrl import code_archive
 from faasrl.backends.base import ContainerHandle
 from faasrl.client import Client
-from faasrl.data.keys import job_key
+from faasrl.data.keys import JOBS, job_record_key
 from faasrl.invoker.runtime_client import RuntimeClient
 from faasrl.jobs.spec import JobSpec
-from faasrl.jobs.store import INDEX, JobRecord
+from faasrl.jobs.store import JobRecord
 
 TEST_FUNCTIONS = Path(__file__).parent / "functions"
 GPU_FUNCTIONS = Path(__file__).parent / "gpu" / "functions"
@@ -503,8 +503,8 @@ def seed_job(r: Any, job_id: str, namespace: str, status: str, cost_usd: float,
     rec = JobRecord(id=job_id, spec=JobSpec(env_id="CartPole-v1"), namespace=namespace,
                     status=status, created_at=time.time() - 3 * 86400, cost_usd=cost_usd,
                     finished_at=finished_at)
-    r.set(job_key(job_id, "record"), rec.model_dump_json())
-    r.zadd(INDEX, {job_id: rec.created_at})
+    r.set(job_record_key(job_id), rec.model_dump_json())
+    r.zadd(JOBS, {job_id: rec.created_at})
 
 
 def spread(model: Any) -> None:

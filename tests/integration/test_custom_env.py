@@ -24,9 +24,8 @@ from helpers import (
 
 from faasrl import code_archive
 from faasrl.client import Client, GatewayError
-from faasrl.data.keys import env_code_key
+from faasrl.data.keys import ENV_DESCRIPTIONS, env_code_key
 from faasrl.inputs import load_yaml
-from faasrl.jobs.env_probe import CACHE_KEY
 from faasrl.redis_server import free_port
 
 EXAMPLE = REPO / "examples" / "custom-env"
@@ -84,7 +83,7 @@ def test_a_custom_env_job_runs_with_its_description_kept(client: Client, r):
     described = client.job(job["id"])["env_description"]
     assert described["obs_shape"] == [1] and described["action_kind"] == "discrete"
     assert described["action_dim"] == 2 and described["max_episode_steps"] == 50
-    assert r.hlen(CACHE_KEY) == 1  # kept for the next submit, and the next gateway
+    assert r.hlen(ENV_DESCRIPTIONS) == 1  # kept for the next submit, and the next gateway
     # The driver puts the archive under the job's keys, the only ones its functions reach,
     # and again after a Redis that lost it (as a restart without persistence does).
     key = env_code_key(job["id"])

@@ -14,8 +14,8 @@ from helpers import REPO, finished, fn, namespace_key
 
 from faasrl.client import Client, GatewayError
 from faasrl.code_archive import NO_ARCHIVE
+from faasrl.data.keys import invocations_index_key
 from faasrl.gateway.keys import sigv4_secret
-from faasrl.invoker.records import INDEX_PREFIX
 
 TOKEN = "namespaces-token"
 TEST_ENVS = REPO / "tests" / "envs" / "corridor"
@@ -74,7 +74,7 @@ def test_a_namespaces_job_runs_the_builtins_and_its_invocations_are_its_own(make
         assert done["status"] == "succeeded", done
         assert root.jobs() == [] and b.jobs() == []
         with redis.Redis.from_url(redis_url) as r:
-            ids = [i.decode() for i in r.lrange(INDEX_PREFIX + "learner", 0, -1)]
+            ids = [i.decode() for i in r.lrange(invocations_index_key("learner"), 0, -1)]
         assert ids
         for invocation_id in ids:  # the built-in learner's calls, each the job's namespace's
             record = lab.invocation(invocation_id)

@@ -9,7 +9,7 @@ import httpx
 import redis
 from helpers import assert_rows_whole, finished, pipelined_invocations
 
-from faasrl.invoker.records import INDEX_PREFIX, KEY_PREFIX, ORDER_KEY
+from faasrl.data.keys import FUNCTION_INVOCATIONS, INVOCATION_RECORDS, RECORDS_ORDER
 
 INVOCATIONS, CHUNK = 60_000, 5_000
 MAX_MB, ARCHIVE_MB = 8, 4
@@ -21,8 +21,8 @@ JOB = {"env_id": "CartPole-v1", "envs_per_actor": 2, "steps_per_actor": 32,
 def record_memory(r: redis.Redis) -> int:
     """What the records take of Redis, as it counts it (MEMORY USAGE): every record's key
     and the lists that index them."""
-    keys = list(r.scan_iter(match=f"{KEY_PREFIX}*", count=5000))
-    keys += [ORDER_KEY, *r.scan_iter(match=f"{INDEX_PREFIX}*", count=1000)]
+    keys = list(r.scan_iter(match=f"{INVOCATION_RECORDS}*", count=5000))
+    keys += [RECORDS_ORDER, *r.scan_iter(match=f"{FUNCTION_INVOCATIONS}*", count=1000)]
     pipe = r.pipeline(transaction=False)
     for key in keys:
         pipe.memory_usage(key, samples=0)
@@ -65,7 +65,7 @@ def test_sixty_thousand_invocations_keep_records_within_their_bound_beside_a_job
                     answer = httpx.get(f"{platform.url}/v1/invocations/{i}")
                     if answer.status_code == 200:
                         assert answer.json()["id"] == i
-                        from_archive += not r.exists(f"{KEY_PREFIX}{i}")
+                        from_archive += not r.exists(f"{INVOCATION_RECORDS}{i}")
                     else:
                         assert answer.status_code == 404
                         assert "past its retention" in answer.json()["error"]["message"]

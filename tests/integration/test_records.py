@@ -12,19 +12,21 @@ from redis.asyncio import BlockingConnectionPool, Redis
 
 from faasrl.client import Client
 from faasrl.data.connection import gateway_redis
-from faasrl.data.keys import INVOCATION_LOGS
+from faasrl.data.keys import (
+    INVOCATION_LOGS,
+    INVOCATION_RECORDS,
+    RECORDS_BYTES,
+    RECORDS_ORDER,
+    invocation_key,
+    invocations_index_key,
+)
 from faasrl.invoker import records
 from faasrl.invoker.record_archive import RecordArchive
 from faasrl.invoker.records import (
-    BYTES_KEY,
     DROP_MOST,
-    KEY_PREFIX,
-    ORDER_KEY,
     RECORD_OVERHEAD,
     InvocationRecord,
     RecordStore,
-    _index,
-    _key,
 )
 from faasrl.runtime.logs import LOG_MAX
 
@@ -70,8 +72,8 @@ def test_a_batch_over_luas_unpack_limit_lands_whole_and_counted(redis_url):
         redis, store = await written(redis_url, 1200, [
             InvocationRecord(f"h{i}", "h", status="success") for i in range(2500)])
         out = [r["id"] for r in await store.recent("h", 3)], \
-            len(await store.recent("h", 2000)), await redis.llen(ORDER_KEY), \
-            int(await redis.get(BYTES_KEY))
+            len(await store.recent("h", 2000)), await redis.llen(RECORDS_ORDER), \
+            int(await redis.get(RECORDS_BYTES))
         await redis.aclose()
         return out
 
@@ -107,7 +109,7 @@ def test_a_record_is_readable_and_listed_while_it_waits_for_its_batch(redis_url)
         store.put(InvocationRecord("new", "f", status="success", result=7))
         store.put(InvocationRecord("busy", "f", status="running"))
         out = await store.get("new"), [r["id"] for r in await store.recent("f", 10)], \
-            await store.get("busy"), await redis.get(_key("new"))
+            await store.get("busy"), await redis.get(invocation_key("new"))
         await store.close()
         await redis.aclose()
         return out
@@ -161,10 +163,11 @@ def test_records_past_the_byte_bound_leave_oldest_first_into_the_archive(redis_u
             store.put(InvocationRecord(f"r{i:07d}", "f" if i % 2 else "g", status="success"))
         await store.close()
         archive.close()
-        out = {"kept": [i for i in range(25) if await redis.exists(_key(f"r{i:07d}"))],
-               "bytes": int(await redis.get(BYTES_KEY)), "one": one,
-               "order": await redis.llen(ORDER_KEY),
-               "index_f": [i.decode() for i in await redis.lrange(_index("f"), 0, -1)],
+        out = {"kept": [i for i in range(25) if await redis.exists(invocation_key(f"r{i:07d}"))],
+               "bytes": int(await redis.get(RECORDS_BYTES)), "one": one,
+               "order": await redis.llen(RECORDS_ORDER),
+               "index_f": [i.decode()
+                           for i in await redis.lrange(invocations_index_key("f"), 0, -1)],
                "oldest": await store.get("r0000000"), "usage": store.usage,
                "listed": [r["id"] for r in await store.recent("g", 20, from_archive=True)],
                "in_redis": [r["id"] for r in await store.recent("g", 20)]}
@@ -190,12 +193,12 @@ def test_records_past_their_age_or_count_leave_without_an_archive(redis_url):
         for i in range(6):
             store.put(InvocationRecord(f"c{i}", "f", status="success"))
         await store.close()
-        kept = [i for i in range(6) if await redis.exists(_key(f"c{i}"))]
+        kept = [i for i in range(6) if await redis.exists(invocation_key(f"c{i}"))]
         # Age: an entry stamped two hours ago goes on the next write.
-        await redis.lpush(ORDER_KEY, f"{int(time.time()) - 7200} f c2")
-        await redis.set(_key("c2"), b"{}")
+        await redis.lpush(RECORDS_ORDER, f"{int(time.time()) - 7200} f c2")
+        await redis.set(invocation_key("c2"), b"{}")
         await store._write([])
-        aged = await redis.exists(_key("c2"))
+        aged = await redis.exists(invocation_key("c2"))
         await redis.aclose()
         return kept, aged
 
@@ -240,7 +243,7 @@ def test_a_batch_whose_write_is_cancelled_at_close_is_written_by_close(redis_url
         store.put(InvocationRecord("w1", "f", status="success"))
         await store.close()
         await busy
-        found = [bool(await redis.exists(_key(i))) for i in ("w0", "w1")]
+        found = [bool(await redis.exists(invocation_key(i))) for i in ("w0", "w1")]
         await redis.aclose()
         return found
 
@@ -284,7 +287,7 @@ def test_a_lowered_bound_is_met_in_a_few_writes_without_traffic(redis_url):
                             tick_s=60)
         await store.start()
         await asyncio.sleep(0.5)
-        kept = await redis.llen(ORDER_KEY)  # before close, which writes once more
+        kept = await redis.llen(RECORDS_ORDER)  # before close, which writes once more
         await store.close()
         await redis.aclose()
         return kept
@@ -313,16 +316,16 @@ def test_logs_count_against_the_records_bound_and_leave_with_their_records(redis
             if not store._backlog and not store._writing and store.usage.bytes <= bound:
                 break
         await store.close()
-        records = {k.decode().removeprefix(KEY_PREFIX)
-                   async for k in redis.scan_iter(f"{KEY_PREFIX}*", count=1000)}
+        records = {k.decode().removeprefix(INVOCATION_RECORDS)
+                   async for k in redis.scan_iter(f"{INVOCATION_RECORDS}*", count=1000)}
         logs = {k.decode().removeprefix(INVOCATION_LOGS)
                 async for k in redis.scan_iter(f"{INVOCATION_LOGS}*", count=1000)}
         used = 0
-        for key in [*(KEY_PREFIX + i for i in records), *(INVOCATION_LOGS + i for i in logs),
-                    ORDER_KEY, _index("f")]:
+        for key in [*map(invocation_key, records), *(INVOCATION_LOGS + i for i in logs),
+                    RECORDS_ORDER, invocations_index_key("f")]:
             used += await redis.memory_usage(key, samples=0) or 0
         newest = [uuid.UUID(int=i).hex for i in range(2994, 3000)]
-        out = used, int(await redis.get(BYTES_KEY)), records, logs, \
+        out = used, int(await redis.get(RECORDS_BYTES)), records, logs, \
             await store.logs(newest)
         await redis.aclose()
         return out

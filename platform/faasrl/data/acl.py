@@ -21,7 +21,13 @@ from typing import Any
 
 from redis.asyncio import Redis
 
-from faasrl.data.keys import SERVING_PASSWORDS, job_prefix, served_pattern, serving_password_key
+from faasrl.data.keys import (
+    SERVING_PASSWORDS,
+    job_pattern,
+    job_prefix,
+    served_pattern,
+    serving_password_key,
+)
 
 # A served policy's user reads its job's served copies and nothing else (PING: the client's
 # health check; AUTH and HELLO need no grant).
@@ -66,7 +72,7 @@ def job_user(job_id: str) -> str:
 async def grant(redis: Redis, job_id: str, creds: JobCredentials) -> None:
     """Create or reset the job's user: on, this password only, the job's keys only."""
     await redis.execute_command("ACL", "SETUSER", creds.username, "reset", "on",
-                                f">{creds.password}", f"~{job_prefix(job_id)}*", *JOB_COMMANDS)
+                                f">{creds.password}", f"~{job_pattern(job_id)}", *JOB_COMMANDS)
 
 
 def grant_new(admin_url: str, job_id: str) -> dict[str, str]:

@@ -17,6 +17,24 @@ def job_key(job_id: str, *parts: object) -> str:
     return job_prefix(job_id) + ":".join(str(p) for p in parts)
 
 
+def job_pattern(job_id: str) -> str:
+    """Every key the job owns: what deleting it scans for, and all its Redis user may touch."""
+    return job_prefix(job_id) + "*"
+
+
+# Jobs (jobs/store.py): a sorted set of every job id by when it was created, and per job its
+# record (JSON) and its rounds' rows (a list of JSON objects).
+JOBS = "faasrl:jobs"
+
+
+def job_record_key(job_id: str) -> str:
+    return job_key(job_id, "record")
+
+
+def job_metrics_key(job_id: str) -> str:
+    return job_key(job_id, "metrics")
+
+
 # Policy weights and the learner's optimizer: written by the learner (ParameterStore), read by
 # actors, restored from disk and served by the gateway.
 def params_key(job_id: str, version: int) -> str:
@@ -51,6 +69,11 @@ def env_code_key(job_id: str) -> str:
 # Trajectories: actors append batches, learners consume them (TrajectoryStream).
 def trajectories_key(job_id: str) -> str:
     return job_key(job_id, "trajectories")
+
+
+def rejected_key(job_id: str) -> str:
+    """A list: why each batch a learner would not train on was rejected (JSON)."""
+    return job_key(job_id, "rejected")
 
 
 # Asynchronous training: learners push gradients to a stream, register the policy they hold,
@@ -107,6 +130,21 @@ def serving_password_key(job_id: str) -> str:
     return SERVING_PASSWORDS + job_id
 
 
+# Functions (invoker/registry.py): a hash, qualified name -> manifest (JSON); uploaded code
+# archives by their sha256, each one string.
+FUNCTIONS = "faasrl:functions"
+CODE_ARCHIVES = "faasrl:code:"  # + an archive's sha256
+
+
+def code_key(sha256: str) -> str:
+    return CODE_ARCHIVES + sha256
+
+
+# Env descriptions (jobs/env_probe.py): a hash, a probe's digest of what a description depends
+# on -> the EnvDescription (JSON), kept for the next submit of the same env and the next gateway.
+ENV_DESCRIPTIONS = "faasrl:env-descriptions"
+
+
 # Tenancy (faasrl.gateway.keys): namespaces and their quotas, and API keys (hashed), one hash each.
 NAMESPACES = "faasrl:namespaces"
 API_KEYS = "faasrl:api-keys"
@@ -125,9 +163,29 @@ def dead_letters_key(function: str) -> str:
 def dead_letter_order_key(function: str) -> str:
     return f"faasrl:dead-letters:{function}:order"
 
-# What an invocation wrote (print, logging, warnings: runtime/logs.py), beside its record
-# (``faasrl:invocation:<id>``) and dropped with it (invoker/records.py).
+# Invocation records (invoker/records.py): one string per record, per function the ids of its
+# finished ones (a list, newest first), and the order and cost of every record in Redis, which
+# retention reads to drop the oldest. Its Lua script builds keys from the prefixes itself.
+INVOCATION_RECORDS = "faasrl:invocation:"  # + an invocation id: its record
+FUNCTION_INVOCATIONS = "faasrl:invocations:"  # + a function's qualified name: its index
+RECORDS_ORDER = "faasrl:records:order"  # every record in Redis, oldest first: "<epoch s> <fn> <id>"
+RECORDS_BYTES = "faasrl:records:bytes"  # what they cost in Redis (records.RECORD_OVERHEAD)
+# What an invocation wrote (print, logging, warnings: runtime/logs.py), beside its record and
+# dropped with it.
 INVOCATION_LOGS = "faasrl:invocation-logs:"  # + an invocation id
+
+
+def invocation_key(invocation_id: str) -> str:
+    return INVOCATION_RECORDS + invocation_id
+
+
+def invocations_index_key(function: str) -> str:
+    return FUNCTION_INVOCATIONS + function
+
+
+def invocation_logs_key(invocation_id: str) -> str:
+    return INVOCATION_LOGS + invocation_id
+
 
 
 def code_owners_key(sha256: str) -> str:

@@ -20,7 +20,7 @@ from redis.client import Pipeline
 from redis.exceptions import ResponseError
 
 from faasrl.data.codec import CodecError, decode_arrays, encode_arrays
-from faasrl.data.keys import job_key, trajectories_key
+from faasrl.data.keys import rejected_key, trajectories_key
 
 GROUP = "learners"
 
@@ -94,7 +94,7 @@ class TrajectoryStream:
     def __init__(self, redis: Redis, job_id: str):
         self._redis = redis
         self._stream = trajectories_key(job_id)
-        self._dead = job_key(job_id, "rejected")
+        self._dead = rejected_key(job_id)
 
     def put(self, round: int, slot: int, version: int, arrays: Mapping[str, np.ndarray], *,
             compress: bool = False) -> int:

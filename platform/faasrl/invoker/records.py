@@ -18,7 +18,16 @@ from typing import Any, Literal, get_args
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from faasrl.data.keys import INVOCATION_LOGS
+from faasrl.data.keys import (
+    FUNCTION_INVOCATIONS,
+    INVOCATION_LOGS,
+    INVOCATION_RECORDS,
+    RECORDS_BYTES,
+    RECORDS_ORDER,
+    invocation_key,
+    invocation_logs_key,
+    invocations_index_key,
+)
 from faasrl.invoker.record_archive import RecordArchive
 from faasrl.namespaces import DEFAULT, local_name
 
@@ -112,14 +121,10 @@ def from_stored(invocation_id: str, raw: bytes | str) -> dict[str, Any]:
     return {**_DEFAULTS, **json.loads(raw), "id": invocation_id}
 
 
-KEY_PREFIX = "faasrl:invocation:"  # + an invocation id: its record
-INDEX_PREFIX = "faasrl:invocations:"  # + a function's name: its finished ids, newest first
-ORDER_KEY = "faasrl:records:order"  # every record in Redis, oldest first: "<epoch s> <fn> <id>"
-BYTES_KEY = "faasrl:records:bytes"  # what they cost in Redis (see RECORD_OVERHEAD)
 # What Redis spends on a record beyond its JSON: its key (an id's 50 characters), the key's
-# entry in the keyspace and its string's header, its entry in ORDER_KEY and in its function's
-# index. Measured with MEMORY USAGE on Redis 6.2 (tests/integration/test_record_retention.py
-# holds the sum of it all to the cap).
+# entry in the keyspace and its string's header, its entry in RECORDS_ORDER and in its
+# function's index. Measured with MEMORY USAGE on Redis 6.2
+# (tests/integration/test_record_retention.py holds the sum of it all to the cap).
 RECORD_OVERHEAD = 200
 # The same for an invocation's logs (INVOCATION_LOGS + its id): the key, its keyspace entry and
 # the string's header and rounding, 114-136 bytes by MEMORY USAGE from 40 B to 64 KB of logs,
@@ -127,32 +132,20 @@ RECORD_OVERHEAD = 200
 LOGS_OVERHEAD = 140
 
 
-def _key(invocation_id: str) -> str:
-    return KEY_PREFIX + invocation_id
-
-
-def _index(function: str) -> str:
-    return INDEX_PREFIX + function
-
-
-def _logs_key(invocation_id: str) -> str:
-    return INVOCATION_LOGS + invocation_id
-
-
 # (invocation id, function, stored record, final?, its logs: b"" for none)
 Row = tuple[str, str, bytes, bool, bytes]
 
 # Writes a batch of records (and their logs), then drops the oldest records (and their logs)
-# while those kept are over a bound. KEYS: ORDER_KEY, BYTES_KEY, the n records' keys, then one
-# index per function. ARGV: n, the index length, the byte and count bounds, the oldest
+# while those kept are over a bound. KEYS: RECORDS_ORDER, RECORDS_BYTES, the n records' keys,
+# then one index per function. ARGV: n, the index length, the byte and count bounds, the oldest
 # first-write time kept, RECORD_OVERHEAD, whether to return what it drops (for the archive),
-# the most it drops a call, KEY_PREFIX, INDEX_PREFIX, INVOCATION_LOGS, LOGS_OVERHEAD; then the
-# n records, the n ORDER_KEY entries, the n logs ('' for none), then per index its count of
-# finished ids and the ids in order (LPUSH puts the newest first; at most 1000 a call, Lua's
-# limit on unpack). Bytes are counted from the lengths Redis has at hand (STRLEN), never by
-# reading a record back; a record's logs count with it. Returns the bytes and count kept, the
-# count dropped, then (when asked for) the dropped entries and records in pairs (logs are not
-# archived).
+# the most it drops a call, INVOCATION_RECORDS, FUNCTION_INVOCATIONS, INVOCATION_LOGS,
+# LOGS_OVERHEAD; then the n records, the n RECORDS_ORDER entries, the n logs ('' for none),
+# then per index its count of finished ids and the ids in order (LPUSH puts the newest first;
+# at most 1000 a call, Lua's limit on unpack). Bytes are counted from the lengths Redis has at
+# hand (STRLEN), never by reading a record back; a record's logs count with it. Returns the
+# bytes and count kept, the count dropped, then (when asked for) the dropped entries and
+# records in pairs (logs are not archived).
 _WRITE_BATCH = """
 local n, keep, max_bytes, max_count = tonumber(ARGV[1]), tonumber(ARGV[2]),
   tonumber(ARGV[3]), tonumber(ARGV[4])
@@ -369,7 +362,7 @@ class RecordStore:
         row = self._backlog.get(invocation_id) or self._writing.get(invocation_id)
         if row is not None:
             return from_stored(invocation_id, row[2])
-        raw = await self._redis.get(_key(invocation_id))
+        raw = await self._redis.get(invocation_key(invocation_id))
         if raw is None and self.archive is not None:
             raw = await self.archive.get(invocation_id)
         return from_stored(invocation_id, raw) if raw else None
@@ -382,7 +375,8 @@ class RecordStore:
             found.update((i, rows[i][4]) for i in ids if i in rows)
         missing = [i for i in ids if i not in found]
         if missing:
-            found.update(zip(missing, await self._redis.mget([_logs_key(i) for i in missing]),
+            found.update(zip(missing,
+                             await self._redis.mget([invocation_logs_key(i) for i in missing]),
                              strict=True))
         return [None if (raw := found[i]) is None else raw.decode(errors="replace")
                 for i in ids]
@@ -391,7 +385,7 @@ class RecordStore:
         """Whether the invocation's logs are still kept: its record is queued or in Redis (the
         archive keeps records, not logs)."""
         return (invocation_id in self._backlog or invocation_id in self._writing
-                or bool(await self._redis.exists(_key(invocation_id))))
+                or bool(await self._redis.exists(invocation_key(invocation_id))))
 
     async def recent(self, function: str, limit: int = 50, start: int = 0, *,
                      from_archive: bool = False) -> list[dict[str, Any]]:
@@ -404,11 +398,11 @@ class RecordStore:
         skip = max(0, start - len(queued))
         want = limit - len(found)
         if want > 0:
-            index = _index(function)
+            index = invocations_index_key(function)
             ids = [i.decode() for i in dict.fromkeys(
                 await self._redis.lrange(index, skip, skip + want - 1))]
             if ids:
-                raws = await self._redis.mget([_key(i) for i in ids])
+                raws = await self._redis.mget([invocation_key(i) for i in ids])
                 found += [(i, r) for i, r in zip(ids, raws, strict=True) if r]
             if len(ids) < want and from_archive and self.archive is not None:
                 skip = max(0, skip - await self._redis.llen(index))
@@ -514,16 +508,16 @@ class RecordStore:
         r = self.retention
         archive = self.archive is not None and self.archiving
         stamp = int(time.time())
-        keys = [ORDER_KEY, BYTES_KEY, *[_key(invocation_id) for invocation_id, *_ in batch]]
+        keys = [RECORDS_ORDER, RECORDS_BYTES, *[invocation_key(i) for i, *_ in batch]]
         args: list[str | int | bytes] = [
             len(batch), self._index_len, r.max_bytes or UNBOUNDED, r.max_count or UNBOUNDED,
-            stamp - r.ttl_s, RECORD_OVERHEAD, int(archive), DROP_MOST, KEY_PREFIX, INDEX_PREFIX,
-            INVOCATION_LOGS, LOGS_OVERHEAD]
+            stamp - r.ttl_s, RECORD_OVERHEAD, int(archive), DROP_MOST, INVOCATION_RECORDS,
+            FUNCTION_INVOCATIONS, INVOCATION_LOGS, LOGS_OVERHEAD]
         args += [payload for _, _, payload, _, _ in batch]
         args += [f"{stamp} {function} {invocation_id}" for invocation_id, function, *_ in batch]
         args += [logs for *_, logs in batch]
         for function, ids in finished.items():
-            keys.append(_index(function))
+            keys.append(invocations_index_key(function))
             args += [len(ids), *ids]
         self._count(await self._write_batch(keys=keys, args=args))
 

@@ -10,13 +10,19 @@ from dataclasses import asdict, dataclass, field
 from pydantic import ValidationError
 from redis.asyncio import Redis
 
-from faasrl.data.keys import aliases_key, code_owners_key, last_version_key, versions_key
+from faasrl.data.keys import (
+    FUNCTIONS,
+    aliases_key,
+    code_key,
+    code_owners_key,
+    last_version_key,
+    versions_key,
+)
 from faasrl.invoker.versions import Alias, FunctionVersion
 from faasrl.manifest import FunctionSpec, renamed
 from faasrl.namespaces import DEFAULT, local_name
 
 log = logging.getLogger(__name__)
-KEY = "faasrl:functions"
 
 
 class FunctionRegistry:
@@ -28,14 +34,14 @@ class FunctionRegistry:
         self._redis = redis
 
     async def save(self, spec: FunctionSpec) -> None:
-        await self._redis.hset(KEY, spec.name, spec.model_dump_json())
+        await self._redis.hset(FUNCTIONS, spec.name, spec.model_dump_json())
 
     async def delete(self, name: str) -> None:
-        await self._redis.hdel(KEY, name)
+        await self._redis.hdel(FUNCTIONS, name)
 
     async def load(self) -> list[FunctionSpec]:
         specs = []
-        for key, raw in (await self._redis.hgetall(KEY)).items():
+        for key, raw in (await self._redis.hgetall(FUNCTIONS)).items():
             name = key.decode()
             try:
                 spec = FunctionSpec.model_validate({**json.loads(raw), "name": local_name(name)})
@@ -51,14 +57,12 @@ class CodeStore:
     belonging to the namespaces that uploaded it: a manifest or a job may name only an archive
     of its own namespace (``owned``). An archive stored before namespaces is ``default``'s."""
 
-    PREFIX = "faasrl:code:"
-
     def __init__(self, redis: Redis):
         self._redis = redis
 
     async def put(self, sha256: str, data: bytes, namespace: str = DEFAULT) -> None:
         """A new archive, ``namespace``'s."""
-        await self._redis.set(self.PREFIX + sha256, data)
+        await self._redis.set(code_key(sha256), data)
         await self._redis.sadd(code_owners_key(sha256), namespace)
 
     async def claim(self, sha256: str, namespace: str) -> None:
@@ -79,10 +83,10 @@ class CodeStore:
         return namespace == DEFAULT and not await self._redis.exists(code_owners_key(sha256))
 
     async def get(self, sha256: str) -> bytes | None:
-        return await self._redis.get(self.PREFIX + sha256)
+        return await self._redis.get(code_key(sha256))
 
     async def exists(self, sha256: str) -> bool:
-        return bool(await self._redis.exists(self.PREFIX + sha256))
+        return bool(await self._redis.exists(code_key(sha256)))
 
 
 class VersionRegistry:

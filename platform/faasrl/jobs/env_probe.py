@@ -26,6 +26,7 @@ from redis.asyncio import Redis
 
 from faasrl.code_archive import NO_ARCHIVE
 from faasrl.contracts import ContractError, DescribeArgs, DescribeResult, parse
+from faasrl.data.keys import ENV_DESCRIPTIONS
 from faasrl.env_code import EnvDescription
 from faasrl.env_layers import NO_LAYERS_ON_LAMBDA
 from faasrl.env_layers.install import LayerError, LayerStore, requirements_of
@@ -36,7 +37,6 @@ from faasrl.jobs.spec import JobSpec
 from faasrl.namespaces import DEFAULT
 from faasrl.rl.env_probe import TIMED_OUT
 
-CACHE_KEY = "faasrl:env-descriptions"  # a hash: probe_key -> EnvDescription (JSON)
 TIMEOUT_GRACE_S = 5.0  # the invocation's deadline beyond the probe's own: its answer first
 log = logging.getLogger(__name__)
 
@@ -86,7 +86,7 @@ class EnvProbe:
         key = probe_key(spec)
         if (known := self._cache.get(key)) is not None:
             return known
-        if (raw := await self._redis.hget(CACHE_KEY, key)) is not None:
+        if (raw := await self._redis.hget(ENV_DESCRIPTIONS, key)) is not None:
             self._cache[key] = EnvDescription.model_validate_json(raw)
             return self._cache[key]
         probing = self._probing.get(key)
@@ -154,5 +154,5 @@ class EnvProbe:
                                       "that does not return")
             raise InvalidJobField(field, f"failed at {stage}: {error}")
         self._cache[key] = out.description
-        await self._redis.hset(CACHE_KEY, key, out.description.model_dump_json())
+        await self._redis.hset(ENV_DESCRIPTIONS, key, out.description.model_dump_json())
         return out.description

@@ -9,13 +9,12 @@ from pydantic import BaseModel, Field, model_validator
 from redis.asyncio import Redis
 from redis.exceptions import WatchError
 
-from faasrl.data.keys import job_key, job_prefix
+from faasrl.data.keys import JOBS, job_metrics_key, job_pattern, job_record_key
 from faasrl.env_code import EnvDescription
 from faasrl.jobs.spec import JobSpec
 from faasrl.jobs.videos import VideoStatus
 from faasrl.namespaces import DEFAULT
 
-INDEX = "faasrl:jobs"
 # paused: its namespace spent its daily quota (jobs/admission.py); it runs on by itself
 JobStatus = Literal["pending", "running", "paused", "succeeded", "failed", "cancelled",
                     "interrupted"]
@@ -135,15 +134,15 @@ class JobStore:
 
     async def save(self, rec: JobRecord) -> None:
         async with self._redis.pipeline(transaction=True) as pipe:
-            pipe.set(job_key(rec.id, "record"), rec.model_dump_json())
-            pipe.zadd(INDEX, {rec.id: rec.created_at})
+            pipe.set(job_record_key(rec.id), rec.model_dump_json())
+            pipe.zadd(JOBS, {rec.id: rec.created_at})
             await pipe.execute()
 
     async def save_round(self, rec: JobRecord, row: dict[str, Any], index: int) -> None:
         """Append a round's row as row ``index`` and save the record that includes it,
         atomically. Idempotent: a retry after a lost reply finds the row there and does not
         append it twice."""
-        rows = job_key(rec.id, "metrics")
+        rows = job_metrics_key(rec.id)
         async with self._redis.pipeline(transaction=True) as pipe:
             while True:
                 try:
@@ -152,31 +151,31 @@ class JobStore:
                     pipe.multi()
                     if have <= index:
                         pipe.rpush(rows, json.dumps(row))
-                    pipe.set(job_key(rec.id, "record"), rec.model_dump_json())
+                    pipe.set(job_record_key(rec.id), rec.model_dump_json())
                     await pipe.execute()
                     return
                 except WatchError:
                     continue
 
     async def get(self, job_id: str) -> JobRecord | None:
-        raw = await self._redis.get(job_key(job_id, "record"))
+        raw = await self._redis.get(job_record_key(job_id))
         return None if raw is None else JobRecord.model_validate_json(raw)
 
     async def list(self) -> list[JobRecord]:
-        ids = [i.decode() for i in await self._redis.zrange(INDEX, 0, -1)]
+        ids = [i.decode() for i in await self._redis.zrange(JOBS, 0, -1)]
         if not ids:
             return []
-        raws = await self._redis.mget([job_key(i, "record") for i in ids])
+        raws = await self._redis.mget([job_record_key(i) for i in ids])
         return [JobRecord.model_validate_json(r) for r in raws if r]
 
     async def rows(self, job_id: str, start: int = 0) -> list[dict[str, Any]]:
-        return [json.loads(r) for r in await self._redis.lrange(job_key(job_id, "metrics"),
+        return [json.loads(r) for r in await self._redis.lrange(job_metrics_key(job_id),
                                                                  start, -1)]
 
     async def delete(self, job_id: str) -> None:
         """Delete everything under the job's key prefix."""
-        keys = [k async for k in self._redis.scan_iter(match=job_prefix(job_id) + "*",
+        keys = [k async for k in self._redis.scan_iter(match=job_pattern(job_id),
                                                         count=500)]
         for i in range(0, len(keys), 500):
             await self._redis.delete(*keys[i:i + 500])
-        await self._redis.zrem(INDEX, job_id)
+        await self._redis.zrem(JOBS, job_id)
