@@ -1,5 +1,6 @@
 # faasrl: `make run` (the main job on an embedded platform) and `make test` (the whole suite);
-# `make docker-engine`, `make images`, `make up` / `make down` for the compose cluster.
+# `make docker-engine`, `make images`, `make up` / `make down` for the compose cluster;
+# `make docs` serves the docs site, `make docs-build` builds it strictly.
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
@@ -7,7 +8,7 @@ STAMP  := $(VENV)/.installed
 BENCH_STAMP := $(VENV)/.installed-bench
 
 .PHONY: install run test lint bench clean docker-engine images image-runtime image-platform \
-	image-runtime-gpu up down bench-docker docs-schemas
+	image-runtime-gpu up down bench-docker docs-schemas docs docs-build
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -27,11 +28,18 @@ test: lint
 	$(BIN)/pytest
 
 lint: $(STAMP)
-	$(BIN)/ruff check platform functions tests bench examples images
+	$(BIN)/ruff check platform functions tests bench examples images docs/gen
 
 # The function contracts' JSON Schemas in docs/contracts (a unit test fails when they are stale).
 docs-schemas: $(STAMP)
 	$(BIN)/python -m faasrl.contracts_schema docs/contracts
+
+# The docs site (mkdocs.yml): its reference pages are generated from the code at build time.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve
+
+docs-build: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 bench: $(BENCH_STAMP)
 	$(BIN)/python bench/invoke_latency.py
@@ -65,4 +73,4 @@ down:
 	deploy/cluster.sh down
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache bench/results
+	rm -rf $(VENV) .pytest_cache .ruff_cache bench/results site

@@ -131,9 +131,9 @@ def test_a_local_cluster_stops_on_sigint_and_leaves_nothing(tmp_path: Path, syst
 
 def test_a_job_asking_more_cores_than_the_cluster_has_keeps_its_learner_warm(
         make_platform: Any, monkeypatch: pytest.MonkeyPatch, system_tmp: Path):
-    """2 one-core actors and a one-core learner on a 2-core local cluster (as in the README's
-    figures): the learner stays warm from round to round, not evicted for the actors' cores
-    and started cold again each round."""
+    """2 one-core actors and a one-core learner on a 2-core local cluster (as in the Ray
+    guide's figures, docs/guides/scale-out.md): the learner stays warm from round to round, not
+    evicted for the actors' cores and started cold again each round."""
     for key, value in {**RAY_ENV, "RAY_TMPDIR": str(system_tmp)}.items():
         monkeypatch.setenv(key, value)
     platform = make_platform(backend="ray", node_cpu=2, register_builtins=True)
