@@ -237,6 +237,17 @@ def test_a_container_starts_as_a_new_interpreter_when_its_zygote_is_gone(
     assert b"RuntimeActor" in cmdline(runtime_parent)  # the container's own Ray worker
 
 
+def test_a_forked_container_whose_actor_is_killed_ends_with_it(on_ray: EmbeddedPlatform):
+    """Its process is the zygote's child, not its actor's: the zygote actor ends it."""
+    with on_ray.client() as client:
+        container = started_on_ray(client, "orphaned")
+        [name] = [n for n in ray.util.list_named_actors()
+                  if n.startswith("ray-test/") and n.endswith(f"/{container['id']}")]
+        ray.kill(ray.get_actor(name, namespace="faasrl"), no_restart=True)
+        wait_for(lambda: not pid_alive(container["pid"]), timeout_s=30,
+                 what="the container of a killed actor to end")
+
+
 def test_a_restarted_gateway_reaps_its_orphans_and_spares_others(tmp_path, cluster: Any):
     from faasrl.backends.ray_actor import RuntimeActor
 

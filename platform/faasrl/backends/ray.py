@@ -283,6 +283,9 @@ class RayBackend(Backend):
             self._actors.pop(container_id, None)
             await self._kill(actor)
             raise
+        if out["unforked"]:
+            log.debug("container %s starts as a new interpreter: %s", container_id,
+                      out["unforked"])
         handle = ContainerHandle(container_id, spec.name, self.name, out["host"], out["port"],
                                  pid=out["pid"], native_id=name, secret=out["secret"],
                                  node=out["node_id"])

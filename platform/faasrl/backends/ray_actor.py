@@ -54,7 +54,8 @@ class RuntimeActor:
         built-in function's folder on this node, or null) and ``layers`` (the folder of env
         layers, on a local cluster; else null) and ``zygote`` (the prefix of the node's zygote
         actor's name, ``zygote_name``; null: none). Answers JSON: ``host``, ``port``, ``pid``,
-        ``node_id``, the runtime's ``secret`` and ``zygote`` (whether it was forked)."""
+        ``node_id``, the runtime's ``secret`` and ``unforked`` (why it was not forked from the
+        zygote but started as a new interpreter; null: it was)."""
         import ray
 
         cfg = json.loads(config)
@@ -69,19 +70,24 @@ class RuntimeActor:
             env[LAYERS_ENV] = cfg["layers"]
         node_id = ray.get_runtime_context().get_node_id()
         cwd = Path(workdir or self._tmp)
-        if cfg.get("zygote") and (out := self._fork(zygote_name(cfg["zygote"], node_id), env,
-                                                    cwd, cfg["memory_mb"], host)) is not None:
-            pid, port, secret = out
+        forked: tuple[int, int, str] | str = "zygotes are off"
+        if cfg.get("zygote"):
+            forked = self._fork(zygote_name(cfg["zygote"], node_id), env, cwd,
+                                cfg["memory_mb"], host)
+        if isinstance(forked, tuple):
+            pid, port, secret = forked
         else:
             self._proc, port, secret = exec_runtime(sys.executable, env, cwd, cfg["memory_mb"],
                                                     self._log, host=host)
             pid = self._proc.pid
         return json.dumps({"host": host, "port": port, "pid": pid, "secret": secret,
-                           "node_id": node_id, "zygote": self._forked is not None})
+                           "node_id": node_id,
+                           "unforked": None if isinstance(forked, tuple) else forked})
 
     def _fork(self, name: str, env: dict[str, str], cwd: Path, memory_mb: int,
-              host: str) -> tuple[int, int, str] | None:
-        """The runtime forked by the node's zygote actor; None: start a new interpreter."""
+              host: str) -> tuple[int, int, str] | str:
+        """The runtime forked by the node's zygote actor: its pid, port and secret; or why it
+        was not (start a new interpreter)."""
         import ray
 
         request = {"id": self._id, "env": env, "cwd": str(cwd), "memory_mb": memory_mb,
@@ -92,9 +98,7 @@ class RuntimeActor:
         except Exception as exc:  # no zygote actor here, or it died: a new interpreter
             out = {"error": str(exc).splitlines()[0] if str(exc) else type(exc).__name__}
         if "error" in out:
-            print(f"faasrl: {self._id} starts as a new interpreter: {out['error']}",
-                  file=sys.stderr, flush=True)
-            return None
+            return str(out["error"])
         self._forked = out["pid"], zygote
         return out["pid"], out["port"], out["secret"]
 
