@@ -11,10 +11,10 @@ a learner on 2 cores) would lose its idle learner to eviction every round.
 
 Cold starts: with ``zygote`` on, the backend places a zygote actor (``ray_zygote``) on every
 node that can hold containers, as nodes join (the poll below); a container's actor asks its
-node's to fork the runtime, as the process backend forks from its zygote, and starts it as its
-own child, a new interpreter, where there is none, it is gone or still importing past
-``ZYGOTE_WAIT_S``, or the function is too small to hold a fork. A zygote actor holds no
-resources; it goes with its node, and with the gateway as container actors do.
+node's to fork the runtime, as the process backend forks from its zygote. Where there is none,
+it is gone, failed or still importing past ``ZYGOTE_WAIT_S``, or the function is too small to
+hold a fork, the actor starts the runtime as its own child, a new interpreter. A zygote actor
+holds no resources; it goes with its node, and with the gateway as container actors do.
 
 The actor says where the runtime listens; from then on the invoker
 speaks ``/init`` and ``/run`` to it over HTTP as to any container, and uploaded code arrives
@@ -193,8 +193,8 @@ class RayBackend(Backend):
         self._stats: dict[str, tuple[float, ContainerStats | None]] = {}
         self._refreshing: set[str] = set()
         self._nodes: list[dict[str, Any]] = ray.nodes()
-        # The nodes' zygote actors, by Ray node id (``ray_zygote``); None: zygotes are off.
-        self._zygote_class = ray.remote(ZygoteActor) if config.zygote else None
+        self._zygote_class = ray.remote(ZygoteActor) if config.zygote else None  # None: off
+        # The nodes' zygote actors (``ray_zygote``), by Ray node id.
         self._zygote_prefix = actor_name(config.node, self._owner, "")
         self._zygotes: dict[str, Any] = {}
         self._place_zygotes()
@@ -277,7 +277,7 @@ class RayBackend(Backend):
         try:
             config = {"cpu": spec.cpu, "memory_mb": spec.memory_mb, "gpu": spec.gpu,
                       "workdir": self._workdir(spec), "layers": await self._layers_root(),
-                      "zygote": self._zygote_prefix if self._zygotes else None}
+                      "zygote": None if self._zygote_class is None else self._zygote_prefix}
             out = json.loads(await _wait(actor.start.remote(json.dumps(config))))
         except BaseException:  # pending past the start timeout, or failed: it must not linger
             self._actors.pop(container_id, None)
