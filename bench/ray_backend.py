@@ -1,11 +1,13 @@
 """The Ray backend against the process backend, in the same run on the same machine.
 
 For each backend: warm invoke latency (the built-in echo, sequential, through the gateway),
-cold start (a function never run, invoked once: the record's ``init_s`` and the client's wall),
-and a CartPole PPO job (2 one-core actors and a one-core learner): its wall time and its round
-time (median over its rounds after the first). The Ray backend runs on the default local cluster
-``faasrl up --backend ray`` starts (one node, the host's cores), so its figures include Ray's
-placement and one more hop (the actor) at start, not a network.
+cold start (a function never run, invoked once: the record's ``init_s`` and the client's wall)
+of one too small to fork from the zygote (256 MB: a new interpreter) and of one big enough
+(``FORKED_MB``: a fork of the node's zygote, when the backend has one), and a CartPole PPO job
+(2 one-core actors and a one-core learner): its wall time and its round time (median over its
+rounds after the first). The Ray backend runs on the default local cluster ``faasrl up
+--backend ray`` starts (one node, the host's cores), so its figures include Ray's placement and
+one more hop (the actor) at start, not a network.
 
     python bench/ray_backend.py [--quick] [--out bench/results/ray_backend.json]
 """
@@ -40,6 +42,28 @@ def job_spec(rounds: int) -> dict[str, Any]:
             "stop": {"max_rounds": rounds}}
 
 
+FORKED_MB = 1024  # enough for the zygote's heap and FORK_HEADROOM_MB
+
+
+def cold_starts(client: Client, code: str, n: int, memory_mb: int,
+                progress: Progress) -> tuple[float, float]:
+    """Medians of the record's ``init_s`` and the client's wall of ``n`` first invocations."""
+    task = progress.add_task(f"  cold starts ({memory_mb} MB)", total=n)
+    init, wall = [], []
+    for i in range(n):
+        name = f"cold{i}-{time.monotonic_ns()}"
+        client.deploy({"name": name, "handler": "handler:main", "code_sha256": code,
+                       "cpu": 0.1, "memory_mb": memory_mb})
+        t0 = time.perf_counter()
+        rec = client.invoke(name, {"x": 1})
+        wall.append(time.perf_counter() - t0)
+        assert rec["status"] == "success" and rec["cold"], rec
+        init.append(rec["init_s"])
+        client.delete(name)
+        progress.advance(task)
+    return statistics.median(init), statistics.median(wall)
+
+
 def measure(client: Client, n_warm: int, n_cold: int, rounds: int,
             progress: Progress) -> dict[str, Any]:
     task = progress.add_task("  warm invokes", total=n_warm + 5)
@@ -53,20 +77,9 @@ def measure(client: Client, n_warm: int, n_cold: int, rounds: int,
         warm.append(time.perf_counter() - t0)
         assert rec["status"] == "success", rec
         progress.advance(task)
-    task = progress.add_task("  cold starts", total=n_cold)
-    cold_init, cold_wall = [], []
     code = client.upload_code(ECHO)
-    for i in range(n_cold):
-        name = f"cold{i}-{time.monotonic_ns()}"
-        client.deploy({"name": name, "handler": "handler:main", "code_sha256": code,
-                       "cpu": 0.1, "memory_mb": 256})
-        t0 = time.perf_counter()
-        rec = client.invoke(name, {"x": 1})
-        cold_wall.append(time.perf_counter() - t0)
-        assert rec["status"] == "success" and rec["cold"], rec
-        cold_init.append(rec["init_s"])
-        client.delete(name)
-        progress.advance(task)
+    cold_init, cold_wall = cold_starts(client, code, n_cold, 256, progress)
+    fork_init, fork_wall = cold_starts(client, code, n_cold, FORKED_MB, progress)
     task = progress.add_task("  CartPole job", total=rounds)
     job = client.submit(job_spec(rounds))
     deadline = time.monotonic() + 600
@@ -81,8 +94,8 @@ def measure(client: Client, n_warm: int, n_cold: int, rounds: int,
     learner = client.invocations("learner", 1000)
     return {"warm_p50_ms": statistics.median(warm) * 1e3,
             "warm_p90_ms": sorted(warm)[int(0.9 * (len(warm) - 1))] * 1e3,
-            "cold_init_s": statistics.median(cold_init),
-            "cold_wall_s": statistics.median(cold_wall),
+            "cold_init_s": cold_init, "cold_wall_s": cold_wall,
+            "cold_fork_init_s": fork_init, "cold_fork_wall_s": fork_wall,
             "job_s": state["finished_at"] - state["started_at"],
             "round_s": statistics.median(r["round_s"] for r in rows[1:]),
             "rounds": len(rows), "learner_cold": sum(r["cold"] for r in learner)}
@@ -106,7 +119,8 @@ def main() -> None:
                 with EmbeddedPlatform(settings) as platform, platform.client() as client:
                     results[backend] = measure(client, n_warm, n_cold, rounds, progress)
     ratios = {k: results["ray"][k] / results["process"][k]
-              for k in ("warm_p50_ms", "cold_init_s", "cold_wall_s", "job_s", "round_s")}
+              for k in ("warm_p50_ms", "cold_init_s", "cold_wall_s", "cold_fork_init_s",
+                        "cold_fork_wall_s", "job_s", "round_s")}
     table = Table("", "process", "ray (local)", "ray / process",
                   title="Ray backend vs process backend (same run)")
     for key, ratio in ratios.items():

@@ -226,6 +226,15 @@ def parent(pid: int) -> int | None:
     return int(stat[stat.rindex(b")") + 2:].split()[1])
 
 
+def cmdline(pid: int) -> bytes:
+    """``pid``'s command line (as Ray retitles its workers: ``ray::<actor class>``); empty once
+    it is gone."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
 def children(pid: int) -> list[int]:
     return [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()
             and parent(int(p.name)) == pid]

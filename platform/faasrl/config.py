@@ -80,9 +80,9 @@ class Settings(BaseSettings):
         None, description="the interpreter function processes run (process backend); None: "
                           "the gateway's own")
     zygote: bool = Field(
-        True, description="fork process-backend containers from a zygote that has imported "
-                          "what the built-in functions import (cold starts without the imports); "
-                          "off: each starts as a new interpreter")
+        True, description="fork process and Ray containers from a zygote (one per Ray node) "
+                          "that has imported what the built-in functions import (cold starts "
+                          "without the imports); off: each starts as a new interpreter")
     stem_cells: int = Field(
         1, ge=0, le=64, description="generic runtime containers kept started and pre-imported "
         "per image (Docker backend), specialised for a function at its cold start; 0: none")

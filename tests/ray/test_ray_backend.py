@@ -3,12 +3,15 @@ head that runs nothing and one-core worker nodes, started once for the module.
 
 A PPO job's containers spread over the nodes; a node removed mid-job loses nothing; a function
 no node can hold is refused naming the field, at deploy and at a job's submit; a restarted
-gateway reaps its node's actors whose owner is gone and leaves other nodes' alone.
+gateway reaps its node's actors whose owner is gone and leaves other nodes' alone; containers
+fork from their node's zygote, and start as new interpreters when it is gone.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
+import os
 import signal
 from collections.abc import Iterator
 from typing import Any
@@ -19,15 +22,20 @@ from helpers import (
     REPO,
     assert_rows_whole,
     at_round,
+    cmdline,
     every_invocation_recorded,
     fn,
     gateway,
     gateway_up,
+    parent,
+    pid_alive,
     ray_tmp_dir,
     succeeded,
     wait_for,
 )
 
+from faasrl.backends.process import ZYGOTE_HEAP_MB
+from faasrl.backends.ray_zygote import ZYGOTE_PREFIX
 from faasrl.client import Client, GatewayError
 from faasrl.embedded import EmbeddedPlatform
 from faasrl.manifest import load_manifest
@@ -180,6 +188,66 @@ def test_a_job_whose_function_no_node_can_hold_now_is_refused_at_submit(
     assert "cpu" in exc.value.fields["learner_function"], exc.value.fields
 
 
+FORKABLE_MB = ZYGOTE_HEAP_MB + 512  # holds a fork of the zygote (FORK_HEADROOM_MB beyond it)
+
+
+def started_on_ray(client: Client, name: str) -> dict[str, Any]:
+    """Deploy a test function big enough to fork, invoke it once: its one container."""
+    code = client.upload_code(fn()["code_dir"])
+    client.deploy({**fn(name), "code_dir": None, "code_sha256": code,
+                   "memory_mb": FORKABLE_MB})
+    out = client.invoke(name, {"x": 1})
+    assert out["status"] == "success" and out["cold"], out
+    [container] = client.cluster()["functions"][name]["containers"]
+    return container
+
+
+def is_zygote(pid: int | None) -> bool:
+    return pid is not None and b"faasrl.runtime.zygote" in cmdline(pid)
+
+
+def zygote_pids(node: str) -> list[int]:
+    """The zygote processes of the gateway node ``node``, one per Ray node with cores."""
+    names = [n for n in ray.util.list_named_actors()
+             if n.startswith(f"{node}/") and f"/{ZYGOTE_PREFIX}" in n]
+    states = ray.get([ray.get_actor(n, namespace="faasrl").state.remote() for n in names],
+                     timeout=60)
+    return [json.loads(s)["pid"] for s in states]
+
+
+def test_a_container_forks_from_its_nodes_zygote(on_ray: EmbeddedPlatform):
+    with on_ray.client() as client:
+        container = started_on_ray(client, "forked")
+        assert is_zygote(parent(container["pid"])), cmdline(parent(container["pid"]) or 0)
+        assert len(zygote_pids("ray-test")) == 3  # one per node with cores, none on the head
+
+
+def test_a_container_starts_as_a_new_interpreter_when_its_zygote_is_gone(
+        on_ray: EmbeddedPlatform):
+    with on_ray.client() as client:
+        first = started_on_ray(client, "forked-first")
+        assert is_zygote(parent(first["pid"]))
+        for pid in zygote_pids("ray-test"):  # every node's: the next start lands on any
+            os.kill(pid, signal.SIGKILL)
+        wait_for(lambda: not pid_alive(first["pid"]), timeout_s=30,
+                 what="the forked container to die with its zygote")
+        second = started_on_ray(client, "unforked")
+        runtime_parent = parent(second["pid"])
+    assert runtime_parent is not None and not is_zygote(runtime_parent)
+    assert b"RuntimeActor" in cmdline(runtime_parent)  # the container's own Ray worker
+
+
+def test_a_forked_container_whose_actor_is_killed_ends_with_it(on_ray: EmbeddedPlatform):
+    """Its process is the zygote's child, not its actor's: the zygote actor ends it."""
+    with on_ray.client() as client:
+        container = started_on_ray(client, "orphaned")
+        [name] = [n for n in ray.util.list_named_actors()
+                  if n.startswith("ray-test/") and n.endswith(f"/{container['id']}")]
+        ray.kill(ray.get_actor(name, namespace="faasrl"), no_restart=True)
+        wait_for(lambda: not pid_alive(container["pid"]), timeout_s=30,
+                 what="the container of a killed actor to end")
+
+
 def test_a_restarted_gateway_reaps_its_orphans_and_spares_others(tmp_path, cluster: Any):
     from faasrl.backends.ray_actor import RuntimeActor
 
@@ -192,7 +260,8 @@ def test_a_restarted_gateway_reaps_its_orphans_and_spares_others(tmp_path, clust
     try:
         with gateway_up(url, token, proc, timeout_s=120) as client:
             client.prewarm("echo", 2)
-            wait_for(lambda: len(ours()) == 2, timeout_s=60, what="two echo actors")
+            wait_for(lambda: len(ours(zygotes=False)) == 2, timeout_s=60,
+                     what="two echo actors")
         # An actor of this node whose owner is gone (pid 1 never started at tick 1), and one
         # of another gateway's node: the restarted gateway must reap the first only.
         host = ray.remote(RuntimeActor)
@@ -222,6 +291,8 @@ def test_a_restarted_gateway_reaps_its_orphans_and_spares_others(tmp_path, clust
             ray.shutdown()
 
 
-def ours() -> list[str]:
-    """The named actors of the gateway node ``restart``."""
-    return sorted(n for n in ray.util.list_named_actors() if n.startswith("restart/"))
+def ours(zygotes: bool = True) -> list[str]:
+    """The named actors of the gateway node ``restart`` (with its nodes' zygote actors or
+    not)."""
+    return sorted(n for n in ray.util.list_named_actors() if n.startswith("restart/")
+                  and (zygotes or f"/{ZYGOTE_PREFIX}" not in n))

@@ -1,10 +1,10 @@
 """``faasrl up --backend ray`` with no address: a one-node Ray cluster of the gateway's own,
 started and stopped as users do (a ``faasrl up`` process, signalled).
 
-Its workers and functions see none of the gateway's environment; it and everything it starts
-listen on loopback only; SIGTERM and SIGINT stop it with exit status 0; and it leaves nothing
-behind, neither processes nor files (Ray's ``ray_current_cluster``, which would send a later
-plain ``ray.init()`` on the machine to the dead cluster).
+Its workers, its zygote and its functions see none of the gateway's environment; it and
+everything it starts listen on loopback only; SIGTERM and SIGINT stop it with exit status 0;
+and it leaves nothing behind, neither processes nor files (Ray's ``ray_current_cluster``, which
+would send a later plain ``ray.init()`` on the machine to the dead cluster).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import pytest
 from helpers import (
     LOOPBACK_HEX,
     RAY_ENV,
+    cmdline,
     descendants,
     fn,
     gateway,
@@ -33,6 +34,7 @@ from helpers import (
     wait_for,
 )
 
+from faasrl.backends.process import ZYGOTE_HEAP_MB
 from faasrl.client import Client
 from faasrl.redis_server import free_port
 
@@ -91,21 +93,26 @@ def assert_nothing_left(system_tmp: Path) -> None:
 
 def test_up_with_no_address_runs_its_own_cluster_on_loopback_and_stops_on_sigterm(
         tmp_path: Path, system_tmp: Path):
-    """Its workers and functions see none of the gateway's secrets; every socket of the
-    gateway, the cluster, its workers and the function runtimes listens on loopback only."""
+    """Its workers, its zygote and its functions see none of the gateway's secrets; every
+    socket of the gateway, the cluster, its workers and the function runtimes listens on
+    loopback only."""
     with local_cluster_gateway(tmp_path, system_tmp,
                                AWS_SECRET_ACCESS_KEY="gw-secret") as (proc, client):
         assert client.cluster()["capacity"]["cpu"] == 1  # its own one-core cluster
         code = client.upload_code(fn()["code_dir"])
-        client.deploy({**fn("env", handler="fns:env"), "code_dir": None, "code_sha256": code})
+        client.deploy({**fn("env", handler="fns:env"), "code_dir": None, "code_sha256": code,
+                       "memory_mb": ZYGOTE_HEAP_MB + 512})  # forked from the node's zygote
         out = client.invoke("env", ["FAASRL_TOKEN", "AWS_SECRET_ACCESS_KEY", "HOME"])
         assert out["status"] == "success", out
         assert out["result"]["FAASRL_TOKEN"] is None
         assert out["result"]["AWS_SECRET_ACCESS_KEY"] is None
         assert "faasrl-" in out["result"]["HOME"]
         [container] = client.cluster()["functions"]["env"]["containers"]
-        actor = parent(container["pid"])  # the Ray worker hosting the container
-        assert b"gw-secret" not in environ(actor) and TOKEN.encode() not in environ(actor)
+        zygote = parent(container["pid"])
+        assert b"faasrl.runtime.zygote" in cmdline(zygote or 0), cmdline(zygote or 0)
+        actor = parent(zygote)  # the Ray worker hosting the node's zygote actor
+        for pid in (zygote, actor, container["pid"]):
+            assert b"gw-secret" not in environ(pid) and TOKEN.encode() not in environ(pid)
 
         tree = descendants(proc.pid)
         sockets = listening_sockets(tree)
@@ -153,13 +160,6 @@ def test_a_job_asking_more_cores_than_the_cluster_has_keeps_its_learner_warm(
         learner = wait_for(lambda: len(r := learner_records()) >= ROUNDS and r,
                            what="the learner's records")
     assert [r["cold"] for r in learner] == [True] + [False] * (len(learner) - 1)
-
-
-def cmdline(pid: int) -> bytes:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return b""
 
 
 def environ(pid: int | None) -> bytes:

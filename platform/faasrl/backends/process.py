@@ -250,7 +250,7 @@ class _Exec:
 
 
 @dataclass
-class _Forked:
+class Forked:
     """A container forked by a zygote, which reports its exit and reaps it when told."""
 
     pid: int
@@ -287,7 +287,7 @@ class ProcessBackend(Backend):
         self._layers = None if env_layers_dir is None else \
             env_layers_folder(env_layers_dir, self.credentials)  # made at the first install
         self._owner = {"owner_pid": os.getpid(), "owner_start": process_start_time(os.getpid())}
-        self._children: dict[str, _Exec | _Forked] = {}
+        self._children: dict[str, _Exec | Forked] = {}
         self._handles: dict[str, ContainerHandle] = {}
         self._tmp: dict[str, Path] = {}  # one HOME/TMPDIR per container, gone with it
         self.zygote: Zygote | None = None
@@ -352,15 +352,16 @@ class ProcessBackend(Backend):
         log_path = self._logs / f"{container_id}.log"
         started = None
         if (starting := self.zygote) is not None and not starting.was_ready \
-                and _fits(starting, spec):
+                and fits(starting, spec.memory_mb):
             # A function that could be forked would, as a new interpreter, import what the
             # zygote is importing, on the same cores: the fork after its imports comes sooner
             # (a platform's first learner: 2.2 s against 3.6 s, and no 1 s first update).
             await starting.settled(ZYGOTE_WAIT_S)
         if (zygote := self._zygote_for(spec)) is not None:
             try:
-                started = await self._fork(zygote, container_id, env, cwd, spec.memory_mb,
-                                           log_path)
+                pid, port, secret = await fork_runtime(zygote, container_id, env, cwd,
+                                                       spec.memory_mb, log_path)
+                started = Forked(pid, zygote), port, secret
             except ZygoteGone as exc:
                 log.warning("container %s starts without the zygote: %s", container_id, exc)
         child, port, secret = started or self._exec(env, cwd, spec.memory_mb, log_path)
@@ -379,21 +380,6 @@ class ProcessBackend(Backend):
         proc, port, secret = exec_runtime(self._python, env, cwd, memory_mb, log_path,
                                           **self._user())
         return _Exec(proc), port, secret
-
-    async def _fork(self, zygote: Zygote, container_id: str, env: dict[str, str], cwd: Path,
-                    memory_mb: int, log_path: Path) -> tuple[_Forked, int, str]:
-        # A socket and secret of its own: after a failed fork the zygote's child may have read
-        # this secret, so the fallback must not reuse it.
-        secret, secret_r = secret_pipe()
-        try:
-            with socket.create_server(("127.0.0.1", 0), backlog=128) as sock, \
-                    open(log_path, "ab") as out:
-                pid = await zygote.fork(container_id, env, str(cwd), memory_mb,
-                                        (sock.fileno(), secret_r, out.fileno()))
-                port = sock.getsockname()[1]
-        finally:
-            os.close(secret_r)
-        return _Forked(pid, zygote), port, secret
 
     @property
     def _uid(self) -> int:
@@ -424,13 +410,11 @@ class ProcessBackend(Backend):
             return None
         if not zygote.usable:
             return None
-        return zygote if _fits(zygote, spec) else None
+        return zygote if fits(zygote, spec.memory_mb) else None
 
     def _start_zygote(self) -> None:
         tmp = self._private_dir("faasrl-zygote-")
-        # One thread while it imports: numeric libraries would start pools a fork cannot copy.
-        env = {**base_env(), **user_env(self._uid), "HOME": str(tmp), "TMPDIR": str(tmp),
-               **thread_env(1)}
+        env = zygote_env(tmp, self._uid)
         self._zygote_started = time.monotonic()
         try:
             zygote = Zygote(self._python, env, tmp, self._logs / "zygote.log", self._user(),
@@ -454,20 +438,7 @@ class ProcessBackend(Backend):
         child = self._children.get(handle.id)
         if child is None:
             return
-        pid = child.pid
-        if not child.reaped():
-            kill_group(pid, signal.SIGTERM)
-            deadline = time.monotonic() + grace_s
-            delay = 0.002
-            while child.exit_code() is None and time.monotonic() < deadline:
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 0.05)
-            # The leader is now a zombie or still running: either way the group id is still
-            # ours, so the rest of the group can be killed before the leader is reaped.
-            kill_group(pid, signal.SIGKILL)
-            while child.exit_code() is None:
-                await asyncio.sleep(0.005)
-            child.reap()
+        await end_child(child, grace_s)
         self._children.pop(handle.id, None)
         self._handles.pop(handle.id, None)
         (self._records / f"{handle.id}.json").unlink(missing_ok=True)
@@ -516,6 +487,33 @@ class ProcessBackend(Backend):
             self._forget_zygote(zygote)
 
 
+async def end_child(child: _Exec | Forked, grace_s: float) -> None:
+    """SIGTERM to a container's process group, SIGKILL after ``grace_s``, then reap it."""
+    if child.reaped():
+        return
+    pid = child.pid
+    kill_group(pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    delay = 0.002
+    while child.exit_code() is None and time.monotonic() < deadline:
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, 0.05)
+    # The leader is now a zombie or still running: either way the group id is still ours, so
+    # the rest of the group can be killed before the leader is reaped.
+    kill_group(pid, signal.SIGKILL)
+    while child.exit_code() is None:
+        await asyncio.sleep(0.005)
+    child.reap()
+
+
+def zygote_env(tmp: Path, uid: int) -> dict[str, str]:
+    """A zygote's environment: ``base_env`` (none of this process's secrets), its user, ``tmp``
+    as HOME and TMPDIR, and one thread while it imports (numeric libraries would start pools a
+    fork cannot copy)."""
+    return {**base_env(), **user_env(uid), "HOME": str(tmp), "TMPDIR": str(tmp),
+            **thread_env(1)}
+
+
 def container_env(cpu: float, container_id: str, gpus: Sequence[int | str], tmp: Path,
                   uid: int | None = None, gpu: float = 0) -> dict[str, str]:
     """A container's process environment: ``base_env``, its thread pools, its GPUs (and its
@@ -551,10 +549,29 @@ def exec_runtime(python: str, env: dict[str, str], cwd: Path, memory_mb: int, lo
     return proc, port, secret
 
 
-def _fits(zygote: Zygote, spec: FunctionSpec) -> bool:
-    """Whether ``spec``'s memory holds a fork of ``zygote``: its heap, inherited, and room of
-    its own (the heap is ``ZYGOTE_HEAP_MB`` until the ready zygote says what it is)."""
-    return spec.memory_mb >= zygote.data_mb + FORK_HEADROOM_MB
+async def fork_runtime(zygote: Zygote, container_id: str, env: dict[str, str], cwd: Path,
+                       memory_mb: int, log_path: Path, host: str = "127.0.0.1"
+                       ) -> tuple[int, int, str]:
+    """:func:`exec_runtime`'s twin: fork the runtime from ``zygote``; returns its pid, its port
+    and its secret. Raises ``ZygoteGone`` when the zygote cannot."""
+    # A socket and secret of its own: after a failed fork the zygote's child may have read
+    # this secret, so the fallback must not reuse it.
+    secret, secret_r = secret_pipe()
+    try:
+        with socket.create_server((host, 0), backlog=128) as sock, open(log_path, "ab") as out:
+            pid = await zygote.fork(container_id, env, str(cwd), memory_mb,
+                                    (sock.fileno(), secret_r, out.fileno()))
+            port = sock.getsockname()[1]
+    finally:
+        os.close(secret_r)
+    return pid, port, secret
+
+
+def fits(zygote: Zygote, memory_mb: int) -> bool:
+    """Whether a container of ``memory_mb`` holds a fork of ``zygote``: its heap, inherited,
+    and room of its own (the heap is ``ZYGOTE_HEAP_MB`` until the ready zygote says what it
+    is)."""
+    return memory_mb >= zygote.data_mb + FORK_HEADROOM_MB
 
 
 def secret_pipe() -> tuple[str, int]:

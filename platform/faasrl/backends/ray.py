@@ -9,7 +9,14 @@ Ray's CPU (enough to keep it off nodes with no cores), and the pool counts a con
 is killed, so a job whose functions together ask more cores than the cluster has (2 actors and
 a learner on 2 cores) would lose its idle learner to eviction every round.
 
-The actor starts the runtime as its child and says where it listens; from then on the invoker
+Cold starts: with ``zygote`` on, the backend places a zygote actor (``ray_zygote``) on every
+node that can hold containers, as nodes join (the poll below); a container's actor asks its
+node's to fork the runtime, as the process backend forks from its zygote. Where there is none,
+it is gone, failed or still importing past ``ZYGOTE_WAIT_S``, or the function is too small to
+hold a fork, the actor starts the runtime as its own child, a new interpreter. A zygote actor
+holds no resources; it goes with its node, and with the gateway as container actors do.
+
+The actor says where the runtime listens; from then on the invoker
 speaks ``/init`` and ``/run`` to it over HTTP as to any container, and uploaded code arrives
 through ``/init`` (``code_sha256``), as in Docker: nodes share no filesystem with the gateway.
 Built-in functions are on every node (the runtime image, or this checkout on a local cluster).
@@ -42,11 +49,13 @@ from typing import TYPE_CHECKING, Any
 import ray
 from ray._private import ray_constants
 from ray.exceptions import RayError
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from faasrl.backends.base import Backend, ContainerHandle, ContainerStats, builtin_dir
 from faasrl.backends.process import owner_alive, owner_label
 from faasrl.backends.ray_actor import RuntimeActor
 from faasrl.backends.ray_local import LocalRayCluster, loopback_driver
+from faasrl.backends.ray_zygote import ZygoteActor, zygote_name
 from faasrl.env_layers.install import LayerError, LayerStore
 from faasrl.env_layers.target import TargetError, interpreter_target
 from faasrl.invoker.resources import Resources
@@ -77,6 +86,7 @@ class RayConfig:
     local_memory_mb: int | None = None
     local_gpus: int | None = None
     env_layers_dir: Path | None = None  # a local cluster's functions read env layers here
+    zygote: bool = False  # a zygote per node, that containers fork from
 
 
 def actor_name(node: str, owner: str, container_id: str) -> str:
@@ -151,7 +161,8 @@ class RayBackend(Backend):
             namespace=settings.ray_namespace, functions_dir=settings.functions_dir,
             builtins_dir=settings.ray_builtins_dir, log_dir=settings.state_dir / "logs",
             local_cpu=settings.node_cpu, local_memory_mb=settings.node_memory_mb,
-            local_gpus=settings.node_gpus, env_layers_dir=settings.env_layers_folder))
+            local_gpus=settings.node_gpus, env_layers_dir=settings.env_layers_folder,
+            zygote=settings.zygote))
 
     def __init__(self, config: RayConfig):
         self.config = config
@@ -182,6 +193,11 @@ class RayBackend(Backend):
         self._stats: dict[str, tuple[float, ContainerStats | None]] = {}
         self._refreshing: set[str] = set()
         self._nodes: list[dict[str, Any]] = ray.nodes()
+        self._zygote_class = ray.remote(ZygoteActor) if config.zygote else None  # None: off
+        # The nodes' zygote actors (``ray_zygote``), by Ray node id.
+        self._zygote_prefix = actor_name(config.node, self._owner, "")
+        self._zygotes: dict[str, Any] = {}
+        self._place_zygotes()
         # Ray's calls block; kills, log reads and node polls run here, off the event loop.
         self._pool = ThreadPoolExecutor(8, thread_name_prefix="ray")
         self._closing = threading.Event()
@@ -196,9 +212,26 @@ class RayBackend(Backend):
         while not self._closing.wait(NODES_POLL_S):
             try:
                 self._nodes = ray.nodes()
+                self._place_zygotes()
             except Exception as exc:  # the GCS is away: keep the last view, say so once
                 if not self._closing.is_set():
                     log.warning("cannot read the Ray cluster's nodes: %s", exc)
+
+    def _place_zygotes(self) -> None:
+        """A zygote actor on each alive node that can hold containers and has none of ours;
+        the dead nodes' are forgotten (they went with them)."""
+        if self._zygote_class is None:
+            return
+        hosts = {n["NodeID"] for n in self._nodes if n.get("Alive")
+                 and n.get("Resources", {}).get("CPU", 0.0) >= PLACEMENT_CPU}
+        for node_id in hosts - self._zygotes.keys():
+            self._zygotes[node_id] = self._zygote_class.options(
+                name=zygote_name(self._zygote_prefix, node_id),
+                namespace=self.config.namespace, num_cpus=0, max_restarts=0,
+                scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False),
+            ).remote()
+        for node_id in self._zygotes.keys() - hosts:
+            del self._zygotes[node_id]
 
     def check(self, spec: FunctionSpec) -> dict[str, str]:
         fields: dict[str, str] = {}
@@ -243,12 +276,16 @@ class RayBackend(Backend):
         self._actors[container_id] = actor
         try:
             config = {"cpu": spec.cpu, "memory_mb": spec.memory_mb, "gpu": spec.gpu,
-                      "workdir": self._workdir(spec), "layers": await self._layers_root()}
+                      "workdir": self._workdir(spec), "layers": await self._layers_root(),
+                      "zygote": None if self._zygote_class is None else self._zygote_prefix}
             out = json.loads(await _wait(actor.start.remote(json.dumps(config))))
         except BaseException:  # pending past the start timeout, or failed: it must not linger
             self._actors.pop(container_id, None)
             await self._kill(actor)
             raise
+        if out["unforked"]:
+            log.debug("container %s starts as a new interpreter: %s", container_id,
+                      out["unforked"])
         handle = ContainerHandle(container_id, spec.name, self.name, out["host"], out["port"],
                                  pid=out["pid"], native_id=name, secret=out["secret"],
                                  node=out["node_id"])
@@ -286,6 +323,15 @@ class RayBackend(Backend):
                 log.debug("container %s did not stop cleanly: %s", handle.id, exc)
         await self._kill(actor)
         self._exits.pop(handle.id, None)
+
+    async def _close_zygotes(self) -> None:
+        """End the nodes' zygotes (they remove their files), then their actors."""
+        zygotes, self._zygotes = list(self._zygotes.values()), {}
+        with contextlib.suppress(RayError, TimeoutError):
+            await asyncio.wait_for(asyncio.gather(*(_wait(z.close.remote()) for z in zygotes),
+                                                  return_exceptions=True), 10.0)
+        for zygote in zygotes:
+            await self._kill(zygote)
 
     async def _kill(self, actor: Any) -> None:
         await asyncio.get_running_loop().run_in_executor(self._pool, _kill, actor)
@@ -349,6 +395,7 @@ class RayBackend(Backend):
         self._actors.clear()
         self._closing.set()
         self._poller.join(timeout=NODES_POLL_S + 5.0)
+        await self._close_zygotes()
         self._pool.shutdown(wait=True, cancel_futures=True)
         ray.shutdown()
         if self._local is not None:

@@ -1,11 +1,13 @@
-"""The Ray actor that hosts one function container: the faasrl runtime as its child process.
+"""The Ray actor that hosts one function container: the faasrl runtime, forked by its node's
+zygote or started as its own child process.
 
-Ray places the actor on a node that has the function's resources; there the actor starts
-``python -m faasrl.runtime`` as the process backend does (a listening socket bound on the node's
-address and inherited, the bearer secret through a pipe, a heap limit, death with its parent),
-reports where it listens, and waits for it to exit. The runtime's environment is built afresh
-(``base_env``), so nothing of the raylet's or the actor's environment reaches the function.
-Only JSON strings cross between the gateway and the actor.
+Ray places the actor on a node that has the function's resources; there the actor asks the
+node's zygote actor (``ray_zygote``, when the gateway placed one) to fork the runtime, and else
+starts ``python -m faasrl.runtime`` as the process backend does (a listening socket bound on the
+node's address and inherited, the bearer secret through a pipe, a heap limit, death with its
+parent); it reports where the runtime listens and waits for it to exit. The runtime's
+environment is built afresh (``container_env``), so nothing of the raylet's or the actor's
+environment reaches the function. Only JSON strings cross between the gateway and the actor.
 """
 
 from __future__ import annotations
@@ -20,8 +22,16 @@ import sys
 import tempfile
 from collections import deque
 from pathlib import Path
+from typing import Any
 
-from faasrl.backends.process import container_env, exec_runtime, kill_group, process_stats
+from faasrl.backends.process import (
+    container_env,
+    exec_runtime,
+    kill_group,
+    owner_label,
+    process_stats,
+)
+from faasrl.backends.ray_zygote import zygote_name
 from faasrl.env_layers import LAYERS_ENV
 
 
@@ -37,12 +47,15 @@ class RuntimeActor:
         self._tmp = Path(tempfile.mkdtemp(prefix=f"faasrl-{container_id}-"))
         self._log = self._tmp.parent / f"faasrl-{container_id}.log"
         self._proc: subprocess.Popen[bytes] | None = None
+        self._forked: tuple[int, Any] | None = None  # its pid and the zygote actor's handle
 
     def start(self, config: str) -> str:
         """Start the runtime; ``config``: JSON with ``cpu``, ``memory_mb``, ``workdir`` (the
         built-in function's folder on this node, or null) and ``layers`` (the folder of env
-        layers, on a local cluster; else null). Answers JSON: ``host``,
-        ``port``, ``pid``, ``node_id`` and the runtime's ``secret``."""
+        layers, on a local cluster; else null) and ``zygote`` (the prefix of the node's zygote
+        actor's name, ``zygote_name``; null: none). Answers JSON: ``host``, ``port``, ``pid``,
+        ``node_id``, the runtime's ``secret`` and ``unforked`` (why it was not forked from the
+        zygote but started as a new interpreter; null: it was)."""
         import ray
 
         cfg = json.loads(config)
@@ -55,20 +68,69 @@ class RuntimeActor:
         env = container_env(cfg["cpu"], self._id, gpus, self._tmp, gpu=cfg["gpu"])
         if cfg.get("layers"):
             env[LAYERS_ENV] = cfg["layers"]
-        self._proc, port, secret = exec_runtime(sys.executable, env, Path(workdir or self._tmp),
-                                                cfg["memory_mb"], self._log, host=host)
-        return json.dumps({"host": host, "port": port, "pid": self._proc.pid, "secret": secret,
-                           "node_id": ray.get_runtime_context().get_node_id()})
+        node_id = ray.get_runtime_context().get_node_id()
+        cwd = Path(workdir or self._tmp)
+        forked: tuple[int, int, str] | str = "zygotes are off"
+        if cfg.get("zygote"):
+            forked = self._fork(zygote_name(cfg["zygote"], node_id), env, cwd,
+                                cfg["memory_mb"], host)
+        if isinstance(forked, tuple):
+            pid, port, secret = forked
+        else:
+            self._proc, port, secret = exec_runtime(sys.executable, env, cwd, cfg["memory_mb"],
+                                                    self._log, host=host)
+            pid = self._proc.pid
+        return json.dumps({"host": host, "port": port, "pid": pid, "secret": secret,
+                           "node_id": node_id,
+                           "unforked": None if isinstance(forked, tuple) else forked})
+
+    def _fork(self, name: str, env: dict[str, str], cwd: Path, memory_mb: int,
+              host: str) -> tuple[int, int, str] | str:
+        """The runtime forked by the node's zygote actor: its pid, port and secret; or why it
+        was not (start a new interpreter)."""
+        import ray
+
+        request = {"id": self._id, "env": env, "cwd": str(cwd), "memory_mb": memory_mb,
+                   "log": str(self._log), "host": host, "owner": owner_label()}
+        try:
+            zygote = ray.get_actor(name, namespace=ray.get_runtime_context().namespace)
+            out = json.loads(ray.get(zygote.fork.remote(json.dumps(request))))
+        except Exception as exc:  # no zygote actor here, or it died: a new interpreter
+            out = {"error": str(exc).splitlines()[0] if str(exc) else type(exc).__name__}
+        if "error" in out:
+            return str(out["error"])
+        self._forked = out["pid"], zygote
+        return out["pid"], out["port"], out["secret"]
+
+    @property
+    def _pid(self) -> int | None:
+        return self._forked[0] if self._forked else self._proc.pid if self._proc else None
 
     def wait_exit(self) -> int:
-        """Block until the runtime exits; its exit status."""
+        """Block until the runtime exits; its exit status (-SIGKILL: its zygote died)."""
+        import ray
+
+        if self._forked is not None:
+            pid, zygote = self._forked
+            try:
+                return int(ray.get(zygote.wait_exit.remote(pid)))
+            except ray.exceptions.RayError:  # the zygote's death killed it
+                return -signal.SIGKILL
         if self._proc is None:
             return -1
         return self._proc.wait()
 
     def stop(self, grace_s: float) -> None:
         """SIGTERM to the runtime's process group, SIGKILL after ``grace_s``; then its files."""
-        if self._proc is not None and self._proc.poll() is None:
+        import ray
+
+        if self._forked is not None:
+            pid, zygote = self._forked
+            try:
+                ray.get(zygote.stop.remote(pid, grace_s), timeout=grace_s + 5.0)
+            except ray.exceptions.RayError:
+                kill_group(pid, signal.SIGKILL)
+        elif self._proc is not None and self._proc.poll() is None:
             kill_group(self._proc.pid, signal.SIGTERM)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self._proc.wait(timeout=grace_s)
@@ -79,7 +141,7 @@ class RuntimeActor:
 
     def stats(self) -> str:
         """JSON ``{"memory_mb", "cpu_s"}`` of the runtime, or null once it is gone."""
-        sample = process_stats(self._proc.pid) if self._proc is not None else None
+        sample = process_stats(pid) if (pid := self._pid) is not None else None
         return json.dumps(dataclasses.asdict(sample) if sample is not None else None)
 
     def logs(self, tail: int) -> str:
