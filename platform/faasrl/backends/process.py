@@ -64,7 +64,7 @@ from faasrl.backends.base import (
     ZygoteState,
     thread_env,
 )
-from faasrl.backends.zygote import Zygote, ZygoteGone
+from faasrl.backends.zygote_client import ZygoteClient, ZygoteGone
 from faasrl.env_layers import LAYERS_ENV
 from faasrl.env_layers.install import LayerError, LayerStore, open_folder
 from faasrl.env_layers.target import PythonTarget, TargetError, interpreter_target
@@ -254,7 +254,7 @@ class Forked:
     """A container forked by a zygote, which reports its exit and reaps it when told."""
 
     pid: int
-    zygote: Zygote
+    zygote: ZygoteClient
 
     def exit_code(self) -> int | None:
         return self.zygote.exit_code(self.pid)
@@ -290,8 +290,8 @@ class ProcessBackend(Backend):
         self._children: dict[str, _Exec | Forked] = {}
         self._handles: dict[str, ContainerHandle] = {}
         self._tmp: dict[str, Path] = {}  # one HOME/TMPDIR per container, gone with it
-        self.zygote: Zygote | None = None
-        self._last_zygote: Zygote | None = None  # the newest, kept for what it reported
+        self.zygote: ZygoteClient | None = None
+        self._last_zygote: ZygoteClient | None = None  # the newest, kept for what it reported
         self._respawn = zygote  # start a new zygote when this one is gone
         self._zygote_started = 0.0
         if zygote:
@@ -396,7 +396,7 @@ class ProcessBackend(Backend):
             os.chown(folder, *self.credentials)
         return folder
 
-    def _zygote_for(self, spec: FunctionSpec) -> Zygote | None:
+    def _zygote_for(self, spec: FunctionSpec) -> ZygoteClient | None:
         """The zygote to fork this function's container from; None: start a new interpreter
         (starting a new zygote if the last one died after it had been ready)."""
         zygote = self.zygote
@@ -417,7 +417,7 @@ class ProcessBackend(Backend):
         env = zygote_env(tmp, self._uid)
         self._zygote_started = time.monotonic()
         try:
-            zygote = Zygote(self._python, env, tmp, self._logs / "zygote.log", self._user(),
+            zygote = ZygoteClient(self._python, env, tmp, self._logs / "zygote.log", self._user(),
                             ZYGOTE_HEAP_MB)
         except OSError as exc:
             log.warning("no zygote, containers start as new interpreters: %s", exc)
@@ -428,7 +428,7 @@ class ProcessBackend(Backend):
                   "start_time": process_start_time(zygote.pid), "tmp": str(tmp), **self._owner}
         (self._records / f"zygote-{zygote.pid}.json").write_text(json.dumps(record))
 
-    def _forget_zygote(self, zygote: Zygote) -> None:
+    def _forget_zygote(self, zygote: ZygoteClient) -> None:
         if self.zygote is zygote:
             self.zygote = None
         (self._records / f"zygote-{zygote.pid}.json").unlink(missing_ok=True)
@@ -549,7 +549,7 @@ def exec_runtime(python: str, env: dict[str, str], cwd: Path, memory_mb: int, lo
     return proc, port, secret
 
 
-async def fork_runtime(zygote: Zygote, container_id: str, env: dict[str, str], cwd: Path,
+async def fork_runtime(zygote: ZygoteClient, container_id: str, env: dict[str, str], cwd: Path,
                        memory_mb: int, log_path: Path, host: str = "127.0.0.1"
                        ) -> tuple[int, int, str]:
     """:func:`exec_runtime`'s twin: fork the runtime from ``zygote``; returns its pid, its port
@@ -567,7 +567,7 @@ async def fork_runtime(zygote: Zygote, container_id: str, env: dict[str, str], c
     return pid, port, secret
 
 
-def fits(zygote: Zygote, memory_mb: int) -> bool:
+def fits(zygote: ZygoteClient, memory_mb: int) -> bool:
     """Whether a container of ``memory_mb`` holds a fork of ``zygote``: its heap, inherited,
     and room of its own (the heap is ``ZYGOTE_HEAP_MB`` until the ready zygote says what it
     is)."""

@@ -5,9 +5,9 @@ The gateway places one per node that can hold containers (``NodeAffinityScheduli
 no resources of its own) and names it ``<node>/<owner>/zygote-<Ray node id>`` (``zygote_name``),
 so a container's actor (``ray_actor.RuntimeActor``) finds its node's by name and the gateway's
 reaper treats it as any actor of its owner. The actor starts ``faasrl.runtime.zygote`` through
-the process backend's client (``backends.zygote.Zygote``) with an environment built afresh
-(``zygote_env``): neither the raylet's nor the gateway's secrets reach it. The zygote dies with
-this actor's worker (its parent-death signal), and every container it forked with it.
+the process backend's client (``backends.zygote_client.ZygoteClient``) with an environment built
+afresh (``zygote_env``): neither the raylet's nor the gateway's secrets reach it. The zygote dies
+with this actor's worker (its parent-death signal), and every container it forked with it.
 
 A forked container is the zygote's child, so its exit is known here: ``wait_exit`` and ``stop``
 are answered here for the container's actor. A container whose actor died without stopping it
@@ -41,7 +41,7 @@ from faasrl.backends.process import (
     owner_alive,
     zygote_env,
 )
-from faasrl.backends.zygote import Zygote, ZygoteGone
+from faasrl.backends.zygote_client import ZygoteClient, ZygoteGone
 
 SWEEP_S = 1.0  # how often the children of dead container actors are looked for
 EXIT_POLL_S = 0.02  # how often ``wait_exit`` looks at a child's exit status
@@ -61,10 +61,10 @@ class ZygoteActor:
         from faasrl.runtime.__main__ import no_peeking
 
         no_peeking()  # the containers' secrets pass through here
-        self._zygote: Zygote | None = None
+        self._zygote: ZygoteClient | None = None
         self._started = 0.0
         # child pid -> the zygote that forked it, and its container actor (``owner_label``)
-        self._children: dict[int, tuple[Zygote, str]] = {}
+        self._children: dict[int, tuple[ZygoteClient, str]] = {}
         self._sweeper: asyncio.Task[None] | None = None
         self._start()
 
@@ -72,12 +72,12 @@ class ZygoteActor:
         tmp = Path(tempfile.mkdtemp(prefix="faasrl-zygote-"))
         self._started = time.monotonic()
         try:
-            self._zygote = Zygote(sys.executable, zygote_env(tmp, os.geteuid()), tmp,
+            self._zygote = ZygoteClient(sys.executable, zygote_env(tmp, os.geteuid()), tmp,
                                   tmp / "zygote.log", {}, ZYGOTE_HEAP_MB)
         except OSError:
             shutil.rmtree(tmp, ignore_errors=True)
 
-    def _usable(self) -> Zygote | None:
+    def _usable(self) -> ZygoteClient | None:
         """The zygote, or None (starting a new one if it died after it had been ready)."""
         zygote = self._zygote
         if zygote is not None and zygote.gone and zygote.was_ready \

@@ -86,7 +86,9 @@ class _Child:
     reap: bool = False  # the backend is done with it
 
 
-class Zygote:
+class ZygoteServer:
+    """The zygote's end of the control socket: forks runtimes, reports and reaps their exits."""
+
     def __init__(self, control: socket.socket, blas: list[Any]):
         self._control = control
         self._blas = blas
@@ -225,7 +227,7 @@ def main(argv: list[str] | None = None) -> None:
     send(control, {"ready": True, "data_mb": status_mb("VmData") or 0.0, "imported": imported,
                    "failed": failed})
     print(f"faasrl zygote ready (pid {os.getpid()}, {len(imported)} modules)", flush=True)
-    Zygote(control, blas_setters()).serve()
+    ZygoteServer(control, blas_setters()).serve()
 
 
 if __name__ == "__main__":

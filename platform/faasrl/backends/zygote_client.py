@@ -42,7 +42,7 @@ class ZygoteGone(Exception):
     """The zygote died, was never ready, or did not answer: start the container without it."""
 
 
-class Zygote:
+class ZygoteClient:
     """One zygote process (per interpreter and user) and what it told us."""
 
     def __init__(self, python: str, env: dict[str, str], cwd: Path, log_path: Path,
