@@ -10,6 +10,7 @@ from helpers import error_fields
 from pydantic import ValidationError
 
 from faasrl.controllers import RoundContext, build_controller
+from faasrl.controllers.actor_schedule import ActorSchedule
 from faasrl.controllers.base import affordable_actors
 from faasrl.controllers.kungfu import KungFu
 from faasrl.controllers.minions import (
@@ -22,7 +23,6 @@ from faasrl.controllers.minions import (
     terminal_penalty,
 )
 from faasrl.controllers.nitro import Nitro, boosting_score, convexity_ratio, scaled_actors
-from faasrl.controllers.schedule import Schedule
 from faasrl.controllers.schedulers import (
     SchedulerNotFound,
     delete_scheduler,
@@ -128,7 +128,7 @@ def test_kungfu_scales_with_the_noise_scale_and_never_down():
     assert kf.learner_requests() == {"gns": {"parts": 4}}
 
 
-def hydrozoa(**fields) -> Schedule:
+def hydrozoa(**fields) -> ActorSchedule:
     spec = JobSpec(env_id="CartPole-v1", controller={"name": "hydrozoa", **fields})
     return build_controller(spec.controller)
 
@@ -142,9 +142,9 @@ def test_hydrozoa_doubles_on_schedule():
 
 def test_a_long_growing_schedule_stays_at_its_cap():
     # 2.0 ** 1024 overflows a float: the cap must hold past it, not raise
-    assert Schedule(factor=2.0, max_actors=6).actors(ctx(5000)) == 6
+    assert ActorSchedule(factor=2.0, max_actors=6).actors(ctx(5000)) == 6
     assert hydrozoa(every=1, max_actors=6).actors(ctx(5000)) == 6
-    assert Schedule(start=8, factor=0.5, min_actors=2).actors(ctx(5000)) == 2
+    assert ActorSchedule(start=8, factor=0.5, min_actors=2).actors(ctx(5000)) == 2
 
 
 # ------------------------------------------------------------------ minions
@@ -233,7 +233,7 @@ def test_scheduler_store(tmp_path):
 @pytest.mark.parametrize(("controller", "cls"), [
     ({"name": "nitro", "min_actors": 1, "max_actors": 4}, Nitro),
     ({"name": "kungfu", "max_actors": 4}, KungFu),
-    ({"name": "hydrozoa", "every": 2}, Schedule),
+    ({"name": "hydrozoa", "every": 2}, ActorSchedule),
     ({"name": "minions-adapt"}, MinionsAdapt),
 ])
 def test_controller_specs_build(controller, cls):

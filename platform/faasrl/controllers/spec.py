@@ -12,12 +12,12 @@ from typing import Annotated, Literal, Protocol, Union, runtime_checkable
 
 from pydantic import BaseModel, Field, model_validator
 
+from faasrl.controllers.actor_schedule import ActorSchedule
 from faasrl.controllers.base import Controller
 from faasrl.controllers.fixed import Fixed
 from faasrl.controllers.kungfu import KungFu
 from faasrl.controllers.minions import Minions, MinionsAdapt
 from faasrl.controllers.nitro import Nitro
-from faasrl.controllers.schedule import Schedule
 from faasrl.controllers.schedulers import SCHEDULER_NAME, load_scheduler
 from faasrl.inputs import STRICT
 from faasrl.registry import Registry
@@ -75,7 +75,7 @@ class ScheduleController(_Bounded):
     every: int = Field(1, ge=1)
 
     def build(self, *, schedulers: Path | None = None) -> Controller:
-        return Schedule(self.actors, start=self.start, factor=self.factor, step=self.step,
+        return ActorSchedule(self.actors, start=self.start, factor=self.factor, step=self.step,
                         every=self.every, min_actors=self.min_actors,
                         max_actors=self.max_actors)
 
@@ -165,7 +165,7 @@ class HydrozoaController(BaseModel):
     max_actors: int = Field(64, ge=1, le=1024)
 
     def build(self, *, schedulers: Path | None = None) -> Controller:
-        return Schedule(start=self.start, factor=2, every=self.every,
+        return ActorSchedule(start=self.start, factor=2, every=self.every,
                         max_actors=self.max_actors)
 
 

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from faasrl.controllers.base import Controller, RoundContext
 
 
-class Schedule(Controller):
+class ActorSchedule(Controller):
     """I_k from ``actors`` (its last value repeats) or ``round(start · factor^s + step · s)``
     with s = k // every, clipped to [min_actors, max_actors]; factor 2 is Hydrozoa."""
 
