@@ -39,7 +39,7 @@ RUN = {"args": {"x": 1, "tag": "bench"}, "deadline_s": 60}
 WARMUP = 500
 
 
-class Client:
+class RuntimeConnection:
     """A blocking keep-alive client: the smallest load that keeps the runtime busy."""
 
     def __init__(self, port: int):
@@ -65,7 +65,7 @@ class Client:
 
 
 @contextmanager
-def runtime(platform_dir: Path) -> Iterator[tuple[psutil.Process, Client]]:
+def runtime(platform_dir: Path) -> Iterator[tuple[psutil.Process, RuntimeConnection]]:
     """A warm echo runtime from ``platform_dir``, and a client connected to it."""
     proc = subprocess.Popen([sys.executable, "-m", "faasrl.runtime", "--port", "0"],
                             env={**os.environ, "PYTHONPATH": str(platform_dir)}, cwd=ECHO,
@@ -74,7 +74,7 @@ def runtime(platform_dir: Path) -> Iterator[tuple[psutil.Process, Client]]:
         assert proc.stdout is not None
         port = re.search(r":(\d+) ", proc.stdout.readline())
         assert port, "the runtime did not say where it listens"
-        client = Client(int(port.group(1)))
+        client = RuntimeConnection(int(port.group(1)))
         status, out = client.post("/init", {"handler": "handler:main", "function": "echo"})
         assert status == 200, out
         yield psutil.Process(proc.pid), client

@@ -108,14 +108,15 @@ def _import_handler(module_name: str) -> Any:
         gc.freeze()
 
 
-def _repr(obj: object, fields: tuple[str, ...]) -> str:
+def _repr(obj: object, fields: tuple[str, ...], name: str | None = None) -> str:
     """``Name(field=value, ...)``: what a handler's print of a context object shows, as AWS's
-    runtime shows its fields (not ``<... object at 0x...>``)."""
-    return f"{type(obj).__name__}({', '.join(f'{n}={getattr(obj, n)!r}' for n in fields)})"
+    runtime shows its fields (not ``<... object at 0x...>``); ``name``: the class's by default."""
+    shown = ", ".join(f"{n}={getattr(obj, n)!r}" for n in fields)
+    return f"{name or type(obj).__name__}({shown})"
 
 
-class Client:
-    """The calling app, as Lambda's ClientContext ``client`` describes it."""
+class CallingApp:
+    """The calling app, as Lambda's ClientContext ``client`` describes it (not an HTTP client)."""
 
     FIELDS = ("installation_id", "app_title", "app_version_name", "app_version_code",
               "app_package_name")
@@ -125,7 +126,7 @@ class Client:
             setattr(self, name, data.get(name))
 
     def __repr__(self) -> str:
-        return _repr(self, self.FIELDS)
+        return _repr(self, self.FIELDS, "Client")  # Lambda's name for it, as AWS's runtime prints
 
 
 class ClientContext:
@@ -135,7 +136,7 @@ class ClientContext:
 
     def __init__(self, data: dict[str, Any]):
         client = data.get("client")
-        self.client = Client(client) if isinstance(client, dict) else None
+        self.client = CallingApp(client) if isinstance(client, dict) else None
         self.custom: dict[str, Any] | None = data.get("custom")
         self.env: dict[str, Any] | None = data.get("env")
 
