@@ -10,7 +10,7 @@ import sys
 import pytest
 from helpers import REPO
 
-from faasrl.jobs.clock import ROLES
+from faasrl.jobs.clock import EXECUTION_ROLES
 
 
 @pytest.mark.slow
@@ -19,7 +19,7 @@ def test_a_calibration_measured_quickly_runs_an_async_variant_on_the_virtual_clo
     subprocess.run([sys.executable, "bench/calibrate.py", "--quick", "--out", str(calibration)],
                    cwd=REPO, check=True, timeout=240, capture_output=True)
     fitted = json.loads(calibration.read_text())["calibration"]
-    assert set(fitted) == set(ROLES)
+    assert set(fitted) == set(EXECUTION_ROLES["async"])
     assert all(c["a"] >= 0 and c["b"] >= 0 and c["a"] + c["b"] > 0 for c in fitted.values())
     subprocess.run([sys.executable, "bench/async_controllers.py", "--quick", "--envs",
                     "CartPole-v1", "--variants", "ppo-sync", "stellaris", "--virtual-cores", "4",

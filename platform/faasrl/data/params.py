@@ -17,13 +17,15 @@ from faasrl.data.codec import decode_optimizer, decode_tensors, encode_optimizer
 from faasrl.data.keys import latest_key, optimizer_keys, params_key
 from faasrl.data.ops import put_weights
 
+KEEP = 4  # versions a store keeps readable unless told otherwise
+
 
 class MissingVersion(LookupError):
     pass
 
 
 class ParameterStore:
-    def __init__(self, redis: Redis, job_id: str, *, keep: int = 4):
+    def __init__(self, redis: Redis, job_id: str, *, keep: int = KEEP):
         self._redis = redis
         self._job = job_id
         self._keep = keep

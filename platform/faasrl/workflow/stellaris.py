@@ -58,14 +58,13 @@ import uuid
 from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from itertools import pairwise
-from typing import Any, Literal, TypeVar, cast
+from typing import Any, Literal, TypeVar
 
 from faasrl.algorithms.surface import AsyncAlgorithm
 from faasrl.contracts import FlushResult, GradientResult, RolloutResult, StepResult
 from faasrl.data.keys import learners_key
 from faasrl.data.ops import drop_batches, reset_round, unregister_learner
 from faasrl.invoker import InvocationRecord
-from faasrl.jobs.clock import Role, VirtualSettings, draw, units
 from faasrl.jobs.cost import actor_cost, learner_cost, parameter_cost
 from faasrl.jobs.function_calls import gradient_args, parameter_args, result, rollout_args
 from faasrl.workflow.buffer import GRADIENTS, POLICY, TRAJECTORIES, Buffer, Item
@@ -82,7 +81,7 @@ from faasrl.workflow.job import (
     unreachable,
 )
 from faasrl.workflow.triggers import DataKeyTrigger, Message, ObjectKeyTrigger, Rule
-from faasrl.workflow.virtual_clock import Event, VirtualClock, VirtualExecutor
+from faasrl.workflow.virtual_job import job_clock
 
 log = logging.getLogger(__name__)
 S = TypeVar("S", bound=StepResult)
@@ -151,7 +150,7 @@ class StellarisWorkflow:
                  ready=self._learner_free),
             Rule("aggregate", DataKeyTrigger(n=1, stream=GRADIENTS), self._aggregate,
                  ready=lambda: not self.engine.running("parameter")),
-        ], *_virtual_clock(self.virtual, run.record.spec.seed))
+        ], *job_clock(self.virtual, run.record.spec.seed))
         self._actors: set[int] = set()  # slots with a rollout in flight (across rounds)
         self._clocks: dict[int, int] = {}  # learner slot -> the version it computes on
         self._sampling: dict[int, int] = {}  # actor slot -> the version it samples with
@@ -469,25 +468,3 @@ class StellarisWorkflow:
                    "cost_parameter": parameter_cost(st.parameter, spec.pricing)},
             columns=columns, env_starts=st.env_starts))
 
-
-def _virtual_clock(virtual: VirtualSettings | None, seed: int
-                   ) -> tuple[VirtualExecutor[int] | None, dict[str, float]]:
-    """The engine's virtual clock and lower bounds (the calibration's); real time: none. The
-    n-th invocation's duration spread is drawn from the job's seed, its role and n."""
-    if virtual is None:
-        return None, {}
-    calibration = virtual.calibration
-
-    def duration(start: Event[int], r: InvocationRecord) -> float:
-        role = cast(Role, start.function)
-        return calibration[role].duration(_units(role, r), draw(seed, role, start.key))
-
-    clock: VirtualClock[int] = VirtualClock(cores=virtual.cores,
-                                            concurrency=dict(virtual.concurrency))
-    return (VirtualExecutor(clock, duration),
-            {role: c.lower_bound for role, c in calibration.items()})
-
-
-def _units(role: Role, r: InvocationRecord) -> float:
-    """The work a finished invocation reports; a failed one: none (it failed fast)."""
-    return units(role, r.result) if r.status == "success" else 0.0
