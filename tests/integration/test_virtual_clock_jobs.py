@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 from faasrl.cli import app
 from faasrl.client import Client, GatewayError
 from faasrl.jobs.clock import replay_differences
+from faasrl.jobs.cost import Pricing, lambda_cost, vm_share_cost
 
 PLATFORM = {"register_builtins": True}
 # Constant virtual durations (b = 0), so that a round's virtual time can be counted from its row.
@@ -44,7 +45,7 @@ def test_two_runs_of_a_virtual_clock_job_give_identical_rows(client: Client, alg
     spec = {**SPEC, "algorithm": algorithm,
             "virtual": {"cores": 8, "calibration": calibration}}
     first, second = rows_of(client, spec), rows_of(client, spec)
-    assert len(first) == len(second) == 3
+    assert len(first) == len(second) == 4
     assert replay_differences(first, second) == []
     assert all(row["virtual_s"] > 0 for row in first)
     assert sum(row["episodes"] for row in first) > 0
@@ -106,6 +107,10 @@ def test_a_sync_round_takes_its_actors_list_scheduled_on_the_cores_then_its_lear
     on two in pairs, on eight all at once; the learner follows the last."""
     rows = rows_of(client, {**SYNC, "virtual": {"cores": cores, "calibration": CALIBRATION}})
     assert [row["virtual_s"] for row in rows] == pytest.approx([round_s] * 2)
+    # Billed at their virtual durations, whatever the cores: 4 actor-seconds, 2 learner-seconds.
+    memory_mb = client.invocations(function="actor", limit=1)[0]["memory_mb"]
+    billed = lambda_cost(4 * 1.0, memory_mb, 4, Pricing()) + vm_share_cost(2.0, Pricing())
+    assert [row["virtual_cost_round"] for row in rows] == pytest.approx([billed] * 2)
 
 
 @pytest.mark.parametrize(("spec", "calibration", "said"), [

@@ -23,7 +23,8 @@ and learner calls already run one at a time, each reading what the calls before 
 an actor reads is pinned: the policy version current at its virtual start, not the newest in
 Redis when it really runs, and a learner's publish keeps every version an actor still explores
 with (``TrainArgs.keep``). Rows then carry ``virtual_s``, the round's length on the virtual
-clock, and ``learner_idle_s`` is virtual too.
+clock, and ``virtual_cost_round``, the calls that ended in it billed at their virtual
+durations; ``learner_idle_s`` is virtual too.
 
 Faults: a killed actor is invoked again; a killed buffer container is replaced and restores the
 memory's last snapshot, and the transitions it lost are counted in the row (``lost``); a
@@ -69,7 +70,7 @@ from faasrl.workflow.job import (
     unreachable,
 )
 from faasrl.workflow.triggers import DataKeyTrigger, Message, ObjectKeyTrigger, Rule
-from faasrl.workflow.virtual_job import job_clock
+from faasrl.workflow.virtual_job import Mark, job_clock, mark, round_columns
 
 log = logging.getLogger(__name__)
 FAILURES_IN_A_ROW = 5  # of one function before the job fails
@@ -187,9 +188,9 @@ class OffPolicyWorkflow:
         self._n, self._round = run.actors_for_round(), _Round()
         run.prewarm(spec.actor_function, self._n, placement=spec.placement.actors)
         self.buffer.publish(POLICY, rec.version or 0)
-        t0, v0 = time.monotonic(), self.engine.now
+        t0, start = time.monotonic(), mark(self.engine)
         await self.engine.run(finished=lambda: len(self._round.trained) >= self._calls)
-        await self._close(t0, self.engine.now - v0)
+        await self._close(t0, start)
 
     def _now(self) -> float:
         """The workflow's clock: the virtual one's, else real time."""
@@ -368,7 +369,7 @@ class OffPolicyWorkflow:
         self.buffer.publish(POLICY, out.version)
 
     # ------------------------------------------------------------------ the row
-    async def _close(self, t0: float, virtual_s: float) -> None:
+    async def _close(self, t0: float, start: Mark) -> None:
         rec, spec, st = self.run.record, self.run.record.spec, self._round
         explored = [out for _, out in st.explored]
         trained = [o.stats for o in st.trained]
@@ -397,7 +398,7 @@ class OffPolicyWorkflow:
                for key in dict.fromkeys(k for s in trained for k in s)},
         }
         if self.virtual:
-            columns["virtual_s"] = virtual_s
+            columns.update(round_columns(self.engine, start, st.actors, spec.pricing))
         if st.rejected:
             columns["rejected_reasons"] = st.rejected[:5]
         if st.errors:

@@ -46,7 +46,8 @@ each function reads is pinned to what the workflow saw at its virtual start, not
 Redis when it really runs: an actor's policy version; a learner's version and its peers'
 (slot -> version, for the cross-learner ratios); the parameter function's gradients (the stream
 entries released so far, in that order) and the clocks of the learners still computing. Rows
-then carry ``virtual_s``, the round's length on the virtual clock.
+then carry ``virtual_s``, the round's length on the virtual clock, and ``virtual_cost_round``,
+the invocations that ended in it billed at their virtual durations.
 """
 
 from __future__ import annotations
@@ -81,7 +82,7 @@ from faasrl.workflow.job import (
     unreachable,
 )
 from faasrl.workflow.triggers import DataKeyTrigger, Message, ObjectKeyTrigger, Rule
-from faasrl.workflow.virtual_job import job_clock
+from faasrl.workflow.virtual_job import Mark, job_clock, mark, round_columns
 
 log = logging.getLogger(__name__)
 S = TypeVar("S", bound=StepResult)
@@ -226,7 +227,7 @@ class StellarisWorkflow:
         self._clocks.clear()  # a round cut off may have left learners' behind
         run.prewarm(spec.actor_function, self._n, placement=spec.placement.actors)
         self.buffer.publish(POLICY, rec.version or 0)
-        t0, v0 = time.monotonic(), self.engine.now
+        t0, start = time.monotonic(), mark(self.engine)
         if not self._parameter_ran:  # loaded while the first batches are sampled
             self._step()
         try:
@@ -244,7 +245,7 @@ class StellarisWorkflow:
             await self.engine.call("parameter", lambda: self._invoke_parameter("flush")),
             FlushResult)
         await self._drop([b.entry for b in st.batches])
-        await self._close(t0, self.engine.now - v0, flush)
+        await self._close(t0, start, flush)
 
     def _actor_idle(self) -> bool:
         backlog = self.settings.backlog or self.settings.max_learners
@@ -431,7 +432,7 @@ class StellarisWorkflow:
         self.buffer.publish(POLICY, out.clock)
         return out
 
-    async def _close(self, t0: float, virtual_s: float, flush: FlushResult) -> None:
+    async def _close(self, t0: float, start: Mark, flush: FlushResult) -> None:
         rec, spec, st = self.run.record, self.run.record.spec, self._round
         rec.parameter_state = flush.state
         pushed = [{**o.stats, "policy_lag": o.policy_lag} for o in st.outputs if o.pushed]
@@ -456,7 +457,7 @@ class StellarisWorkflow:
                for key in dict.fromkeys(k for o in pushed for k in o)},
         }
         if self.virtual:
-            columns["virtual_s"] = virtual_s
+            columns.update(round_columns(self.engine, start, st.actors, spec.pricing))
         if st.errors:
             columns["error"] = st.errors[0]
         await self.run.close_round(RoundOutcome(

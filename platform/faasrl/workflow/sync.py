@@ -18,7 +18,8 @@ On a virtual clock (``clock: virtual``, docs/virtual-clock.md) what a round lear
 change (its actors all roll out the round's version, its learner waits for all of them), but
 the engine starts the round's actors on the modeled cluster's cores as they free up (list
 scheduling, each lasting its calibrated duration; a slot's retries one after another) and the
-learner after the last of them: rows then carry ``virtual_s``, the round's length there.
+learner after the last of them: rows then carry ``virtual_s``, the round's length there, and
+``virtual_cost_round``, its invocations billed at their virtual durations.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ from faasrl.workflow.job import (
     describe,
 )
 from faasrl.workflow.triggers import DataKeyTrigger, Message, ObjectKeyTrigger, Rule
-from faasrl.workflow.virtual_job import job_clock
+from faasrl.workflow.virtual_job import job_clock, mark, round_columns
 
 log = logging.getLogger(__name__)
 ACTOR_ATTEMPTS = 3  # invocations of one actor slot in a round before the job fails
@@ -86,7 +87,8 @@ class SyncWorkflow:
         self._rollouts: dict[int, RolloutResult] = {}
         self._learners: list[InvocationRecord] = []
         self._update_out: UpdateResult | None = None
-        self._t0 = self._t1 = self._v0 = 0.0
+        self._t0 = self._t1 = 0.0
+        self._mark = mark(self.engine)
         self._forecast = 0
 
     async def start(self) -> None:
@@ -131,7 +133,7 @@ class SyncWorkflow:
         self.buffer.clear()
         self.new_policy.reset()
         self.buffer.publish(POLICY, rec.version or 0)
-        self._t0, self._v0 = time.monotonic(), self.engine.now
+        self._t0, self._mark = time.monotonic(), mark(self.engine)
         try:
             await self.engine.run(finished=lambda: self._update_out is not None)
         finally:
@@ -218,7 +220,7 @@ class SyncWorkflow:
             "transfer_s": out.read_s + max(r.write_s for r in self._rollouts.values()),
         }
         if self.virtual:
-            columns["virtual_s"] = self.engine.now - self._v0
+            columns.update(round_columns(self.engine, self._mark, actors, spec.pricing))
         if failed:
             columns["actor_error"] = describe(failed[0])
         if out.rejected:
