@@ -48,11 +48,17 @@ import argparse
 import json
 import statistics
 import time
-from itertools import accumulate
 from pathlib import Path
 from typing import Any
 
-from jobrun import actor_seconds, curves, equal_budget_returns, run_job, write_results
+from jobrun import (
+    actor_seconds,
+    curves,
+    equal_budget_returns,
+    run_job,
+    virtual_time,
+    write_results,
+)
 from rich.console import Console
 from rich.table import Table
 
@@ -135,17 +141,6 @@ def one_run(spec: dict[str, Any], label: str) -> dict[str, Any]:
         "parallel_wall_s": job["parallel_wall_s"], "parallel_cost_usd": job["parallel_cost_usd"],
         "actor_s": actor_seconds(rows), **curves(rows), **virtual_time(rows),
     }
-
-
-def virtual_time(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """A run on the virtual clock: its modeled time is the clock's (the rounds' ``virtual_s``
-    summed), in place of the modeled-parallel re-timing of what ran on this machine."""
-    if not rows or "virtual_s" not in rows[0]:
-        return {"clock": "real"}
-    ends = list(accumulate(r["virtual_s"] for r in rows))
-    return {"clock": "virtual", "parallel_wall_s": ends[-1],
-            "parallel_curve": [(t, r["recent_mean_return"]) for t, r in zip(ends, rows,
-                                                                           strict=True)]}
 
 
 def _stats(values: list[float | None]) -> dict[str, float | None]:
