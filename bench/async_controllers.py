@@ -53,9 +53,11 @@ from typing import Any
 
 from jobrun import (
     actor_seconds,
+    add_virtual_options,
     curves,
     equal_budget_returns,
     run_job,
+    virtual_cluster,
     virtual_time,
     write_results,
 )
@@ -193,20 +195,12 @@ def main() -> None:
                         help="tiny rollouts, 2-3 rounds, one seed: checks that everything runs")
     parser.add_argument("--merge", type=Path, nargs="+", metavar="JSON",
                         help="run nothing: put these results together into --out")
-    parser.add_argument("--virtual-cores", type=int, metavar="N",
-                        help="run the async variants on a virtual clock of N cores")
-    parser.add_argument("--calibration", type=Path, metavar="JSON",
-                        help="bench/calibrate.py's output (with --virtual-cores)")
+    add_virtual_options(parser, "the async variants")
     parser.add_argument("--env-backend", choices=["envpool", "gymnasium"],
                         help="what steps the envs (default: the platform's for the env)")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
-    virtual = None
-    if args.virtual_cores:
-        if args.calibration is None:
-            parser.error("--virtual-cores needs --calibration (bench/calibrate.py writes it)")
-        virtual = {"cores": args.virtual_cores,
-                   "calibration": json.loads(args.calibration.read_text())["calibration"]}
+    virtual = virtual_cluster(parser, args)
     if args.merge:
         parts = [json.loads(p.read_text()) for p in args.merge]
         order = {v: i for i, v in enumerate(VARIANTS)}

@@ -42,9 +42,11 @@ from typing import Any
 import torch
 from jobrun import (
     actor_seconds,
+    add_virtual_options,
     curves,
     equal_budget_returns,
     run_job,
+    virtual_cluster,
     virtual_cost,
     virtual_time,
     write_results,
@@ -271,10 +273,7 @@ def main() -> None:
     parser.add_argument("--max-wall-s", type=float,
                         help="override every env's wall-time cap per job")
     parser.add_argument("--rounds", type=int, help="override every env's round cap")
-    parser.add_argument("--virtual-cores", type=int, metavar="N",
-                        help="run every job on a virtual clock of N cores")
-    parser.add_argument("--calibration", type=Path, metavar="JSON",
-                        help="bench/calibrate.py's output (with --virtual-cores)")
+    add_virtual_options(parser, "every job")
     parser.add_argument("--merge", type=Path, nargs="+", metavar="JSON",
                         help="run nothing: put these results together into --out")
     parser.add_argument("--no-plot", action="store_true")
@@ -282,12 +281,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.quick:
         args.envs, args.seeds, args.sim_episodes, args.job_episodes = ["CartPole-v1"], [1], 20, 1
-    virtual = None
-    if args.virtual_cores:
-        if args.calibration is None:
-            parser.error("--virtual-cores needs --calibration (bench/calibrate.py writes it)")
-        virtual = {"cores": args.virtual_cores,
-                   "calibration": json.loads(args.calibration.read_text())["calibration"]}
+    virtual = virtual_cluster(parser, args)
     console = Console(width=220)
     if args.merge:
         merge(args.merge, args.out, console, plot_too=not args.no_plot)

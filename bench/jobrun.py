@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import statistics
 import sys
@@ -82,6 +83,25 @@ def curves(rows: list[dict[str, Any]]) -> dict[str, Curve]:
     return {name: [(r[x], r["recent_mean_return"]) for r in rows]
             for name, x in (("curve", "wall_s"), ("parallel_curve", "parallel_wall_s"),
                             ("parallel_cost_curve", "parallel_cost_total"))}
+
+
+def add_virtual_options(parser: argparse.ArgumentParser, what: str) -> None:
+    """``--virtual-cores N`` and ``--calibration JSON``: run ``what`` on a virtual clock."""
+    parser.add_argument("--virtual-cores", type=int, metavar="N",
+                        help=f"run {what} on a virtual clock of N cores")
+    parser.add_argument("--calibration", type=Path, metavar="JSON",
+                        help="bench/calibrate.py's output (with --virtual-cores)")
+
+
+def virtual_cluster(parser: argparse.ArgumentParser, args: argparse.Namespace
+                    ) -> dict[str, Any] | None:
+    """The job spec's ``virtual`` block those options ask for; None: real time."""
+    if not args.virtual_cores:
+        return None
+    if args.calibration is None:
+        parser.error("--virtual-cores needs --calibration (bench/calibrate.py writes it)")
+    return {"cores": args.virtual_cores,
+            "calibration": json.loads(args.calibration.read_text())["calibration"]}
 
 
 def virtual_time(rows: list[dict[str, Any]]) -> dict[str, Any]:
