@@ -48,11 +48,19 @@ import argparse
 import json
 import statistics
 import time
-from itertools import accumulate
 from pathlib import Path
 from typing import Any
 
-from jobrun import actor_seconds, curves, equal_budget_returns, run_job, write_results
+from jobrun import (
+    actor_seconds,
+    add_virtual_options,
+    curves,
+    equal_budget_returns,
+    run_job,
+    virtual_cluster,
+    virtual_time,
+    write_results,
+)
 from rich.console import Console
 from rich.table import Table
 
@@ -137,17 +145,6 @@ def one_run(spec: dict[str, Any], label: str) -> dict[str, Any]:
     }
 
 
-def virtual_time(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """A run on the virtual clock: its modeled time is the clock's (the rounds' ``virtual_s``
-    summed), in place of the modeled-parallel re-timing of what ran on this machine."""
-    if not rows or "virtual_s" not in rows[0]:
-        return {"clock": "real"}
-    ends = list(accumulate(r["virtual_s"] for r in rows))
-    return {"clock": "virtual", "parallel_wall_s": ends[-1],
-            "parallel_curve": [(t, r["recent_mean_return"]) for t, r in zip(ends, rows,
-                                                                           strict=True)]}
-
-
 def _stats(values: list[float | None]) -> dict[str, float | None]:
     xs = [v for v in values if v is not None]
     if not xs:
@@ -198,20 +195,12 @@ def main() -> None:
                         help="tiny rollouts, 2-3 rounds, one seed: checks that everything runs")
     parser.add_argument("--merge", type=Path, nargs="+", metavar="JSON",
                         help="run nothing: put these results together into --out")
-    parser.add_argument("--virtual-cores", type=int, metavar="N",
-                        help="run the async variants on a virtual clock of N cores")
-    parser.add_argument("--calibration", type=Path, metavar="JSON",
-                        help="bench/calibrate.py's output (with --virtual-cores)")
+    add_virtual_options(parser, "the async variants")
     parser.add_argument("--env-backend", choices=["envpool", "gymnasium"],
                         help="what steps the envs (default: the platform's for the env)")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
-    virtual = None
-    if args.virtual_cores:
-        if args.calibration is None:
-            parser.error("--virtual-cores needs --calibration (bench/calibrate.py writes it)")
-        virtual = {"cores": args.virtual_cores,
-                   "calibration": json.loads(args.calibration.read_text())["calibration"]}
+    virtual = virtual_cluster(parser, args)
     if args.merge:
         parts = [json.loads(p.read_text()) for p in args.merge]
         order = {v: i for i, v in enumerate(VARIANTS)}

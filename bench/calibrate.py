@@ -1,11 +1,13 @@
-"""The virtual clock's calibration of an asynchronous job: each role's duration as a + b·units.
+"""The virtual clock's calibration of a job: each role's duration as a + b·units.
 
 A job on the virtual clock (``clock: virtual``) is timed by a calibration, not by what its
 invocations measure, so that its order of events, and what it learns, does not depend on the
 host's load (docs/virtual-clock.md). This measures one: it runs the job alone (one actor, one
 learner) at two rollout lengths on a fresh embedded platform, takes every warm, successful
 invocation's uncontended run time (its wait for a core taken out) against the work its result
-reports (an actor's env steps, a learner's samples, the parameter function's aggregations),
+reports (an actor's env steps, a learner's samples, the parameter function's aggregations;
+the roles of the variant's workflow: ``--variant ppo-sync`` calibrates a synchronous learner's
+whole update, not an asynchronous one's gradient),
 fits a and b per role by least squares, and takes the spread of the points around the fit
 (``sd``, of the log ratio; without it, equal durations keep invocations in lockstep). Prints
 the ``virtual`` block to put in a job spec and writes it, with the points, to
@@ -34,7 +36,7 @@ from jobrun import run_on, wait_for_zygote, write_results
 
 from faasrl.config import Settings
 from faasrl.embedded import EmbeddedPlatform
-from faasrl.jobs.clock import ROLES, UNIT_FIELDS, Role, units
+from faasrl.jobs.clock import EXECUTION_ROLES, Role, counts_units, units
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -63,14 +65,13 @@ def points(records: list[dict[str, Any]], role: Role) -> list[tuple[float, float
     learner's gradients, not its init)."""
     return [(units(role, r["result"]), max(0.0, r["run_s"] - (r.get("wait_s") or 0.0)))
             for r in records if r["status"] == "success" and not r.get("cold")
-            and isinstance(r.get("result"), dict) and UNIT_FIELDS[role] in r["result"]]
+            and isinstance(r.get("result"), dict) and counts_units(role, r["result"])]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--env", default="CartPole-v1", choices=list(ENVS))
-    parser.add_argument("--variant", default="stellaris",
-                        choices=[v for v, s in VARIANTS.items() if s["execution"] == "async"])
+    parser.add_argument("--variant", default="stellaris", choices=list(VARIANTS))
     parser.add_argument("--rounds", type=int, default=8)
     parser.add_argument("--env-backend", choices=["envpool", "gymnasium"],
                         help="what steps the envs (default: the platform's for the env)")
@@ -88,7 +89,8 @@ def main() -> None:
         return
     sizes = (QUICK if args.quick else ENVS)[args.env]
     rounds = 2 if args.quick else args.rounds
-    seen: dict[Role, list[tuple[float, float]]] = {role: [] for role in ROLES}
+    roles = EXECUTION_ROLES[VARIANTS[args.variant]["execution"]]
+    seen: dict[Role, list[tuple[float, float]]] = {role: [] for role in roles}
     with tempfile.TemporaryDirectory() as state:
         settings = Settings(state_dir=Path(state), port=0)
         with EmbeddedPlatform(settings) as platform, platform.client() as client:
@@ -99,11 +101,11 @@ def main() -> None:
                                 actors=1, learners=1, eval_episodes=0,
                                 env_backend=args.env_backend)
                 run_on(client, spec, label=f"{args.env} alone, {steps} steps")
-            for role in ROLES:
+            for role in roles:
                 # The built-in functions a variant runs are named as their roles.
                 records = client.invocations(function=role, limit=1000)
                 seen[role] = points(records, role)
-    calibration = {role: fit(seen[role]) for role in ROLES if seen[role]}
+    calibration = {role: fit(seen[role]) for role in roles if seen[role]}
     print(json.dumps({"virtual": {"cores": 16, "calibration": calibration}}, indent=2))
     out = args.out or RESULTS / f"calibration-{args.env.replace('/', '_')}.json"
     write_results(out, {"benchmark": "calibrate", "env_id": args.env, "variant": args.variant,

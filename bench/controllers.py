@@ -13,6 +13,17 @@ bench/results/.
 
     python bench/controllers.py                     # full: both envs, seeds 1 2 3
     python bench/controllers.py --quick             # tiny configuration, a minute or two
+    python bench/controllers.py --envs CartPole-v1 --virtual-cores 16 \
+        --calibration bench/calibrations/CartPole-v1-16cores.json   # see below
+
+With ``--virtual-cores N`` every job runs on a virtual clock of N cores (``clock: virtual``,
+docs/virtual-clock.md) with the calibration ``bench/calibrate.py`` wrote: each round's actors
+are list-scheduled on the N cores at their calibrated durations, then its learner. What a
+synchronous job learns does not depend on timing, but its time and cost do: the modeled time
+and cost are then the virtual clock's (the rounds' ``virtual_s`` and ``virtual_cost_round``,
+summed), which the ratios to the fixed baseline and the equal-time and equal-cost returns use.
+The budget and wall-time stops still measure this machine, so with a virtual clock the jobs
+stop only at the target reward or the round cap (``--rounds``).
 
 Runs split over machines or cores (``--controllers``/``--seeds`` per part, each its own
 ``--out``) are put back together with ``--merge part1.json part2.json ... --out all.json``.
@@ -29,7 +40,17 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from jobrun import actor_seconds, curves, equal_budget_returns, run_job, write_results
+from jobrun import (
+    actor_seconds,
+    add_virtual_options,
+    curves,
+    equal_budget_returns,
+    run_job,
+    virtual_cluster,
+    virtual_cost,
+    virtual_time,
+    write_results,
+)
 from rich.console import Console
 from rich.table import Table
 
@@ -135,7 +156,7 @@ def summarize(job: dict[str, Any], rows: list[dict[str, Any]]) -> dict[str, Any]
         "nitro_overhead_pct": 100 * hessian_s / round_s if hessian_s else None,
         "reached": reached_target(job.get("stop_reason")),
         "stop_reason": job.get("stop_reason"), "actors": [r["actors"] for r in rows],
-        **curves(rows),
+        **curves(rows), **virtual_time(rows), **virtual_cost(rows),
     }
 
 
@@ -158,7 +179,9 @@ def table(runs: list[dict[str, Any]], console: Console) -> dict[str, Any]:
               "reached", "wall / fixed", "cost / fixed", "modeled wall / fixed",
               "modeled cost / fixed", "return @ equal modeled time", "@ equal modeled cost",
               "Nitro overhead %",
-              title="controllers under the same budget (modeled: no waits for a core)")
+              title="controllers under the same budget (modeled: "
+                    + ("the virtual clock's" if any(r.get("clock") == "virtual" for r in runs)
+                       else "no waits for a core") + ")")
     for env in dict.fromkeys(r["env"] for r in runs):
         fixed = [r for r in runs if r["env"] == env and r["controller"] == "fixed"]
         base_wall = statistics.fmean(r["wall_s"] for r in fixed) if fixed else None
@@ -249,6 +272,8 @@ def main() -> None:
                         help="CartPole only, seed 1, 3 tiny rounds: checks the script works")
     parser.add_argument("--max-wall-s", type=float,
                         help="override every env's wall-time cap per job")
+    parser.add_argument("--rounds", type=int, help="override every env's round cap")
+    add_virtual_options(parser, "every job")
     parser.add_argument("--merge", type=Path, nargs="+", metavar="JSON",
                         help="run nothing: put these results together into --out")
     parser.add_argument("--no-plot", action="store_true")
@@ -256,21 +281,28 @@ def main() -> None:
     args = parser.parse_args()
     if args.quick:
         args.envs, args.seeds, args.sim_episodes, args.job_episodes = ["CartPole-v1"], [1], 20, 1
+    virtual = virtual_cluster(parser, args)
     console = Console(width=220)
     if args.merge:
         merge(args.merge, args.out, console, plot_too=not args.no_plot)
         return
     envs = {e: ENVS[e] for e in args.envs}
+    stop: dict[str, Any] = {}
     if args.max_wall_s:
-        envs = {e: {**env, "job": {**env["job"], "stop": {**env["job"]["stop"],
-                                                           "max_wall_s": args.max_wall_s}}}
-                for e, env in envs.items()}
+        stop["max_wall_s"] = args.max_wall_s
+    if args.rounds:
+        stop["max_rounds"] = args.rounds
+    if virtual is not None:  # the budget and wall-time stops measure this machine
+        stop.update(budget_usd=None, max_wall_s=None)
     runs: list[dict[str, Any]] = []
     schedulers: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as folder_name:
         folder = Path(folder_name)
         for env_id, env in envs.items():
             job = {**env["job"], **QUICK} if args.quick else env["job"]
+            job = {**job, "stop": {**job["stop"], **stop}}
+            if virtual is not None:
+                job.update(clock="virtual", virtual=virtual)
             name = f"bench-{env_id.lower()}"
             if "minions" in args.controllers:
                 episodes = (env["job_episodes"] if args.job_episodes is None
@@ -289,7 +321,8 @@ def main() -> None:
                     console.print(f"{env_id} {ctl:>13} seed {seed}: return "
                                   f"{r['final_return']}, wall {r['wall_s']:.1f} s, cost "
                                   f"${r['cost_usd']:.5f}, {r['stop_reason']}")
-    report({"quick": args.quick, "envs": envs, "runs": runs, "schedulers": schedulers},
+    report({"quick": args.quick, "virtual": virtual, "stop": stop, "envs": envs, "runs": runs,
+            "schedulers": schedulers},
            args.out, console, plot_too=not args.no_plot)
 
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import statistics
 import sys
 import tempfile
 import time
+from itertools import accumulate
 from pathlib import Path
 from typing import Any
 
@@ -81,6 +83,47 @@ def curves(rows: list[dict[str, Any]]) -> dict[str, Curve]:
     return {name: [(r[x], r["recent_mean_return"]) for r in rows]
             for name, x in (("curve", "wall_s"), ("parallel_curve", "parallel_wall_s"),
                             ("parallel_cost_curve", "parallel_cost_total"))}
+
+
+def add_virtual_options(parser: argparse.ArgumentParser, what: str) -> None:
+    """``--virtual-cores N`` and ``--calibration JSON``: run ``what`` on a virtual clock."""
+    parser.add_argument("--virtual-cores", type=int, metavar="N",
+                        help=f"run {what} on a virtual clock of N cores")
+    parser.add_argument("--calibration", type=Path, metavar="JSON",
+                        help="bench/calibrate.py's output (with --virtual-cores)")
+
+
+def virtual_cluster(parser: argparse.ArgumentParser, args: argparse.Namespace
+                    ) -> dict[str, Any] | None:
+    """The job spec's ``virtual`` block those options ask for; None: real time."""
+    if not args.virtual_cores:
+        return None
+    if args.calibration is None:
+        parser.error("--virtual-cores needs --calibration (bench/calibrate.py writes it)")
+    return {"cores": args.virtual_cores,
+            "calibration": json.loads(args.calibration.read_text())["calibration"]}
+
+
+def virtual_time(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """A run on the virtual clock: its modeled time is the clock's (the rounds' ``virtual_s``
+    summed), in place of the modeled-parallel re-timing of what ran on this machine."""
+    if not rows or "virtual_s" not in rows[0]:
+        return {"clock": "real"}
+    ends = list(accumulate(r["virtual_s"] for r in rows))
+    return {"clock": "virtual", "parallel_wall_s": ends[-1],
+            "parallel_curve": [(t, r["recent_mean_return"]) for t, r in zip(ends, rows,
+                                                                           strict=True)]}
+
+
+def virtual_cost(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """A run on the virtual clock: its modeled cost is its invocations billed at their virtual
+    durations (the rounds' ``virtual_cost_round`` summed)."""
+    if not rows or "virtual_cost_round" not in rows[0]:
+        return {}
+    totals = list(accumulate(r["virtual_cost_round"] for r in rows))
+    return {"parallel_cost_usd": totals[-1],
+            "parallel_cost_curve": [(c, r["recent_mean_return"]) for c, r in zip(totals, rows,
+                                                                               strict=True)]}
 
 
 def return_at(curve: Curve, x: float) -> float | None:

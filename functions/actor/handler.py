@@ -23,8 +23,9 @@ container (:func:`faasrl.rl.env_loader.ensure`). ``describe`` is the gateway's s
 of an env (no job yet: the archive comes inline): it builds the env in a child process bounded
 in time, tries it, runs gymnasium's env checker and answers what it found or where it failed.
 
-A ``version`` of null means the newest one published (asynchronous training: an actor samples
-with the newest policy it sees). What the batch holds is the job's algorithm's
+A ``version`` of null means the newest one published (asynchronous and off-policy training: an
+actor samples with the newest policy it sees; on a virtual clock the workflow names the one
+current at the actor's virtual start). What the batch holds is the job's algorithm's
 (``actor_batch``: PPO adds GAE, IMPACT the raw rewards and episode ends). The summary names the
 batch's stream entry, the key a learner is handed.
 """
@@ -110,9 +111,8 @@ def main(args: dict[str, Any], context: Any) -> dict[str, Any]:
     store = ParameterStore(r, job.id)
     state = _job(job, memory_limit_mb)
     t0 = time.monotonic()
-    # Explorers, and rollouts given no version, take the newest one.
-    named = None if isinstance(call, ExploreArgs) else call.version
-    version = store.latest() if named is None else named
+    # Calls given no version take the newest one.
+    version = store.latest() if call.version is None else call.version
     fetched = state.version != version
     if fetched:
         weights, _ = store.load(version)

@@ -363,6 +363,8 @@ def train(call: TrainArgs, store: ParameterStore) -> TrainResult:
     job, version, cfg = call.job, call.version, call.job.hyperparameters
     module = _algorithm(job, "offpolicy")
     r = _redis(job)
+    if call.keep is not None:  # a virtual clock's actors may still read older versions
+        store = ParameterStore(r, job.id, keep=call.keep)
     learner = _learners.get(job.id)
     # A learner warm at this version published nothing newer (one learner runs per job):
     # only a cold or stale one checks whether this call was answered before (a round trip).

@@ -19,6 +19,7 @@ from pydantic import (
     ConfigDict,
     Field,
     NonNegativeInt,
+    PositiveInt,
     TypeAdapter,
     ValidationError,
     ValidationInfo,
@@ -127,13 +128,16 @@ class EvaluateArgs(BaseModel):
 
 
 class ExploreArgs(BaseModel):
-    """Off-policy: explore with the newest policy, push (transition, priority) to the stream."""
+    """Off-policy: explore with the newest policy (or the one named), push (transition,
+    priority) to the stream."""
 
     model_config = CONTRACT
     mode: Literal["explore"] = "explore"
     job: JobContext
     slot: int = Field(ge=0, description="the actor's slot: Ape-X gives each its own ε")
     actors: int = Field(ge=1, description="actor slots in all")
+    version: NonNegativeInt | None = Field(None, description="the policy version to explore "
+                                                             "with; None: the newest published")
 
 
 ENV_BACKEND = "the library that stepped the envs; None: an actor from before backends"
@@ -349,6 +353,8 @@ class TrainArgs(BaseModel):
     save_optimizer: bool = Field(description="store the optimizer state too (a round's last "
                                              "call: what a checkpoint or a replaced learner "
                                              "resumes with; other calls skip its bytes)")
+    keep: PositiveInt | None = Field(None, description="policy versions kept in Redis once it "
+                                                       "publishes; None: the store's default")
 
 
 class TrainResult(BaseModel):

@@ -1,5 +1,6 @@
-"""bench/calibrate.py and bench/async_controllers.py --virtual-cores in their --quick mode, as
-CI's smoke check (their figures are not checked: speed targets live in bench/)."""
+"""bench/calibrate.py, and bench/async_controllers.py and bench/controllers.py with
+--virtual-cores, in their --quick mode, as CI's smoke check (their figures are not checked:
+speed targets live in bench/)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import sys
 import pytest
 from helpers import REPO
 
-from faasrl.jobs.clock import ROLES
+from faasrl.jobs.clock import EXECUTION_ROLES
 
 
 @pytest.mark.slow
@@ -19,7 +20,7 @@ def test_a_calibration_measured_quickly_runs_an_async_variant_on_the_virtual_clo
     subprocess.run([sys.executable, "bench/calibrate.py", "--quick", "--out", str(calibration)],
                    cwd=REPO, check=True, timeout=240, capture_output=True)
     fitted = json.loads(calibration.read_text())["calibration"]
-    assert set(fitted) == set(ROLES)
+    assert set(fitted) == set(EXECUTION_ROLES["async"])
     assert all(c["a"] >= 0 and c["b"] >= 0 and c["a"] + c["b"] > 0 for c in fitted.values())
     subprocess.run([sys.executable, "bench/async_controllers.py", "--quick", "--envs",
                     "CartPole-v1", "--variants", "ppo-sync", "stellaris", "--virtual-cores", "4",
@@ -29,3 +30,19 @@ def test_a_calibration_measured_quickly_runs_an_async_variant_on_the_virtual_clo
     assert runs["stellaris"]["clock"] == "virtual" and runs["ppo-sync"]["clock"] == "real"
     assert runs["stellaris"]["parallel_wall_s"] > 0
     assert runs["stellaris"]["return_at_equal_time"] is not None
+
+
+@pytest.mark.slow
+def test_the_controllers_bench_times_and_bills_its_jobs_on_the_virtual_clock(tmp_path):
+    out = tmp_path / "controllers.json"
+    subprocess.run([sys.executable, "bench/controllers.py", "--quick", "--controllers", "fixed",
+                    "nitro", "--virtual-cores", "16", "--calibration",
+                    "bench/calibrations/CartPole-v1-16cores.json", "--no-plot", "--out",
+                    str(out)], cwd=REPO, check=True, timeout=240, capture_output=True)
+    results = json.loads(out.read_text())
+    runs = {r["controller"]: r for r in results["runs"]}
+    assert set(runs) == {"fixed", "nitro"} and results["virtual"]["cores"] == 16
+    for run in runs.values():
+        assert run["clock"] == "virtual", run
+        assert run["parallel_wall_s"] > 0 and run["parallel_cost_usd"] > 0
+        assert run["parallel_curve"][-1][0] == pytest.approx(run["parallel_wall_s"])

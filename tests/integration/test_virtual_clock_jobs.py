@@ -1,4 +1,5 @@
-"""Asynchronous jobs on a virtual clock: replayable, and timed on the modeled cluster."""
+"""Jobs on a virtual clock: asynchronous and off-policy ones replayable, synchronous ones
+timed on the modeled cluster, and every workflow's spec checked for its roles' calibration."""
 
 from __future__ import annotations
 
@@ -11,10 +12,12 @@ from typer.testing import CliRunner
 from faasrl.cli import app
 from faasrl.client import Client, GatewayError
 from faasrl.jobs.clock import replay_differences
+from faasrl.jobs.cost import Pricing, lambda_cost, vm_share_cost
 
 PLATFORM = {"register_builtins": True}
 # Constant virtual durations (b = 0), so that a round's virtual time can be counted from its row.
-CALIBRATION = {"actor": {"a": 1.0}, "learner": {"a": 2.0}, "parameter": {"a": 0.5}}
+CALIBRATION = {"actor": {"a": 1.0}, "learner": {"a": 2.0}, "parameter": {"a": 0.5},
+               "buffer": {"a": 0.25}}
 SPEC = {"env_id": "CartPole-v1", "execution": "async", "envs_per_actor": 2,
         "steps_per_actor": 32, "controller": {"name": "fixed", "actors": 4},
         "asynchronous": {"max_learners": 2, "sgd_iters": 2}, "evaluation_episodes": 0,
@@ -66,10 +69,64 @@ def test_one_virtual_core_runs_every_invocation_one_after_another(client: Client
     assert "virtual_s" in rows[0]
 
 
-def test_a_virtual_clock_job_without_its_cluster_is_refused_naming_the_field(client: Client):
+# A DQN job as test_offpolicy_jobs.py runs it, shorter: 4 actors on 4 virtual cores, a low
+# replay ratio, so that the actors run well ahead of the learner and the learner's calls
+# overlap theirs.
+DQN = {"env_id": "CartPole-v1", "algorithm": "dqn", "execution": "offpolicy",
+       "controller": {"name": "fixed", "actors": 4}, "envs_per_actor": 1,
+       "steps_per_actor": 32, "evaluation_episodes": 0,
+       "hyperparameters": {"learning_starts": 64, "steps_per_round": 8, "publish_every": 4,
+                           "batch_size": 16, "memory_size": 2048, "updates_per_step": 0.025},
+       "stop": {"max_rounds": 3}, "clock": "virtual",
+       "virtual": {"cores": 4, "calibration": {
+           "actor": {"a": 1.0, "sd": 0.3}, "learner": {"a": 0.5, "sd": 0.1},
+           "buffer": {"a": 0.005, "b": 0.0001, "sd": 0.3}}}}
+
+
+def test_two_runs_of_a_virtual_clock_dqn_job_give_identical_rows(client: Client):
+    """Off-policy: actors explore with the version current at their virtual start and the
+    buffer and learner take what the virtual order gave them, so a replay learns the same."""
+    first, second = rows_of(client, DQN), rows_of(client, DQN)
+    assert len(first) == len(second) == 3
+    assert replay_differences(first, second) == []
+    assert all(row["virtual_s"] > 0 for row in first)
+    assert [row["learner_steps"] for row in first] == [8, 16, 24]
+    assert all(row["loss"] is not None for row in first)
+
+
+SYNC = {"env_id": "CartPole-v1", "execution": "sync", "envs_per_actor": 2,
+        "steps_per_actor": 32, "controller": {"name": "fixed", "actors": 4},
+        "evaluation_episodes": 0, "stop": {"max_rounds": 2}, "clock": "virtual"}
+
+
+@pytest.mark.parametrize(("cores", "round_s"), [(1, 4 * 1.0 + 2.0), (2, 2 * 1.0 + 2.0),
+                                                 (8, 1.0 + 2.0)])
+def test_a_sync_round_takes_its_actors_list_scheduled_on_the_cores_then_its_learner(
+        client: Client, cores: int, round_s: float):
+    """Four actors of 1 s and a learner of 2 s: on one core the actors run one after another,
+    on two in pairs, on eight all at once; the learner follows the last."""
+    rows = rows_of(client, {**SYNC, "virtual": {"cores": cores, "calibration": CALIBRATION}})
+    assert [row["virtual_s"] for row in rows] == pytest.approx([round_s] * 2)
+    # Billed at their virtual durations, whatever the cores: 4 actor-seconds, 2 learner-seconds.
+    memory_mb = client.invocations(function="actor", limit=1)[0]["memory_mb"]
+    billed = lambda_cost(4 * 1.0, memory_mb, 4, Pricing()) + vm_share_cost(2.0, Pricing())
+    assert [row["virtual_cost_round"] for row in rows] == pytest.approx([billed] * 2)
+
+
+@pytest.mark.parametrize(("spec", "calibration", "said"), [
+    (SPEC, None, "required with clock: virtual"),
+    (DQN, {"actor": {"a": 1.0}, "learner": {"a": 1.0}}, "calibration lacks buffer"),
+    (SYNC, {"actor": {"a": 1.0}}, "calibration lacks learner"),
+    (SPEC, {"actor": {"a": 1.0}, "learner": {"a": 1.0}, "buffer": {"a": 1.0}},
+     "calibration lacks parameter")], ids=["no-cluster", "offpolicy", "sync", "async"])
+def test_a_virtual_clock_job_without_its_calibration_is_refused_naming_the_field(
+        client: Client, spec: dict[str, Any], calibration: dict[str, Any] | None, said: str):
+    """Each workflow needs the calibration of the roles it invokes, and only those."""
+    virtual = None if calibration is None else {"cores": 4, "calibration": calibration}
     with pytest.raises(GatewayError) as caught:
-        client.submit({**SPEC, "virtual": None})
+        client.submit({**spec, "virtual": virtual})
     assert caught.value.status == 422 and "virtual" in caught.value.fields, caught.value
+    assert said in caught.value.fields["virtual"], caught.value.fields
 
 
 def test_faasrl_jobs_replay_reruns_a_job_and_finds_every_row_the_same(platform):

@@ -8,7 +8,10 @@ from collections.abc import Callable
 
 import pytest
 
+from faasrl.invoker import InvocationRecord
+from faasrl.jobs.clock import Calibration, counts_units, units
 from faasrl.workflow.virtual_clock import Event, Outcome, VirtualClock, VirtualExecutor
+from faasrl.workflow.virtual_job import attempts_duration
 
 Log = list[tuple[str, str, float, float]]  # (kind, key, time, start)
 
@@ -387,3 +390,22 @@ def test_only_invocations_started_on_a_virtual_core_run_for_real():
         return most
 
     assert asyncio.run(main()) == 2
+
+
+def test_a_buffer_call_counts_the_transitions_it_inserts_or_samples():
+    """An ingest reports ``added``, a sample ``rows``: either is the buffer's work; a result
+    with neither (a learner's init, say) counts none and is refused."""
+    assert units("buffer", {"added": 96, "rejected": []}) == 96.0
+    assert units("buffer", {"rows": 64, "key": "k"}) == 64.0
+    assert units("actor", {"steps": 128}) == 128.0
+    assert not counts_units("learner", {"version": 0})
+    with pytest.raises(KeyError, match="samples"):
+        units("learner", {"version": 0})
+
+
+def test_a_slots_retries_last_one_after_another_a_failed_one_its_intercept():
+    calibration = Calibration(a=1.0, b=0.5)
+    done = InvocationRecord("1", "actor", status="success", result={"steps": 4})
+    failed = InvocationRecord("0", "actor", status="error")
+    assert attempts_duration(calibration, "actor", done, 0.0) == 3.0
+    assert attempts_duration(calibration, "actor", [failed, failed, done], 0.0) == 5.0

@@ -20,18 +20,33 @@ from pydantic import BaseModel, Field, PositiveInt
 from faasrl.inputs import STRICT
 
 Clock = Literal["real", "virtual"]
-Role = Literal["actor", "learner", "parameter"]
-ROLES: tuple[Role, ...] = ("actor", "learner", "parameter")
-# A role's units of work: the field of its result that counts them (an actor's env steps,
-# RolloutResult; a learner's samples, GradientResult; the parameter function's aggregations,
-# StepResult and FlushResult).
-UNIT_FIELDS: dict[Role, str] = {"actor": "steps", "learner": "samples",
-                                "parameter": "aggregations"}
+Role = Literal["actor", "learner", "parameter", "buffer"]
+ROLES: tuple[Role, ...] = ("actor", "learner", "parameter", "buffer")
+# The roles each workflow (the spec's ``execution``) invokes: a virtual clock needs their
+# calibrations.
+EXECUTION_ROLES: dict[str, tuple[Role, ...]] = {
+    "sync": ("actor", "learner"), "async": ("actor", "learner", "parameter"),
+    "offpolicy": ("actor", "learner", "buffer")}
+# A role's units of work: the fields of its result that count them, summed over those it has
+# (an actor's env steps, RolloutResult and ExploreResult; a learner's samples, GradientResult,
+# UpdateResult and TrainResult; the parameter function's aggregations, StepResult and
+# FlushResult; the buffer function's transitions moved, inserted by an ingest (IngestResult)
+# or sampled for the learner (SampleResult): both copy rows in and out of the memory).
+UNIT_FIELDS: dict[Role, tuple[str, ...]] = {
+    "actor": ("steps",), "learner": ("samples",), "parameter": ("aggregations",),
+    "buffer": ("added", "rows")}
+
+
+def counts_units(role: Role, result: Mapping[str, Any]) -> bool:
+    """Whether ``result`` reports the role's units (a learner's init does not)."""
+    return any(f in result for f in UNIT_FIELDS[role])
 
 
 def units(role: Role, result: Mapping[str, Any]) -> float:
     """The work a successful invocation of ``role`` reports (its result, as JSON)."""
-    return float(result[UNIT_FIELDS[role]])
+    if not counts_units(role, result):
+        raise KeyError(f"a {role}'s result reports none of {', '.join(UNIT_FIELDS[role])}")
+    return float(sum(result.get(f, 0) for f in UNIT_FIELDS[role]))
 
 
 class Calibration(BaseModel):
@@ -43,7 +58,8 @@ class Calibration(BaseModel):
     a: float = Field(ge=0, le=3600, description="seconds per invocation; also a failed one's "
                                                 "(it failed fast)")
     b: float = Field(0.0, ge=0, le=60, description="seconds per unit of work: an actor's env "
-                                                   "step, a learner's sample, an aggregation")
+                                                   "step, a learner's sample, an aggregation, "
+                                                   "a transition the buffer inserts or samples")
     sd: float = Field(0.0, ge=0, le=2, description="the standard deviation of log(duration / "
                                                    "(a + b * units)); 0: every duration exact")
 
@@ -78,18 +94,20 @@ class VirtualSettings(BaseModel):
         default_factory=dict, description="per role, at most this many at once "
                                           "(e.g. learner: 4)")
     calibration: dict[Role, Calibration] = Field(
-        description="per role (actor, learner, parameter), its virtual duration (how to "
-                    "measure it: docs/virtual-clock.md)")
+        description="per role the job invokes (actor and learner; async: parameter; "
+                    "offpolicy: buffer), its virtual duration (how to measure it: "
+                    "docs/virtual-clock.md)")
 
 
 # A row's columns that measure the host, by nature different in a replay: wall times, the costs
 # billed from them, the node's share, cold starts (which container was warm).
 HOST_COLUMNS = frozenset({
     "round_s", "parallel_round_s", "actor_s", "actor_s_max", "actor_s_mean", "learner_s",
-    "parameter_s", "queue_s", "queue_s_max", "transfer_s", "wall_s", "parallel_wall_s",
-    "paused_s", "controller_s", "share", "cold_starts", "cost_round", "cost_total",
-    "cost_actors", "cost_learner", "cost_parameter", "serverful_cost_total",
-    "parallel_cost_round", "parallel_cost_total"})
+    "parameter_s", "buffer_s", "snapshot_s", "queue_s", "queue_s_max", "transfer_s",
+    "wall_s", "parallel_wall_s", "paused_s", "controller_s", "actor_phase_s",
+    "learner_phase_s", "hessian_s", "share", "cold_starts", "actor_cold_starts",
+    "cost_round", "cost_total", "cost_actors", "cost_learner", "cost_parameter",
+    "cost_buffer", "serverful_cost_total", "parallel_cost_round", "parallel_cost_total"})
 
 
 def replay_differences(rows: list[dict[str, Any]], replayed: list[dict[str, Any]]

@@ -26,14 +26,22 @@ class Pricing(BaseModel):
                                      description="learner VM + actor VM (c5.4xlarge), USD/hour")
 
 
+def lambda_cost(seconds: float, memory_mb: int, requests: int, pricing: Pricing) -> float:
+    """Lambda's bill: GB-seconds plus requests."""
+    return seconds * memory_mb / 1024 * pricing.lambda_gb_s + requests * pricing.lambda_request
+
+
+def vm_share_cost(seconds: float, pricing: Pricing) -> float:
+    """A learner VM's function slot for ``seconds``."""
+    return seconds * pricing.learner_vm_hour / pricing.learners_per_vm / 3600
+
+
 def actor_cost(records: Iterable[InvocationRecord], pricing: Pricing) -> float:
-    return sum(r.billed_ms / 1000 * r.memory_mb / 1024 * pricing.lambda_gb_s
-               + pricing.lambda_request for r in records)
+    return sum(lambda_cost(r.billed_ms / 1000, r.memory_mb, 1, pricing) for r in records)
 
 
 def learner_cost(records: Iterable[InvocationRecord], pricing: Pricing) -> float:
-    per_second = pricing.learner_vm_hour / pricing.learners_per_vm / 3600
-    return sum(r.billed_ms / 1000 * per_second for r in records)
+    return sum(vm_share_cost(r.billed_ms / 1000, pricing) for r in records)
 
 
 def parameter_cost(records: Iterable[InvocationRecord], pricing: Pricing) -> float:

@@ -98,8 +98,10 @@ def parameter_args(rec: JobRecord, redis: dict[str, str], mode: Literal["step", 
 
 
 # ------------------------------------------------------------------------- off-policy
-def explore_args(rec: JobRecord, redis: dict[str, str], slot: int, actors: int) -> ExploreArgs:
-    return ExploreArgs(job=job_context(rec, redis), slot=slot, actors=actors)
+def explore_args(rec: JobRecord, redis: dict[str, str], slot: int, actors: int,
+                 version: int | None = None) -> ExploreArgs:
+    """``version``: the policy to explore with; None: the newest published."""
+    return ExploreArgs(job=job_context(rec, redis), slot=slot, actors=actors, version=version)
 
 
 def ingest_args(rec: JobRecord, redis: dict[str, str], entries: list[str], inserted: int
@@ -114,6 +116,8 @@ def sample_args(rec: JobRecord, redis: dict[str, str], batches: int, beta: float
 
 
 def train_args(rec: JobRecord, redis: dict[str, str], version: int, sample: str,
-               save_optimizer: bool) -> TrainArgs:
+               save_optimizer: bool, keep: int | None = None) -> TrainArgs:
+    """``keep``: the versions to keep readable once it publishes; None: the store's default."""
     return TrainArgs(job=job_context(rec, redis), version=version, sample=sample,
-                     algorithm_state=rec.algorithm_state, save_optimizer=save_optimizer)
+                     algorithm_state=rec.algorithm_state, save_optimizer=save_optimizer,
+                     keep=keep)

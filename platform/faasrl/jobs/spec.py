@@ -31,7 +31,7 @@ from faasrl.controllers.spec import ControllerSpec, FixedController
 from faasrl.env_code import EnvCode
 from faasrl.inputs import STRICT
 from faasrl.invoker.versions import ALIAS_MAX, ALIAS_NAME
-from faasrl.jobs.clock import ROLES, Clock, VirtualSettings
+from faasrl.jobs.clock import EXECUTION_ROLES, Clock, VirtualSettings
 from faasrl.jobs.cost import Pricing
 from faasrl.manifest import FUNCTION_NAME
 from faasrl.rl.env_backends import EnvBackend, resolve
@@ -276,7 +276,7 @@ class JobSpec(BaseModel):
     asynchronous: AsyncSettings = Field(default_factory=AsyncSettings)
     clock: Clock = Field("real", description="real: the workflow sees results as they come "
                                              "back; virtual: in the order the cluster of "
-                                             "`virtual` would produce them (async jobs)")
+                                             "`virtual` would produce them")
     virtual: VirtualSettings | None = Field(None, validate_default=True,
                                             description="the modeled cluster, with clock: "
                                                         "virtual")
@@ -357,11 +357,12 @@ class JobSpec(BaseModel):
                              "calibration)")
         if clock == "real" and virtual is not None:
             raise ValueError("only with clock: virtual")
-        if virtual is not None and execution is not None and execution != "async":
-            raise ValueError(f"the virtual clock runs async jobs; this one is {execution}")
-        if virtual is not None and (missing := [r for r in ROLES
-                                                if r not in virtual.calibration]):
-            raise ValueError(f"calibration lacks {', '.join(missing)}")
+        if virtual is not None and isinstance(execution, str):
+            if (roles := EXECUTION_ROLES.get(execution)) is None:
+                raise ValueError(f"the virtual clock does not run {execution} jobs")
+            if missing := [r for r in roles if r not in virtual.calibration]:
+                raise ValueError(f"calibration lacks {', '.join(missing)} "
+                                 f"(execution: {execution})")
         return virtual
 
     @field_validator("execution")

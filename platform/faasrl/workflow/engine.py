@@ -52,6 +52,10 @@ class Engine:
         self._running: dict[Hashable, tuple[str, Done]] = {}  # a task, or a virtual key
         self._keys = itertools.count()
         self._held: list[Outcome[int]] = []  # virtual ends of kinds a wait did not want
+        # On a virtual clock, per kind: the virtual seconds and the number of the ends released
+        # (what the modeled cluster would bill; cancelled invocations never end).
+        self.virtual_seconds: dict[str, float] = {}
+        self.virtual_ends: dict[str, int] = {}
 
     def start(self, kind: str, work: Work, done: Done) -> None:
         """Run ``work()`` (a function invocation); ``done`` gets its result when it finishes
@@ -178,6 +182,10 @@ class Engine:
             return held
         assert self.executor is not None
         while (outcome := await self.executor.next()) is not None:
+            kind, event = outcome.event.function, outcome.event
+            self.virtual_seconds[kind] = self.virtual_seconds.get(kind, 0.0) + \
+                event.time - event.start
+            self.virtual_ends[kind] = self.virtual_ends.get(kind, 0) + 1
             if wanted(outcome):
                 return outcome
             self._held.append(outcome)

@@ -17,6 +17,15 @@ whichever runs ahead waits. A round, for metrics and the controller, is ``steps_
 gradient steps (whole learner calls; the warm-up before ``learning_starts`` falls into round
 0); actors, buffer and learner calls in flight carry over into the next round.
 
+On a virtual clock (``clock: virtual``, docs/virtual-clock.md) the engine starts invocations
+when the modeled cluster has a core for them and hands results over in virtual order. Buffer
+and learner calls already run one at a time, each reading what the calls before it wrote; what
+an actor reads is pinned: the policy version current at its virtual start, not the newest in
+Redis when it really runs, and a learner's publish keeps every version an actor still explores
+with (``TrainArgs.keep``). Rows then carry ``virtual_s``, the round's length on the virtual
+clock, and ``virtual_cost_round``, the calls that ended in it billed at their virtual
+durations; ``learner_idle_s`` is virtual too.
+
 Faults: a killed actor is invoked again; a killed buffer container is replaced and restores the
 memory's last snapshot, and the transitions it lost are counted in the row (``lost``); a
 failed learner call is made again from the version it was given (its publish is one
@@ -28,6 +37,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,7 +45,7 @@ from faasrl.algorithms import algorithm
 from faasrl.algorithms.offpolicy import annealed_beta
 from faasrl.algorithms.surface import OffPolicyAlgorithm
 from faasrl.contracts import ExploreResult, IngestResult, SampleResult, TrainResult
-from faasrl.data.ops import drop_stream
+from faasrl.data.ops import KEEP_VERSIONS, drop_stream
 from faasrl.invoker import InvocationRecord
 from faasrl.jobs.cost import actor_cost, learner_cost, parameter_cost
 from faasrl.jobs.function_calls import (
@@ -59,6 +69,7 @@ from faasrl.workflow.job import (
     unreachable,
 )
 from faasrl.workflow.triggers import DataKeyTrigger, Message, ObjectKeyTrigger, Rule
+from faasrl.workflow.virtual_job import Mark, job_clock, mark, round_columns
 
 log = logging.getLogger(__name__)
 FAILURES_IN_A_ROW = 5  # of one function before the job fails
@@ -91,6 +102,7 @@ class OffPolicyWorkflow:
         self.run = run
         self.cfg = run.record.spec.hyperparameters
         self.buffer = Buffer()
+        self.virtual = run.record.spec.virtual  # None: real time
         self.engine = Engine(self.buffer, [
             Rule("explore", ObjectKeyTrigger(POLICY, new_only=False), self._explore,
                  ready=self._actor_may_run),
@@ -100,11 +112,12 @@ class OffPolicyWorkflow:
                  self._sample, ready=self._learner_may_sample),
             Rule("train", DataKeyTrigger(n=1, stream=SAMPLES), self._train,
                  ready=lambda: not self.engine.running("learner")),
-        ])
+        ], *job_clock(self.virtual, run.record.spec.seed))
         self._n = 0
         self._calls = math.ceil(self.cfg.steps_per_round / self.cfg.publish_every)  # a round's
         self._round = _Round()
         self._actors: set[int] = set()  # slots exploring now
+        self._sampling: dict[int, int] = {}  # virtual clock: slot -> the version it explores
         self._explorations: dict[int, int] = {}  # per slot, invocations started
         self._env_steps = run.record.env_steps  # taken or being taken by actors
         self._started_steps = self._learner_steps  # gradient steps started (sampled for)
@@ -132,6 +145,7 @@ class OffPolicyWorkflow:
             await pipe.execute()
         self.buffer.clear()
         self._actors.clear()
+        self._sampling.clear()
         self._priorities = None
         self._env_steps, self._started_steps = self.run.record.env_steps, self._learner_steps
         # The memory outlives this gateway (in the buffer container or its snapshot): the
@@ -152,6 +166,7 @@ class OffPolicyWorkflow:
         done = [r for r in await self.engine.settle(("actor", "buffer", "learner"))
                 if isinstance(r, InvocationRecord)]
         self._actors.clear()
+        self._sampling.clear()
         rec.cost_usd += actor_cost([r for r in done if r.function == rec.spec.actor_function],
                                    rec.spec.pricing)
         rec.cost_usd += learner_cost([r for r in done if r.function != rec.spec.actor_function],
@@ -160,6 +175,7 @@ class OffPolicyWorkflow:
     async def abandon(self) -> None:
         await self.engine.cancel(("actor", "buffer", "learner"))
         self._actors.clear()
+        self._sampling.clear()
 
     # ------------------------------------------------------------------ a round
     @property
@@ -171,9 +187,13 @@ class OffPolicyWorkflow:
         self._n, self._round = run.actors_for_round(), _Round()
         run.prewarm(spec.actor_function, self._n, placement=spec.placement.actors)
         self.buffer.publish(POLICY, rec.version or 0)
-        t0 = time.monotonic()
+        t0, start = time.monotonic(), mark(self.engine)
         await self.engine.run(finished=lambda: len(self._round.trained) >= self._calls)
-        await self._close(t0)
+        await self._close(t0, start)
+
+    def _now(self) -> float:
+        """The workflow's clock: the virtual one's, else real time."""
+        return self.engine.now if self.virtual else time.monotonic()
 
     def _fail(self, kind: str, r: InvocationRecord) -> None:
         """Count a failed call; Redis being away cuts the round off, a function failing
@@ -209,14 +229,22 @@ class OffPolicyWorkflow:
         self._actors.add(slot)
         self._env_steps += spec.envs_per_actor * spec.steps_per_actor
         args = explore_args(rec, run.credentials.to_args(), slot, self._n)
-        self.engine.start("actor", lambda: run.invoke(spec.actor_function,
-                                                      args.model_dump(mode="json"),
-                                                      affinity=actor_affinity(rec.id, slot)),
-                          lambda r, slot=slot: self._explored(slot, r))
+
+        def work() -> Awaitable[InvocationRecord]:
+            """The newest version (on a virtual clock: the one current now, pinned)."""
+            pinned = args
+            if self.virtual:
+                version = self._sampling[slot] = rec.version or 0
+                pinned = args.model_copy(update={"version": version})
+            return run.invoke(spec.actor_function, pinned.model_dump(mode="json"),
+                              affinity=actor_affinity(rec.id, slot))
+
+        self.engine.start("actor", work, lambda r: self._explored(slot, r))
 
     def _explored(self, slot: int, r: InvocationRecord) -> None:
         st, spec = self._round, self.run.record.spec
         self._actors.discard(slot)
+        self._sampling.pop(slot, None)
         st.actors.append(r)
         if r.status != "success":
             self._env_steps -= spec.envs_per_actor * spec.steps_per_actor
@@ -306,19 +334,28 @@ class OffPolicyWorkflow:
         run, rec, spec = self.run, self.run.record, self.run.record.spec
         item: Item = message["items"][0]
         self.buffer.take(SAMPLES, [item])
-        if self._learner_free_at is not None:
-            self._round.learner_idle_s += time.monotonic() - self._learner_free_at
         last = len(self._round.trained) + 1 >= self._calls
         args = train_args(rec, run.credentials.to_args(), rec.version or 0, item.entry, last)
-        self.engine.start("learner", lambda: run.invoke(spec.learner_function,
-                                                        args.model_dump(mode="json"),
-                                                        affinity=f"{rec.id}:learner"),
-                          lambda r: self._trained(r, item))
+
+        def work() -> Awaitable[InvocationRecord]:
+            """On a virtual clock: it publishes while actors that started earlier (in virtual
+            time) may not have read their pinned version yet, so it keeps that one."""
+            if self._learner_free_at is not None:
+                self._round.learner_idle_s += self._now() - self._learner_free_at
+            pinned = args
+            if self.virtual:
+                oldest = min(self._sampling.values(), default=args.version)
+                pinned = args.model_copy(update={"keep": max(KEEP_VERSIONS,
+                                                             args.version + 2 - oldest)})
+            return run.invoke(spec.learner_function, pinned.model_dump(mode="json"),
+                              affinity=f"{rec.id}:learner")
+
+        self.engine.start("learner", work, lambda r: self._trained(r, item))
 
     def _trained(self, r: InvocationRecord, item: Item) -> None:
         st, rec = self._round, self.run.record
         st.learners.append(r)
-        self._learner_free_at = time.monotonic()
+        self._learner_free_at = self._now()
         if r.status != "success":  # the sample is still in Redis: train on it again
             self.buffer.put(SAMPLES, item)
             self._fail("learner", r)
@@ -331,7 +368,7 @@ class OffPolicyWorkflow:
         self.buffer.publish(POLICY, out.version)
 
     # ------------------------------------------------------------------ the row
-    async def _close(self, t0: float) -> None:
+    async def _close(self, t0: float, start: Mark) -> None:
         rec, spec, st = self.run.record, self.run.record.spec, self._round
         explored = [out for _, out in st.explored]
         trained = [o.stats for o in st.trained]
@@ -359,6 +396,8 @@ class OffPolicyWorkflow:
             **{key: mean([float(s[key]) for s in trained if key in s])
                for key in dict.fromkeys(k for s in trained for k in s)},
         }
+        if self.virtual:
+            columns.update(round_columns(self.engine, start, st.actors, spec.pricing))
         if st.rejected:
             columns["rejected_reasons"] = st.rejected[:5]
         if st.errors:

@@ -46,7 +46,8 @@ each function reads is pinned to what the workflow saw at its virtual start, not
 Redis when it really runs: an actor's policy version; a learner's version and its peers'
 (slot -> version, for the cross-learner ratios); the parameter function's gradients (the stream
 entries released so far, in that order) and the clocks of the learners still computing. Rows
-then carry ``virtual_s``, the round's length on the virtual clock.
+then carry ``virtual_s``, the round's length on the virtual clock, and ``virtual_cost_round``,
+the invocations that ended in it billed at their virtual durations.
 """
 
 from __future__ import annotations
@@ -58,14 +59,13 @@ import uuid
 from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from itertools import pairwise
-from typing import Any, Literal, TypeVar, cast
+from typing import Any, Literal, TypeVar
 
 from faasrl.algorithms.surface import AsyncAlgorithm
 from faasrl.contracts import FlushResult, GradientResult, RolloutResult, StepResult
 from faasrl.data.keys import learners_key
 from faasrl.data.ops import drop_batches, reset_round, unregister_learner
 from faasrl.invoker import InvocationRecord
-from faasrl.jobs.clock import Role, VirtualSettings, draw, units
 from faasrl.jobs.cost import actor_cost, learner_cost, parameter_cost
 from faasrl.jobs.function_calls import gradient_args, parameter_args, result, rollout_args
 from faasrl.workflow.buffer import GRADIENTS, POLICY, TRAJECTORIES, Buffer, Item
@@ -82,7 +82,7 @@ from faasrl.workflow.job import (
     unreachable,
 )
 from faasrl.workflow.triggers import DataKeyTrigger, Message, ObjectKeyTrigger, Rule
-from faasrl.workflow.virtual_clock import Event, VirtualClock, VirtualExecutor
+from faasrl.workflow.virtual_job import Mark, job_clock, mark, round_columns
 
 log = logging.getLogger(__name__)
 S = TypeVar("S", bound=StepResult)
@@ -151,7 +151,7 @@ class StellarisWorkflow:
                  ready=self._learner_free),
             Rule("aggregate", DataKeyTrigger(n=1, stream=GRADIENTS), self._aggregate,
                  ready=lambda: not self.engine.running("parameter")),
-        ], *_virtual_clock(self.virtual, run.record.spec.seed))
+        ], *job_clock(self.virtual, run.record.spec.seed))
         self._actors: set[int] = set()  # slots with a rollout in flight (across rounds)
         self._clocks: dict[int, int] = {}  # learner slot -> the version it computes on
         self._sampling: dict[int, int] = {}  # actor slot -> the version it samples with
@@ -227,7 +227,7 @@ class StellarisWorkflow:
         self._clocks.clear()  # a round cut off may have left learners' behind
         run.prewarm(spec.actor_function, self._n, placement=spec.placement.actors)
         self.buffer.publish(POLICY, rec.version or 0)
-        t0, v0 = time.monotonic(), self.engine.now
+        t0, start = time.monotonic(), mark(self.engine)
         if not self._parameter_ran:  # loaded while the first batches are sampled
             self._step()
         try:
@@ -245,7 +245,7 @@ class StellarisWorkflow:
             await self.engine.call("parameter", lambda: self._invoke_parameter("flush")),
             FlushResult)
         await self._drop([b.entry for b in st.batches])
-        await self._close(t0, self.engine.now - v0, flush)
+        await self._close(t0, start, flush)
 
     def _actor_idle(self) -> bool:
         backlog = self.settings.backlog or self.settings.max_learners
@@ -432,7 +432,7 @@ class StellarisWorkflow:
         self.buffer.publish(POLICY, out.clock)
         return out
 
-    async def _close(self, t0: float, virtual_s: float, flush: FlushResult) -> None:
+    async def _close(self, t0: float, start: Mark, flush: FlushResult) -> None:
         rec, spec, st = self.run.record, self.run.record.spec, self._round
         rec.parameter_state = flush.state
         pushed = [{**o.stats, "policy_lag": o.policy_lag} for o in st.outputs if o.pushed]
@@ -457,7 +457,7 @@ class StellarisWorkflow:
                for key in dict.fromkeys(k for o in pushed for k in o)},
         }
         if self.virtual:
-            columns["virtual_s"] = virtual_s
+            columns.update(round_columns(self.engine, start, st.actors, spec.pricing))
         if st.errors:
             columns["error"] = st.errors[0]
         await self.run.close_round(RoundOutcome(
@@ -469,25 +469,3 @@ class StellarisWorkflow:
                    "cost_parameter": parameter_cost(st.parameter, spec.pricing)},
             columns=columns, env_starts=st.env_starts))
 
-
-def _virtual_clock(virtual: VirtualSettings | None, seed: int
-                   ) -> tuple[VirtualExecutor[int] | None, dict[str, float]]:
-    """The engine's virtual clock and lower bounds (the calibration's); real time: none. The
-    n-th invocation's duration spread is drawn from the job's seed, its role and n."""
-    if virtual is None:
-        return None, {}
-    calibration = virtual.calibration
-
-    def duration(start: Event[int], r: InvocationRecord) -> float:
-        role = cast(Role, start.function)
-        return calibration[role].duration(_units(role, r), draw(seed, role, start.key))
-
-    clock: VirtualClock[int] = VirtualClock(cores=virtual.cores,
-                                            concurrency=dict(virtual.concurrency))
-    return (VirtualExecutor(clock, duration),
-            {role: c.lower_bound for role, c in calibration.items()})
-
-
-def _units(role: Role, r: InvocationRecord) -> float:
-    """The work a finished invocation reports; a failed one: none (it failed fast)."""
-    return units(role, r.result) if r.status == "success" else 0.0

@@ -13,6 +13,13 @@ The learner's new version ends the round: the run appends its row and asks the c
 I_{k+1}. A round cut off by an unreachable Redis runs again from the same version; each step is
 idempotent (a retried actor's second batch replaces its first, a retried learner answers with
 the update it already published).
+
+On a virtual clock (``clock: virtual``, docs/virtual-clock.md) what a round learns does not
+change (its actors all roll out the round's version, its learner waits for all of them), but
+the engine starts the round's actors on the modeled cluster's cores as they free up (list
+scheduling, each lasting its calibrated duration; a slot's retries one after another) and the
+learner after the last of them: rows then carry ``virtual_s``, the round's length there, and
+``virtual_cost_round``, its invocations billed at their virtual durations.
 """
 
 from __future__ import annotations
@@ -42,6 +49,7 @@ from faasrl.workflow.job import (
     describe,
 )
 from faasrl.workflow.triggers import DataKeyTrigger, Message, ObjectKeyTrigger, Rule
+from faasrl.workflow.virtual_job import job_clock, mark, round_columns
 
 log = logging.getLogger(__name__)
 ACTOR_ATTEMPTS = 3  # invocations of one actor slot in a round before the job fails
@@ -69,16 +77,18 @@ class SyncWorkflow:
         self.run = run
         self.buffer = Buffer()
         self.new_policy = ObjectKeyTrigger(POLICY)
+        self.virtual = run.record.spec.virtual  # None: real time
         self.engine = Engine(self.buffer, [
             Rule("rollout", self.new_policy, self._rollout),
             Rule("update", DataKeyTrigger(n=lambda: self._n), self._update),
-        ])
+        ], *job_clock(self.virtual, run.record.spec.seed))
         self._n = 0
         self._attempts: dict[int, list[InvocationRecord]] = {}  # per slot, the last succeeded
         self._rollouts: dict[int, RolloutResult] = {}
         self._learners: list[InvocationRecord] = []
         self._update_out: UpdateResult | None = None
         self._t0 = self._t1 = 0.0
+        self._mark = mark(self.engine)
         self._forecast = 0
 
     async def start(self) -> None:
@@ -123,7 +133,7 @@ class SyncWorkflow:
         self.buffer.clear()
         self.new_policy.reset()
         self.buffer.publish(POLICY, rec.version or 0)
-        self._t0 = time.monotonic()
+        self._t0, self._mark = time.monotonic(), mark(self.engine)
         try:
             await self.engine.run(finished=lambda: self._update_out is not None)
         finally:
@@ -209,6 +219,8 @@ class SyncWorkflow:
             **measurements(out), "rejected": len(out.rejected),
             "transfer_s": out.read_s + max(r.write_s for r in self._rollouts.values()),
         }
+        if self.virtual:
+            columns.update(round_columns(self.engine, self._mark, actors, spec.pricing))
         if failed:
             columns["actor_error"] = describe(failed[0])
         if out.rejected:
