@@ -29,7 +29,12 @@ def test_a_calibration_measured_quickly_runs_an_async_variant_on_the_virtual_clo
     runs = {r["variant"]: r for r in json.loads(out.read_text())["runs"]}
     assert runs["stellaris"]["clock"] == "virtual" and runs["ppo-sync"]["clock"] == "real"
     assert runs["stellaris"]["parallel_wall_s"] > 0
-    assert runs["stellaris"]["return_at_equal_time"] is not None
+    # The equal-time return exists unless no row with a return came by the horizon (a figure
+    # of this machine's load: the quick calibration and the real sync run both time it).
+    horizon = min(r["parallel_wall_s"] for r in runs.values())
+    stellaris = runs["stellaris"]
+    assert (stellaris["return_at_equal_time"] is not None) == any(
+        t <= horizon * (1 + 1e-9) and y is not None for t, y in stellaris["parallel_curve"])
 
 
 @pytest.mark.slow
