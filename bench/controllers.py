@@ -55,7 +55,7 @@ from rich.console import Console
 from rich.table import Table
 
 from faasrl.config import Settings
-from faasrl.controllers.schedulers import save_scheduler
+from faasrl.controllers.saved_schedulers import save_scheduler
 from faasrl.embedded import EmbeddedPlatform
 from faasrl.jobs.store import reached_target
 from faasrl.scheduler_training.train import (

@@ -22,7 +22,7 @@ from typing import Any
 from faasrl.client import Client
 from faasrl.config import Settings
 from faasrl.embedded import EmbeddedPlatform
-from faasrl.inputs import load_yaml
+from faasrl.user_input import load_yaml
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "custom-env"
 CARTPOLE = {"env_id": "CartPole-v1", "stop": {"max_rounds": 1}, "evaluation_episodes": 0}

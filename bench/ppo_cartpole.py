@@ -28,8 +28,8 @@ from rich.console import Console
 from rich.table import Table
 from sb3_ppo import sb3_run
 
-from faasrl.inputs import load_yaml
 from faasrl.jobs.store import reached_target
+from faasrl.user_input import load_yaml
 
 SPEC = Path(__file__).resolve().parents[1] / "examples" / "cartpole.yaml"
 

@@ -28,8 +28,8 @@ from pydantic import (
 
 from faasrl.algorithms import AlgorithmConfig
 from faasrl.env_code import EnvCode, EnvDescription, EnvStage
-from faasrl.inputs import STRICT
 from faasrl.rl.env_backends import EnvBackend
+from faasrl.user_input import STRICT
 
 # Machine to machine: no unknown keys, but JSON's lists read as tuples and ints as floats.
 CONTRACT = ConfigDict(extra="forbid")

@@ -16,7 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from faasrl.code_archive import SHA256_PATTERN
-from faasrl.inputs import STRICT
+from faasrl.user_input import STRICT
 
 ENTRY_POINT = r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$"
 MODULE = r"^[A-Za-z_][\w.]*$"

@@ -16,8 +16,8 @@ from pydantic import (
 )
 
 from faasrl.code_archive import SHA256_PATTERN
-from faasrl.inputs import STRICT, load_yaml
 from faasrl.namespaces import local_name
+from faasrl.user_input import STRICT, load_yaml
 
 MANIFEST_NAMES = ("manifest.yaml", "manifest.yml", "manifest.json")
 FUNCTION_NAME = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$"  # also the API's {name} path parameter

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from helpers import REPO, TEST_NETWORK, finished
 
-from faasrl.inputs import load_yaml
+from faasrl.user_input import load_yaml
 
 pytestmark = pytest.mark.docker
 EXAMPLE = REPO / "examples" / "custom-env"

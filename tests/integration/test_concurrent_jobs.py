@@ -10,8 +10,8 @@ import pytest
 from helpers import REPO, at_round, finished
 
 from faasrl.client import Client
-from faasrl.inputs import load_yaml
 from faasrl.jobs.store import reached_target
+from faasrl.user_input import load_yaml
 
 SHORT = {"env_id": "CartPole-v1", "envs_per_actor": 2, "steps_per_actor": 32,
          "controller": {"name": "fixed", "actors": 2}, "evaluation_episodes": 0,

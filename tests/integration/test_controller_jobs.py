@@ -10,7 +10,7 @@ import pytest
 from helpers import succeeded
 
 from faasrl.client import Client
-from faasrl.controllers.schedulers import save_scheduler
+from faasrl.controllers.saved_schedulers import save_scheduler
 from faasrl.scheduler_training.train import new_scheduler, to_numpy
 
 SHORT = {"env_id": "CartPole-v1", "envs_per_actor": 2, "steps_per_actor": 32,

@@ -6,8 +6,8 @@ from __future__ import annotations
 from helpers import REPO, succeeded
 
 from faasrl.client import Client
-from faasrl.inputs import load_yaml
 from faasrl.jobs.spec import JobSpec
+from faasrl.user_input import load_yaml
 
 EXAMPLE = REPO / "examples" / "custom-actor"
 PLATFORM = {"register_builtins": True}  # the built-in learner trains on the custom batches

@@ -25,8 +25,8 @@ from helpers import (
 from faasrl import code_archive
 from faasrl.client import Client, GatewayError
 from faasrl.data.keys import ENV_DESCRIPTIONS, env_code_key
-from faasrl.inputs import load_yaml
 from faasrl.redis_server import free_port
+from faasrl.user_input import load_yaml
 
 EXAMPLE = REPO / "examples" / "custom-env"
 TEST_ENVS = REPO / "tests" / "envs" / "corridor"

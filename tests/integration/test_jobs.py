@@ -270,7 +270,7 @@ def test_delete_removes_the_jobs_data(client: Client, platform, redis_url):
 
 @pytest.mark.slow
 def test_ppo_learns_cartpole_to_475(client: Client):
-    from faasrl.inputs import load_yaml
+    from faasrl.user_input import load_yaml
 
     spec = load_yaml((REPO / "examples" / "cartpole.yaml").read_text())
     job = client.submit(spec)

@@ -18,7 +18,7 @@ from faasrl.contracts import (
     parse,
 )
 from faasrl.data.ops import ASYNC_KEEP_VERSIONS
-from faasrl.jobs import function_calls as calls
+from faasrl.jobs import contract_args as calls
 from faasrl.jobs.spec import JobSpec
 from faasrl.jobs.store import JobRecord
 

@@ -9,7 +9,7 @@ from helpers import REPO
 
 from faasrl.contracts import RolloutResult
 from faasrl.contracts_schema import CONTRACTS, SUFFIX, modes, schemas
-from faasrl.jobs import function_calls as calls
+from faasrl.jobs import contract_args as calls
 from faasrl.jobs.spec import JobSpec
 from faasrl.jobs.store import JobRecord
 

@@ -23,7 +23,7 @@ from faasrl.controllers.minions import (
     terminal_penalty,
 )
 from faasrl.controllers.nitro import Nitro, boosting_score, convexity_ratio, scaled_actors
-from faasrl.controllers.schedulers import (
+from faasrl.controllers.saved_schedulers import (
     SchedulerNotFound,
     delete_scheduler,
     list_schedulers,

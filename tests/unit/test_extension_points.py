@@ -111,7 +111,7 @@ def algorithm_problems(module: types.ModuleType, name: str, *, skip: set[str] = 
     if tag is None or get_args(tag.annotation) != (name,) or tag.default != name:
         problems.append(f"Config.algorithm: must be Literal[{name!r}] = {name!r}")
     if cfg.model_config.get("extra") != "forbid":
-        problems.append("Config: must refuse unknown fields (faasrl.inputs.STRICT)")
+        problems.append("Config: must refuse unknown fields (faasrl.user_input.STRICT)")
     problems += [f"Config: no field {f!r}" for f in ("learning_rate", "anneal_lr", "gamma")
                  if f not in cfg.model_fields]
     if not module.EXECUTIONS or not set(module.EXECUTIONS) <= set(WORKFLOWS):

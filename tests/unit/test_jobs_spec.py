@@ -17,13 +17,13 @@ from pydantic import BaseModel, ValidationError
 
 from faasrl.algorithms import impact, ppo
 from faasrl.controllers import RoundContext, build_controller
-from faasrl.inputs import load_yaml
 from faasrl.invoker.records import InvocationRecord
 from faasrl.jobs.clock import Calibration, draw
 from faasrl.jobs.cost import Pricing, actor_cost, learner_cost, serverful_cost
 from faasrl.jobs.env_probe import probe_key
 from faasrl.jobs.spec import JobSpec
 from faasrl.jobs.store import JobRecord
+from faasrl.user_input import load_yaml
 
 
 def test_family_defaults_fill_what_the_spec_leaves_out():
@@ -339,7 +339,7 @@ def test_the_gateway_validates_jobs_without_torch():
         import sys
         for name in ("torch", "lz4"):
             sys.modules[name] = None  # importing it now raises ModuleNotFoundError
-        from faasrl.jobs import function_calls
+        from faasrl.jobs import contract_args
         from faasrl.jobs.spec import JobSpec
         for body in ({"env_id": "CartPole-v1"}, {"env_id": "Hopper-v5", "algorithm": "impact"}):
             print(JobSpec.model_validate(body).hyperparameters.algorithm)

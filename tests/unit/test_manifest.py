@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from faasrl.inputs import load_yaml
 from faasrl.manifest import FunctionSpec, ManifestError, load_manifest
+from faasrl.user_input import load_yaml
 
 
 def test_folder_manifest_gets_its_folder_as_code_dir(tmp_path):

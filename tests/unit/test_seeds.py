@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from annotated_types import Le
 
-from faasrl.jobs import function_calls as calls
+from faasrl.jobs import contract_args as calls
 from faasrl.jobs.spec import JobSpec
 from faasrl.jobs.store import JobRecord
 from faasrl.rl.seeds import EVALUATION_BASE, EVALUATION_BLOCK, evaluation_seeds, training_seed

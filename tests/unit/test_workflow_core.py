@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from faasrl.workflow.buffer import GRADIENTS, POLICY, TRAJECTORIES, Buffer, Item
 from faasrl.workflow.engine import Engine, WorkflowStalled
+from faasrl.workflow.trigger_buffer import GRADIENTS, POLICY, TRAJECTORIES, Item, TriggerBuffer
 from faasrl.workflow.triggers import (
     DataKeyTrigger,
     ObjectKeyTrigger,
@@ -27,7 +27,7 @@ def batch(entry: str, slot: int, size: int = 10, keys: tuple[str, ...] = ("obs",
 
 
 def test_data_key_trigger_waits_for_n_distinct_actors_of_enough_size():
-    buffer, n = Buffer(), [2]
+    buffer, n = TriggerBuffer(), [2]
     trigger = DataKeyTrigger(n=lambda: n[0], size=10, keys=("obs",))
     buffer.put(TRAJECTORIES, batch("a", slot=0))
     buffer.put(TRAJECTORIES, batch("b", slot=0))  # the same actor twice is one actor
@@ -43,7 +43,7 @@ def test_data_key_trigger_waits_for_n_distinct_actors_of_enough_size():
 
 
 def test_object_key_trigger_fires_once_per_new_version_or_while_it_exists():
-    buffer, new, any_version = Buffer(), ObjectKeyTrigger(POLICY), ObjectKeyTrigger(
+    buffer, new, any_version = TriggerBuffer(), ObjectKeyTrigger(POLICY), ObjectKeyTrigger(
         POLICY, new_only=False)
     assert not new.check(buffer)[0] and not any_version.check(buffer)[0]
     buffer.publish(POLICY, 3)
@@ -59,14 +59,14 @@ def test_object_key_trigger_fires_once_per_new_version_or_while_it_exists():
 def test_time_trigger_fires_each_period_and_says_when():
     now = [100.0]
     trigger = TimeTrigger(5.0, clock=lambda: now[0])
-    assert trigger.deadline() == 105.0 and not trigger.check(Buffer())[0]
+    assert trigger.deadline() == 105.0 and not trigger.check(TriggerBuffer())[0]
     now[0] = 106.0
-    assert trigger.check(Buffer()) == (True, {"elapsed_s": 6.0})
-    assert trigger.deadline() == 111.0 and not trigger.check(Buffer())[0]
+    assert trigger.check(TriggerBuffer()) == (True, {"elapsed_s": 6.0})
+    assert trigger.deadline() == 111.0 and not trigger.check(TriggerBuffer())[0]
 
 
 def test_transfer_trigger_moves_keys_in_order():
-    buffer, trigger = Buffer(), TransferTrigger(keys=("rewards", "obs"))
+    buffer, trigger = TriggerBuffer(), TransferTrigger(keys=("rewards", "obs"))
     buffer.stage("e1", "obs")  # observations first: they must wait for the rewards
     assert not trigger.check(buffer)[0]
     buffer.stage("e1", "rewards")
@@ -84,7 +84,7 @@ def test_engine_runs_rules_as_results_arrive():
     """Full-batch update: 3 actors, then one learner once all three batches are in."""
 
     async def main() -> list[str]:
-        buffer, log, learned = Buffer(), [], []
+        buffer, log, learned = TriggerBuffer(), [], []
         engine: Engine
 
         def start_actors(message):
@@ -112,7 +112,7 @@ def test_engine_respects_capacity_and_lets_a_kind_run_on():
     still running when the round ends are left running."""
 
     async def main() -> tuple[int, int, int]:
-        buffer, peak, learned = Buffer(), [0], []
+        buffer, peak, learned = TriggerBuffer(), [0], []
         engine: Engine
 
         def learn(message):
@@ -137,10 +137,10 @@ def test_engine_respects_capacity_and_lets_a_kind_run_on():
 def test_engine_wakes_for_a_time_trigger_and_reports_a_stall():
     async def main() -> int:
         fired: list[float] = []
-        engine = Engine(Buffer(), [Rule("sync", TimeTrigger(0.02),
+        engine = Engine(TriggerBuffer(), [Rule("sync", TimeTrigger(0.02),
                                         lambda m: fired.append(m["elapsed_s"]))])
         await asyncio.wait_for(engine.run(finished=lambda: len(fired) == 3), timeout=2)
-        stalled = Engine(Buffer(), [Rule("update", DataKeyTrigger(n=1), lambda m: None)])
+        stalled = Engine(TriggerBuffer(), [Rule("update", DataKeyTrigger(n=1), lambda m: None)])
         with pytest.raises(WorkflowStalled):
             await stalled.run(finished=lambda: False)
         return len(fired)
@@ -150,7 +150,7 @@ def test_engine_wakes_for_a_time_trigger_and_reports_a_stall():
 
 def test_a_callback_error_ends_the_run():
     async def main() -> None:
-        engine = Engine(Buffer(), [])
+        engine = Engine(TriggerBuffer(), [])
 
         def fail(_):
             raise RuntimeError("actor slot 0 failed 3 times")
@@ -166,7 +166,7 @@ def test_a_callback_error_ends_the_run():
 def virtual_engine(cores: int, rules: list[Rule] | None = None) -> Engine:
     """An engine whose invocations last, on the virtual clock, what their result says."""
     clock: VirtualClock[int] = VirtualClock(cores=cores)
-    return Engine(Buffer(), rules or [], VirtualExecutor(clock, lambda start, r: r[1]))
+    return Engine(TriggerBuffer(), rules or [], VirtualExecutor(clock, lambda start, r: r[1]))
 
 
 def invocation(name: str, real_s: float, virtual_s: float) -> Callable[[], Awaitable[Any]]:

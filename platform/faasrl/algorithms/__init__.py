@@ -13,7 +13,7 @@ What every algorithm module exposes (the next one copies this list;
     ``"offpolicy"``: a replay-buffer function between actors and learner, whose module surface
     :mod:`~faasrl.algorithms.offpolicy` describes); the first is a job's default.
 ``Config``
-    one pydantic model (``faasrl.inputs.STRICT``), named ``<NAME>Config`` (``PPOConfig``: its
+    one pydantic model (``faasrl.user_input.STRICT``), named ``<NAME>Config`` (``PPOConfig``: its
     schema's title in the API, which clients generated from it name their class by, so it must
     be unique) and exported as ``Config`` too; the single source of its hyper-parameters,
     their bounds and defaults; a field ``algorithm: Literal[NAME]`` tags it in the job spec's

@@ -35,8 +35,8 @@ import math
 import numpy as np
 from pydantic import BaseModel, Field, model_validator
 
-from faasrl.inputs import STRICT
 from faasrl.rl.frames import FRAME_ID, FRAMES_PER_TRANSITION, is_stacked_frames
+from faasrl.user_input import STRICT
 
 # A transition blob's keys, as actors write them and the buffer stores them.
 TRANSITION_KEYS = ("obs", "actions", "returns", "next_obs", "discounts", "priorities")

@@ -19,8 +19,8 @@ from faasrl.algorithms.actor_critic import (  # noqa: F401 (make_*: the module s
     make_model,
     make_optimizer,
 )
-from faasrl.inputs import STRICT
 from faasrl.rl.model_spec import ActorCriticModelSpec
+from faasrl.user_input import STRICT
 
 try:  # functions train with torch; the gateway (no torch) only validates Config
     import torch

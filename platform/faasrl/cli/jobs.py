@@ -24,8 +24,8 @@ from faasrl.cli.app import connect, console
 from faasrl.client import Client, env_code_dir
 from faasrl.code_archive import ArchiveError
 from faasrl.config import Settings
-from faasrl.inputs import load_yaml
 from faasrl.jobs.clock import replay_differences
+from faasrl.user_input import load_yaml
 
 jobs_app = typer.Typer(help="Training jobs: list (no command), show, cancel, resume, replay, "
                             "rm, export, serve.",

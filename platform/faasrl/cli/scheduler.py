@@ -39,7 +39,11 @@ def scheduler_train(
     platform, or on the simulated workload; saves it after every episode."""
     import torch
 
-    from faasrl.controllers.schedulers import SchedulerNotFound, load_scheduler, save_scheduler
+    from faasrl.controllers.saved_schedulers import (
+        SchedulerNotFound,
+        load_scheduler,
+        save_scheduler,
+    )
     from faasrl.embedded import EmbeddedPlatform
     from faasrl.scheduler_training.train import (
         SchedulerTrainer,
@@ -105,7 +109,7 @@ def scheduler_train(
 @scheduler_app.command("ls")
 def scheduler_ls() -> None:
     """Saved schedulers."""
-    from faasrl.controllers.schedulers import list_schedulers
+    from faasrl.controllers.saved_schedulers import list_schedulers
 
     table = Table("name", "I_max", "trained on", "episodes", "from", "training s")
     for m in list_schedulers(Settings().scheduler_folder):
@@ -118,7 +122,7 @@ def scheduler_ls() -> None:
 @scheduler_app.command("rm")
 def scheduler_rm(name: str) -> None:
     """Delete a saved scheduler."""
-    from faasrl.controllers.schedulers import SchedulerNotFound, delete_scheduler
+    from faasrl.controllers.saved_schedulers import SchedulerNotFound, delete_scheduler
 
     try:
         delete_scheduler(Settings().scheduler_folder, name)

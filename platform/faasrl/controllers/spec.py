@@ -18,9 +18,9 @@ from faasrl.controllers.fixed import Fixed
 from faasrl.controllers.kungfu import KungFu
 from faasrl.controllers.minions import Minions, MinionsAdapt
 from faasrl.controllers.nitro import Nitro
-from faasrl.controllers.schedulers import SCHEDULER_NAME, load_scheduler
-from faasrl.inputs import STRICT
+from faasrl.controllers.saved_schedulers import SCHEDULER_NAME, load_scheduler
 from faasrl.registry import Registry
+from faasrl.user_input import STRICT
 
 
 @runtime_checkable

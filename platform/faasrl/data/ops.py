@@ -31,7 +31,7 @@ Pipe = Any  # redis.client.Pipeline or redis.asyncio.client.Pipeline
 KEEP_VERSIONS = 4
 # An asynchronous job's parameter function publishes one per gradient while learners still
 # compute on older ones, and actors sample with those: it keeps more (IMPACT's target trail on
-# top, function_calls.parameter_args).
+# top, contract_args.parameter_args).
 ASYNC_KEEP_VERSIONS = 8
 
 

@@ -7,8 +7,8 @@ from typing import Annotated
 from fastapi import Path
 from pydantic import BaseModel, Field
 
-from faasrl.inputs import STRICT
 from faasrl.namespaces import NAMESPACE_NAME, Quota, Role
+from faasrl.user_input import STRICT
 
 KEY_ID = r"^[0-9a-f]{12}$"  # gateway/keys.py: a key's id, the 12 hex digits after ``frl_``
 NamespaceName = Annotated[str, Path(pattern=NAMESPACE_NAME, description="a namespace's name")]
@@ -16,7 +16,7 @@ KeyId = Annotated[str, Path(pattern=KEY_ID, description="an API key's id")]
 
 
 class QuotaIn(Quota):
-    """A quota as a request gives it: strict numbers, as every body's (``inputs.STRICT``)."""
+    """A quota as a request gives it: strict numbers, as every body's (``user_input.STRICT``)."""
 
     model_config = STRICT
 

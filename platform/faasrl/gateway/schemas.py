@@ -11,9 +11,9 @@ from pydantic import BaseModel, Field, ValidationError
 from faasrl.backends.base import ZygoteState
 from faasrl.data.keys import JOB_ID
 from faasrl.gateway.errors import FieldError
-from faasrl.inputs import STRICT, Integer
 from faasrl.manifest import FUNCTION_NAME, FunctionSpec
 from faasrl.namespaces import DEFAULT
+from faasrl.user_input import STRICT, Integer
 
 # Path parameters, each checked where the route declares it (so OpenAPI shows the pattern and a
 # bad one is a 422 naming it) with the pattern of what it names: one definition each.

@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, PositiveInt
 
-from faasrl.inputs import STRICT
+from faasrl.user_input import STRICT
 
 Clock = Literal["real", "virtual"]
 Role = Literal["actor", "learner", "parameter", "buffer"]

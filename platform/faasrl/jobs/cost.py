@@ -11,8 +11,8 @@ from collections.abc import Iterable
 
 from pydantic import BaseModel, Field
 
-from faasrl.inputs import STRICT
 from faasrl.invoker.records import InvocationRecord
+from faasrl.user_input import STRICT
 
 
 class Pricing(BaseModel):

@@ -17,7 +17,7 @@ from faasrl.algorithms.offpolicy import (
     transition_layout,
 )
 from faasrl.controllers.minions import OUTPUT_BIAS
-from faasrl.controllers.schedulers import SchedulerNotFound, load_scheduler
+from faasrl.controllers.saved_schedulers import SchedulerNotFound, load_scheduler
 from faasrl.data import acl
 from faasrl.data.health import OUTAGE_MAX_S, RedisHealth
 from faasrl.env_code import EnvDescription

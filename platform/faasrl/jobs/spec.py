@@ -29,13 +29,13 @@ from faasrl.algorithms import ALGORITHMS, AlgorithmConfig, AlgorithmName
 from faasrl.contracts import AggregationSpec, StellarisAggregation
 from faasrl.controllers.spec import ControllerSpec, FixedController
 from faasrl.env_code import EnvCode
-from faasrl.inputs import STRICT
 from faasrl.invoker.versions import ALIAS_MAX, ALIAS_NAME
 from faasrl.jobs.clock import EXECUTION_ROLES, Clock, VirtualSettings
 from faasrl.jobs.cost import Pricing
 from faasrl.manifest import FUNCTION_NAME
 from faasrl.rl.env_backends import EnvBackend, resolve
 from faasrl.rl.envs import check_env_id, env_family
+from faasrl.user_input import STRICT
 from faasrl.workflow import ExecutionName
 
 Loc = tuple[int | str, ...]  # where a value is in the spec, as pydantic's errors say

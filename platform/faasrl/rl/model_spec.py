@@ -16,7 +16,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field
 
-from faasrl.inputs import STRICT, Integer
+from faasrl.user_input import STRICT, Integer
 
 # Activation name -> its torch.nn class name (the torch side looks the class up by it).
 ACTIVATIONS: dict[str, str] = {"tanh": "Tanh", "relu": "ReLU", "elu": "ELU", "gelu": "GELU",

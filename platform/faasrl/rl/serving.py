@@ -33,10 +33,10 @@ from faasrl.algorithms.dqn import QLearner
 from faasrl.algorithms.sac import Config as SACConfig
 from faasrl.algorithms.sac import SoftActorCritic, squashed_gaussian
 from faasrl.data.codec import decode_tensors
-from faasrl.inputs import STRICT
 from faasrl.rl.frames import is_stacked_frames
 from faasrl.rl.policy import ActorCritic, PolicySpec
 from faasrl.runtime.invalid import InvalidArgs
+from faasrl.user_input import STRICT
 
 MAX_SESSIONS = 1024  # frame stacks a container keeps (least recently used ones go first)
 DQN_SAMPLE_EPSILON = 0.05  # DQN's ``sample``: ε-greedy with this ε unless the request says

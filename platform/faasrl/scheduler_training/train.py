@@ -29,7 +29,7 @@ from faasrl.controllers.minions import (
     scheduler_i_max,
     terminal_penalty,
 )
-from faasrl.controllers.schedulers import save_scheduler
+from faasrl.controllers.saved_schedulers import save_scheduler
 from faasrl.jobs.store import reached_target
 from faasrl.rl.policy import ActorCritic, PolicySpec
 from faasrl.scheduler_training.workload import SimulatedWorkload

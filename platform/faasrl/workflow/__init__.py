@@ -2,7 +2,7 @@
 
 The stages of an RL algorithm (data collection by actors, data consumption by learners and the
 parameter function) are coupled through a **buffer**: the job's data plane in Redis, as the
-workflow sees it (:mod:`~faasrl.workflow.buffer`). **Trigger primitives** bound to it
+workflow sees it (:mod:`~faasrl.workflow.trigger_buffer`). **Trigger primitives** bound to it
 (:mod:`~faasrl.workflow.triggers`: DataKey, ObjectKey, Time, Transfer) say when the next step
 may run; a **workflow** is a few rules (trigger -> action: invoke function X with typed args)
 run by the :mod:`~faasrl.workflow.engine`, plus the controller's hook at round boundaries. The

@@ -23,7 +23,7 @@ import time
 from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
 from typing import Any
 
-from faasrl.workflow.buffer import Buffer
+from faasrl.workflow.trigger_buffer import TriggerBuffer
 from faasrl.workflow.triggers import Rule, TimeTrigger
 from faasrl.workflow.virtual_clock import Outcome, VirtualExecutor
 
@@ -37,7 +37,7 @@ class WorkflowStalled(RuntimeError):
 
 
 class Engine:
-    def __init__(self, buffer: Buffer, rules: Sequence[Rule],
+    def __init__(self, buffer: TriggerBuffer, rules: Sequence[Rule],
                  executor: VirtualExecutor[int] | None = None,
                  lower_bounds: Mapping[str, float] | None = None):
         """``executor``: time the workflow on its virtual clock instead of real time;

@@ -43,8 +43,8 @@ from faasrl.invoker.tenant import Tenant
 from faasrl.jobs import videos
 from faasrl.jobs.admission import Admission
 from faasrl.jobs.checkpoint import read_checkpoint, write_checkpoint
+from faasrl.jobs.contract_args import evaluate_args, init_args, result
 from faasrl.jobs.cost import serverful_cost
-from faasrl.jobs.function_calls import evaluate_args, init_args, result
 from faasrl.jobs.parallel import parallel_cost_usd, parallel_round_s
 from faasrl.jobs.store import (
     TARGET_REACHED,

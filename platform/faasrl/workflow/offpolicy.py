@@ -47,15 +47,14 @@ from faasrl.algorithms.surface import OffPolicyAlgorithm
 from faasrl.contracts import ExploreResult, IngestResult, SampleResult, TrainResult
 from faasrl.data.ops import KEEP_VERSIONS, drop_stream
 from faasrl.invoker import InvocationRecord
-from faasrl.jobs.cost import actor_cost, learner_cost, parameter_cost
-from faasrl.jobs.function_calls import (
+from faasrl.jobs.contract_args import (
     explore_args,
     ingest_args,
     result,
     sample_args,
     train_args,
 )
-from faasrl.workflow.buffer import MEMORY, POLICY, SAMPLES, TRAJECTORIES, Buffer, Item
+from faasrl.jobs.cost import actor_cost, learner_cost, parameter_cost
 from faasrl.workflow.engine import Engine
 from faasrl.workflow.job import (
     LEARNER_DEVICE,
@@ -67,6 +66,14 @@ from faasrl.workflow.job import (
     describe,
     mean,
     unreachable,
+)
+from faasrl.workflow.trigger_buffer import (
+    MEMORY,
+    POLICY,
+    SAMPLES,
+    TRAJECTORIES,
+    Item,
+    TriggerBuffer,
 )
 from faasrl.workflow.triggers import DataKeyTrigger, Message, ObjectKeyTrigger, Rule
 from faasrl.workflow.virtual_job import Mark, job_clock, mark, round_columns
@@ -101,7 +108,7 @@ class OffPolicyWorkflow:
     def __init__(self, run: JobRun):
         self.run = run
         self.cfg = run.record.spec.hyperparameters
-        self.buffer = Buffer()
+        self.buffer = TriggerBuffer()
         self.virtual = run.record.spec.virtual  # None: real time
         self.engine = Engine(self.buffer, [
             Rule("explore", ObjectKeyTrigger(POLICY, new_only=False), self._explore,

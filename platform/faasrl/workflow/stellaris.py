@@ -66,9 +66,8 @@ from faasrl.contracts import FlushResult, GradientResult, RolloutResult, StepRes
 from faasrl.data.keys import learners_key
 from faasrl.data.ops import drop_batches, reset_round, unregister_learner
 from faasrl.invoker import InvocationRecord
+from faasrl.jobs.contract_args import gradient_args, parameter_args, result, rollout_args
 from faasrl.jobs.cost import actor_cost, learner_cost, parameter_cost
-from faasrl.jobs.function_calls import gradient_args, parameter_args, result, rollout_args
-from faasrl.workflow.buffer import GRADIENTS, POLICY, TRAJECTORIES, Buffer, Item
 from faasrl.workflow.engine import Engine
 from faasrl.workflow.job import (
     LEARNER_DEVICE,
@@ -81,6 +80,7 @@ from faasrl.workflow.job import (
     mean,
     unreachable,
 )
+from faasrl.workflow.trigger_buffer import GRADIENTS, POLICY, TRAJECTORIES, Item, TriggerBuffer
 from faasrl.workflow.triggers import DataKeyTrigger, Message, ObjectKeyTrigger, Rule
 from faasrl.workflow.virtual_job import Mark, job_clock, mark, round_columns
 
@@ -141,7 +141,7 @@ class StellarisWorkflow:
     def __init__(self, run: JobRun):
         self.run = run
         self.settings = run.record.spec.asynchronous
-        self.buffer = Buffer()
+        self.buffer = TriggerBuffer()
         self.virtual = run.record.spec.virtual  # None: real time
         self.engine = Engine(self.buffer, [
             Rule("rollout", ObjectKeyTrigger(POLICY, new_only=False), self._rollout,

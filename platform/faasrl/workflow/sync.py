@@ -36,9 +36,8 @@ from faasrl.controllers.nitro import convexity_ratio
 from faasrl.data.keys import optimizer_keys
 from faasrl.data.ops import roll_back
 from faasrl.invoker import InvocationRecord
+from faasrl.jobs.contract_args import result, rollout_args, update_args
 from faasrl.jobs.cost import actor_cost, learner_cost
-from faasrl.jobs.function_calls import result, rollout_args, update_args
-from faasrl.workflow.buffer import POLICY, TRAJECTORIES, Buffer, Item
 from faasrl.workflow.engine import Engine
 from faasrl.workflow.job import (
     LEARNER_DEVICE,
@@ -48,6 +47,7 @@ from faasrl.workflow.job import (
     actor_affinity,
     describe,
 )
+from faasrl.workflow.trigger_buffer import POLICY, TRAJECTORIES, Item, TriggerBuffer
 from faasrl.workflow.triggers import DataKeyTrigger, Message, ObjectKeyTrigger, Rule
 from faasrl.workflow.virtual_job import job_clock, mark, round_columns
 
@@ -75,7 +75,7 @@ class SyncWorkflow:
 
     def __init__(self, run: JobRun):
         self.run = run
-        self.buffer = Buffer()
+        self.buffer = TriggerBuffer()
         self.new_policy = ObjectKeyTrigger(POLICY)
         self.virtual = run.record.spec.virtual  # None: real time
         self.engine = Engine(self.buffer, [

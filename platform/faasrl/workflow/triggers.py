@@ -1,4 +1,5 @@
-"""ARTOS's trigger primitives, bound to a job's :class:`~faasrl.workflow.buffer.Buffer`.
+"""ARTOS's trigger primitives, bound to a job's
+:class:`~faasrl.workflow.trigger_buffer.TriggerBuffer`.
 
 ``check(buffer)`` runs after every buffer change and returns ``(satisfied, message)``; the rule
 holding the trigger then runs its action with the message (which batches, which version, which
@@ -18,13 +19,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from faasrl.workflow.buffer import TRAJECTORIES, Buffer, Item
+from faasrl.workflow.trigger_buffer import TRAJECTORIES, Item, TriggerBuffer
 
 Message = dict[str, Any]
 
 
 class Trigger(Protocol):
-    def check(self, buffer: Buffer) -> tuple[bool, Message]: ...
+    def check(self, buffer: TriggerBuffer) -> tuple[bool, Message]: ...
 
 
 def _count(n: int | Callable[[], int]) -> int:
@@ -42,7 +43,7 @@ class DataKeyTrigger:
     keys: Sequence[str] = ()
     stream: str = TRAJECTORIES
 
-    def check(self, buffer: Buffer) -> tuple[bool, Message]:
+    def check(self, buffer: TriggerBuffer) -> tuple[bool, Message]:
         n, wanted = _count(self.n), set(self.keys)
         chosen: dict[int, Item] = {}
         for item in buffer.pending(self.stream):
@@ -63,7 +64,7 @@ class ObjectKeyTrigger:
     new_only: bool = True
     _fired: int | None = field(default=None, init=False)
 
-    def check(self, buffer: Buffer) -> tuple[bool, Message]:
+    def check(self, buffer: TriggerBuffer) -> tuple[bool, Message]:
         version = buffer.objects.get(self.key)
         if version is None or (self.new_only and version == self._fired):
             return False, {}
@@ -86,7 +87,7 @@ class TimeTrigger:
     def __post_init__(self) -> None:
         self._last = self.clock()
 
-    def check(self, buffer: Buffer) -> tuple[bool, Message]:
+    def check(self, buffer: TriggerBuffer) -> tuple[bool, Message]:
         now = self.clock()
         if now - self._last < self.seconds:
             return False, {}
@@ -107,7 +108,7 @@ class TransferTrigger:
     keys: Sequence[str]
     _moved: dict[str, int] = field(default_factory=dict, init=False)
 
-    def check(self, buffer: Buffer) -> tuple[bool, Message]:
+    def check(self, buffer: TriggerBuffer) -> tuple[bool, Message]:
         for entry, staged in buffer.staged.items():
             done = self._moved.get(entry, 0)
             if done < len(self.keys) and self.keys[done] in staged:

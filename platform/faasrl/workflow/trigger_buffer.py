@@ -32,7 +32,7 @@ class Item:
 
 
 @dataclass
-class Buffer:
+class TriggerBuffer:
     streams: dict[str, list[Item]] = field(default_factory=dict)
     objects: dict[str, int] = field(default_factory=dict)
     staged: dict[str, list[str]] = field(default_factory=dict)  # entry -> keys on the worker
