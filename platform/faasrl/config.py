@@ -29,8 +29,8 @@ class Settings(BaseSettings):
         None, description="a file holding the password of the Redis at redis_url (the compose "
                           "cluster shares one between its Redis and the gateway)")
     redis_outage_max_s: float = Field(
-        OUTAGE_MAX_S, gt=0, description="how long a running job waits, paused, for an unreachable "
-                                 "Redis before it fails")
+        OUTAGE_MAX_S, gt=0, description="how long a running job waits, paused, for an "
+                                        "unreachable Redis before it fails")
     state_dir: Path = Field(Path.home() / ".faasrl", description="pids, logs, embedded Redis data, "
                            "the records' spool and archive, job checkpoints")
     functions_dir: Path = Field(_CHECKOUT_FUNCTIONS, description="where built-in functions live")
@@ -116,9 +116,9 @@ class Settings(BaseSettings):
                                          "keeps at most; None: bounded by bytes and age only")
     container_logs_minutes: float = Field(
         InvokerConfig.container_logs_s / 60, gt=0,
-        description="how long the gateway keeps, per container, what a function "
-                    "wrote outside any invocation (its imports, threads between "
-                                "runs); an invocation's own output is kept with its record")
+        description="how long the gateway keeps, per container, what a function wrote "
+                    "outside any invocation (its imports, threads between runs); an "
+                    "invocation's own output is kept with its record")
     record_archive: bool = Field(True, description="keep records that leave Redis in rotated "
                                  "SQLite files in the state dir (records/), readable by id")
     record_archive_mb: float = Field(2048, gt=0, description="the archive's files at most; "
