@@ -10,7 +10,7 @@ import docker
 import pytest
 from helpers import TEST_NETWORK
 
-from faasrl.invoker.resources import discover_gpus
+from faasrl.resources import discover_gpus
 
 pytestmark = pytest.mark.docker
 

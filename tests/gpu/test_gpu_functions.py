@@ -19,8 +19,8 @@ from helpers import REPO, TINY_JOBS, runs_as, succeeded, tiny_job, wait_for
 from helpers import gpu_probe as probe
 
 from faasrl.client import Client
-from faasrl.invoker.resources import discover_gpus
 from faasrl.manifest import load_manifest
+from faasrl.resources import discover_gpus
 from faasrl.workflow.job import LEARNER_DEVICE
 
 pytestmark = [pytest.mark.gpu,

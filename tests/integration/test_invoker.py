@@ -15,10 +15,11 @@ import pytest
 from helpers import TEST_FUNCTIONS, pid_alive
 
 from faasrl.backends.process import ProcessBackend
-from faasrl.invoker import ContainerInfo, Invoker, InvokerConfig, Pool, Resources, State
+from faasrl.invoker import ContainerInfo, Invoker, InvokerConfig, Pool, State
 from faasrl.invoker.errors import CapacityError, FunctionNotFound
 from faasrl.invoker.tenant import Tenant
 from faasrl.manifest import FunctionSpec
+from faasrl.resources import Resources
 
 NODE = Resources(cpu=2.0, memory_mb=1024, gpus=0)
 

@@ -26,11 +26,11 @@ from faasrl.backends import BACKENDS, SERVICES, Backend, BackendFactory, Service
 from faasrl.backends.service import ServiceBackend
 from faasrl.config import Settings
 from faasrl.controllers import CONTROLLERS, Controller, ControllerEntry
+from faasrl.jobs.executions import WORKFLOWS, WorkflowFactory
 from faasrl.jobs.spec import JobSpec, Placement
 from faasrl.manifest import FunctionSpec
 from faasrl.registry import Registry
 from faasrl.rl.envs import env_family
-from faasrl.workflow import WORKFLOWS, WorkflowFactory
 from faasrl.workflow.job import Workflow
 
 # Every family env_family names, by an id of each: a module's FAMILY_DEFAULTS covers them all.
@@ -310,7 +310,7 @@ def test_the_gateway_resolves_every_entry_without_torch():
         sys.modules["torch"] = None  # importing it now raises ModuleNotFoundError
         from faasrl.algorithms import ALGORITHMS
         from faasrl.controllers import CONTROLLERS
-        from faasrl.workflow import WORKFLOWS
+        from faasrl.jobs.executions import WORKFLOWS
         for registry in (ALGORITHMS, WORKFLOWS, CONTROLLERS):
             print(len(list(registry.values())))
     """

@@ -9,9 +9,9 @@ import pytest
 
 from faasrl.invoker.fairshare import HALF_LIFE_S, FairShare
 from faasrl.invoker.pool import Assign, Pool, Start, State, Stop
-from faasrl.invoker.resources import Resources
 from faasrl.invoker.tenant import Tenant
 from faasrl.manifest import FunctionSpec
+from faasrl.resources import Resources
 
 A, B = Tenant("job-a", "default"), Tenant("job-b", "default")
 

@@ -28,9 +28,9 @@ from faasrl.invoker.pool import (
     Stop,
     StopStem,
 )
-from faasrl.invoker.resources import Resources
 from faasrl.invoker.tenant import Tenant
 from faasrl.manifest import FunctionSpec
+from faasrl.resources import Resources
 
 
 def spec(name: str = "f", **kw) -> FunctionSpec:

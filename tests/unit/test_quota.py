@@ -11,10 +11,10 @@ from test_pool import of, only, pool, random_events, spec
 from faasrl.invoker.errors import QueueTimeout, QuotaExceeded
 from faasrl.invoker.pool import Assign, Reject, Start, State, Stop
 from faasrl.invoker.quota import Quotas, Usage
-from faasrl.invoker.resources import Resources
 from faasrl.invoker.tenant import Tenant
 from faasrl.manifest import FunctionSpec
 from faasrl.namespaces import Quota, namespace_of
+from faasrl.resources import Resources
 
 LAB_A, LAB_B = Tenant("job-a", "lab-a"), Tenant("job-b", "lab-b")
 

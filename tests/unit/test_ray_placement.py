@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from faasrl.invoker.resources import Resources
 from faasrl.manifest import FunctionSpec
+from faasrl.resources import Resources
 
 ray_backend = pytest.importorskip("faasrl.backends.ray",
                                   reason="the Ray backend needs the ray package")

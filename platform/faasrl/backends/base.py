@@ -15,7 +15,7 @@ from faasrl.manifest import FunctionSpec
 ZygoteState = Literal["off", "importing", "ready", "gone", "failed"]
 
 if TYPE_CHECKING:
-    from faasrl.invoker.resources import Resources
+    from faasrl.resources import Resources
 
 
 

@@ -58,8 +58,8 @@ from faasrl.backends.ray_local import LocalRayCluster, loopback_driver
 from faasrl.backends.ray_zygote import ZygoteActor, zygote_name
 from faasrl.env_layers.install import LayerError, LayerStore
 from faasrl.env_layers.target import TargetError, interpreter_target
-from faasrl.invoker.resources import Resources
 from faasrl.manifest import FunctionSpec, RayPlacement
+from faasrl.resources import Resources
 
 if TYPE_CHECKING:
     from faasrl.config import Settings

@@ -44,13 +44,15 @@ from faasrl.gateway.services import functions as function_service
 from faasrl.gateway.services import namespaces as namespace_service
 from faasrl.gateway.services import serving as serving_service
 from faasrl.gateway.services import versions as version_service
-from faasrl.invoker import Invoker, InvokerConfig, Pool, RecordStore, node_capacity
+from faasrl.invoker import Invoker, InvokerConfig, Pool, RecordStore
 from faasrl.invoker.metrics import InvokerMetrics, PoolCollector, RecordCollector
 from faasrl.invoker.record_archive import RecordArchive
 from faasrl.invoker.registry import CodeStore, FunctionRegistry
-from faasrl.jobs import JobManager, JobStore
+from faasrl.job_manager import JobManager
+from faasrl.jobs import JobStore
 from faasrl.jobs.env_probe import EnvProbe
 from faasrl.jobs.prometheus import JobCollector
+from faasrl.resources import node_capacity
 
 log = logging.getLogger(__name__)
 SHUTDOWN_STEP_S = 30.0  # the most one shutdown step may take

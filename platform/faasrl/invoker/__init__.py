@@ -4,7 +4,6 @@ from faasrl.invoker.errors import InvokerError
 from faasrl.invoker.invoker import ContainerInfo, Invoker, InvokerConfig
 from faasrl.invoker.pool import Pool, State
 from faasrl.invoker.records import InvocationRecord, RecordStore
-from faasrl.invoker.resources import Resources, node_capacity
 
 __all__ = ["ContainerInfo", "InvocationRecord", "Invoker", "InvokerConfig", "InvokerError",
-           "Pool", "RecordStore", "Resources", "State", "node_capacity"]
+           "Pool", "RecordStore", "State"]

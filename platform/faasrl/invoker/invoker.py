@@ -43,12 +43,12 @@ from faasrl.invoker.pool import (
 )
 from faasrl.invoker.quota import Usage
 from faasrl.invoker.records import InvocationRecord, RecordStore, micro
-from faasrl.invoker.resources import Resources
 from faasrl.invoker.runtime_client import RuntimeClient, RuntimeGone
 from faasrl.invoker.tenant import Tenant
 from faasrl.invoker.versions import is_version, versioned
 from faasrl.manifest import FunctionSpec, NotOnLambda
 from faasrl.namespaces import Quota
+from faasrl.resources import Resources
 from faasrl.runtime.logs import LOG_MAX
 
 log = logging.getLogger(__name__)

@@ -72,10 +72,10 @@ from faasrl.invoker.errors import (
 )
 from faasrl.invoker.fairshare import FairShare, Share
 from faasrl.invoker.quota import Quotas, Usage, function_cap, refused, reserved_containers
-from faasrl.invoker.resources import Resources
 from faasrl.invoker.tenant import Tenant
 from faasrl.manifest import FunctionSpec
 from faasrl.namespaces import Quota, local_name, namespace_of
+from faasrl.resources import Resources
 
 STEM_HEADROOM_MB = 128  # of its memory, beyond what a stem cell uses, a function must have
 NOTHING = Resources()

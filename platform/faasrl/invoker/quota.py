@@ -26,9 +26,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from faasrl.invoker.errors import QuotaExceeded
-from faasrl.invoker.resources import Resources
 from faasrl.manifest import FunctionSpec
 from faasrl.namespaces import Quota
+from faasrl.resources import Resources
 
 MICRO = 1_000_000  # cores are summed in millionths: integers add up exactly
 

@@ -1,7 +1,9 @@
-"""Training jobs: the spec, the round-by-round driver, cost accounting, metrics, checkpoints."""
+"""Training jobs' data: the spec, the records, cost accounting, metrics, checkpoints.
 
-from faasrl.jobs.manager import JobManager
+Below the workflows (:mod:`faasrl.workflow`, which run a job) and the manager above them
+(:mod:`faasrl.job_manager`): nothing here imports either."""
+
 from faasrl.jobs.spec import JobSpec
 from faasrl.jobs.store import JobRecord, JobStore
 
-__all__ = ["JobManager", "JobRecord", "JobSpec", "JobStore"]
+__all__ = ["JobRecord", "JobSpec", "JobStore"]

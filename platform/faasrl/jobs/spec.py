@@ -32,11 +32,11 @@ from faasrl.env_code import EnvCode
 from faasrl.invoker.versions import ALIAS_MAX, ALIAS_NAME
 from faasrl.jobs.clock import EXECUTION_ROLES, Clock, VirtualSettings
 from faasrl.jobs.cost import Pricing
+from faasrl.jobs.executions import ExecutionName
 from faasrl.manifest import FUNCTION_NAME
 from faasrl.rl.env_backends import EnvBackend, resolve
 from faasrl.rl.envs import check_env_id, env_family
 from faasrl.user_input import STRICT
-from faasrl.workflow import ExecutionName
 
 Loc = tuple[int | str, ...]  # where a value is in the spec, as pydantic's errors say
 # What a job's algorithm fills in: not missing when the algorithm is unknown (its error says it).
@@ -302,7 +302,7 @@ class JobSpec(BaseModel):
                                                  "tensorboard")
     compress_trajectories: bool | None = Field(None, description="lz4; default on for Atari")
     placement: Placement = Field(default_factory=Placement)
-    # The job's namespace's function of the name, else default's built-in (jobs/manager.py
+    # The job's namespace's function of the name, else default's built-in (job_manager.py
     # resolves them at submit; the record keeps the platform's name, the API shows it bare).
     actor_function: str = "actor"
     learner_function: str = "learner"

@@ -32,8 +32,8 @@ from faasrl.gateway.schemas import (
     ServeRequest,
 )
 from faasrl.gateway.services import ServicesDep, jobs, serving
+from faasrl.job_manager import JobConflict, JobNotFound
 from faasrl.jobs.errors import InvalidJobField
-from faasrl.jobs.manager import JobConflict, JobNotFound
 from faasrl.jobs.spec import JobSpec
 from faasrl.jobs.store import JobRecord
 from faasrl.jobs.videos import RecordingFailed, VideoFile

@@ -22,7 +22,7 @@ from faasrl.gateway.keys import KeyStore
 from faasrl.gateway.memory import MemoryWatch
 from faasrl.invoker import Invoker, RecordStore
 from faasrl.invoker.registry import Catalog, CodeStore, FunctionRegistry, VersionRegistry
-from faasrl.jobs.manager import JobManager
+from faasrl.job_manager import JobManager
 
 
 @dataclass

@@ -12,8 +12,8 @@ from faasrl.gateway.schemas import (
     StemCellsOut,
 )
 from faasrl.invoker import Invoker
-from faasrl.invoker.resources import Resources
 from faasrl.namespaces import local_name, owns
+from faasrl.resources import Resources
 
 
 def snapshot(invoker: Invoker, namespace: str) -> ClusterOut:

@@ -16,7 +16,7 @@ from faasrl.data.connection import UNREACHABLE
 from faasrl.data.keys import env_code_key, params_key
 from faasrl.gateway.services import Services
 from faasrl.gateway.services.sse import Pace, redis_error
-from faasrl.jobs.manager import JobNotFound
+from faasrl.job_manager import JobNotFound
 from faasrl.jobs.spec import FUNCTION_FIELDS
 from faasrl.jobs.store import ACTIVE, JobRecord
 from faasrl.jobs.videos import VideoFile, listed, record_version, video_path

@@ -19,7 +19,7 @@ from faasrl.gateway.services.invocations import visible
 from faasrl.gateway.services.sse import Pace, redis_error
 from faasrl.invoker.errors import FunctionNotFound
 from faasrl.invoker.records import INDEX_LEN
-from faasrl.jobs.manager import JobNotFound
+from faasrl.job_manager import JobNotFound
 from faasrl.namespaces import DEFAULT, Principal, local_name, namespace_of, qualify
 
 FOLLOW_PAGE = 50  # the newest records a followed stream reads per function and poll

@@ -27,12 +27,12 @@ from faasrl.jobs import videos
 from faasrl.jobs.admission import Admission
 from faasrl.jobs.env_probe import EnvProbe
 from faasrl.jobs.errors import InvalidJobField
+from faasrl.jobs.executions import WORKFLOWS
 from faasrl.jobs.spec import FUNCTION_FIELDS, JobSpec
 from faasrl.jobs.store import ACTIVE, JobRecord, JobStore
 from faasrl.manifest import NotOnLambda
 from faasrl.namespaces import DEFAULT, SEPARATOR, local_name, qualify
 from faasrl.rl.model_spec import NetworkError, trunk
-from faasrl.workflow import WORKFLOWS
 from faasrl.workflow.job import JobRun, Publish
 
 
