@@ -107,6 +107,17 @@ def settings() -> str:
             + "\n".join(rows))
 
 
+def metrics_columns() -> str:
+    from faasrl.round_row import COLUMNS, Group
+    parts = []
+    for group in Group:
+        rows = [f"| `{c.name}` | `{c.namespaced}` | {c.unit} | {_cell(c.description)} |"
+                for c in COLUMNS.values() if c.group is group]
+        parts.append(f"## {group}\n\n| column | with `?columns=v2` | unit | meaning |\n"
+                     "| --- | --- | --- | --- |\n" + "\n".join(rows))
+    return "\n\n".join(parts)
+
+
 @cache
 def openapi_document() -> dict:
     from faasrl.config import Settings
@@ -169,6 +180,7 @@ def cli() -> str:
 
 GENERATORS: dict[str, Callable[[], str]] = {
     "job-spec": job_spec, "manifest": manifest, "settings": settings,
+    "metrics-columns": metrics_columns,
     "rest-api": rest_api, "cli": cli,
 }
 

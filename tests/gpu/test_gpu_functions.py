@@ -21,7 +21,7 @@ from helpers import gpu_probe as probe
 from faasrl.client import Client
 from faasrl.manifest import load_manifest
 from faasrl.resources import discover_gpus
-from faasrl.workflow.job import LEARNER_DEVICE
+from faasrl.round_row import LEARNER_DEVICE
 
 pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(not discover_gpus(), reason="no GPU found by NVML here")]

@@ -58,6 +58,20 @@ def test_short_job_rows_cost_model_and_events(client: Client, platform):
 
     csv = httpx.get(f"{platform.url}/v1/jobs/{job['id']}/metrics?format=csv").text
     assert csv.splitlines()[0].startswith("round,actors") and len(csv.splitlines()) == 4
+    # Every column the rows have is named (GET /v1/jobs/columns) but PPO's own figures, and
+    # ?columns=v2 gives the same values under group/name.
+    named = {c["name"]: c for c in httpx.get(f"{platform.url}/v1/jobs/columns").json()}
+    assert set(rows[0]) - set(named) == {"pg_loss", "v_loss", "entropy", "approx_kl",
+                                         "clipfrac", "explained_variance", "lr", "epochs",
+                                         "kl_coef"}
+    v2 = httpx.get(f"{platform.url}/v1/jobs/{job['id']}/metrics?columns=v2").json()
+    assert v2[-1]["cost/cost_total"] == rows[-1]["cost_total"]
+    assert v2[-1]["algo/loss"] == rows[-1]["loss"] and v2[-1]["algo/pg_loss"] == rows[-1]["pg_loss"]
+    assert v2[-1]["workflow/learner_s"] == rows[-1]["learner_s"] and v2[-1]["round"] == 2
+    header = httpx.get(f"{platform.url}/v1/jobs/{job['id']}/metrics?format=csv&columns=v2"
+                       ).text.splitlines()[0].split(",")
+    assert header[:2] == ["round", "actors"] and "controller/controller" in header
+    assert len(header) == len(rows[0])
 
     weights = safetensors.numpy.load(client.model(job["id"]))
     assert weights and all(v.dtype.kind == "f" for v in weights.values())

@@ -6,7 +6,7 @@ import pytest
 from helpers import TINY_JOBS, succeeded, tiny_job
 
 from faasrl.client import Client
-from faasrl.workflow.job import LEARNER_DEVICE
+from faasrl.round_row import LEARNER_DEVICE
 
 PLATFORM = {"register_builtins": True}  # conftest's platform: with the built-in functions
 

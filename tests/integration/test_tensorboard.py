@@ -14,8 +14,9 @@ from helpers import finished
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from faasrl.client import Client
-from faasrl.jobs.scalars import STEP_COLUMN, row_scalars
+from faasrl.jobs.scalars import row_scalars
 from faasrl.jobs.tensorboard import FOLDER
+from faasrl.round_row import TOTAL_ENV_STEPS as STEP_COLUMN
 
 SHORT = {"env_id": "CartPole-v1", "envs_per_actor": 2, "steps_per_actor": 32,
          "controller": {"name": "fixed", "actors": 2}, "evaluation_episodes": 0,

@@ -67,6 +67,8 @@ def test_dashboard_follows_a_job_and_shows_functions_and_invocations(
                     lambda: "(fair: " in (text := css(browser, "#job-sharing").text) and text)
     assert "priority\n1" in sharing and "waited for capacity\nactors " in sharing, sharing
     assert "learner " in sharing and "actor-seconds\n0\n" not in sharing, sharing
+    # Every series names a column the gateway serves (GET /v1/jobs/columns).
+    assert [css(browser, f"#{c}").get_attribute("data-unknown") for c in CHARTS] == [""] * 5
     series = css(browser, "#chart-cost").get_attribute("data-series").split("|")
     assert {"serverless", "serverful", "serverless, modeled parallel"} <= set(series)
     assert {"actors", "controller: score"} <= set(

@@ -54,6 +54,11 @@ def test_a_package_imports_nothing_above_it(name: str) -> None:
     assert not {f: w for f, w in wrong.items() if w}
 
 
+def test_the_metrics_columns_import_nothing_of_faasrl() -> None:
+    """Algorithms, controllers, workflows and the gateway all name columns from it."""
+    assert runtime_imports(ROOT / "round_row.py") == set()
+
+
 def test_the_check_sees_an_upward_import() -> None:
     """The rule reads what it should: the manager imports the workflows, which import jobs."""
     assert "workflow" in runtime_imports(ROOT / "job_manager.py")

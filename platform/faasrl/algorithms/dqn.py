@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field
 
+from faasrl import round_row as rr
 from faasrl.algorithms.offpolicy import ReplayConfig
 from faasrl.rl.model_spec import ModelSpec
 
@@ -198,6 +199,6 @@ def train(model: QLearner, optimizer: torch.optim.Optimizer,
         losses.append(loss.detach())
         targets_mean.append(targets.mean())
         new.append(errors)
-    stats = {"loss": torch.stack(losses).double().mean().item(),
+    stats = {rr.LOSS: torch.stack(losses).double().mean().item(),
              "target_mean": torch.stack(targets_mean).double().mean().item()}
     return stats, {"learner_steps": steps}, torch.cat(new)

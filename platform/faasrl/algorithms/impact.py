@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 from pydantic import BaseModel, Field
 
+from faasrl import round_row as rr
 from faasrl.algorithms.actor_critic import (  # noqa: F401 (make_*: the module surface)
     FAMILY_MODELS,
     make_model,
@@ -218,7 +219,7 @@ def batch_gradient(
     grads = {name: p.grad.detach().clone() for name, p in model.named_parameters()
              if p.grad is not None}
     return grads, {
-        "loss": loss.item(), "pg_loss": pg_loss.item(), "v_loss": v_loss.item(),
+        rr.LOSS: loss.item(), "pg_loss": pg_loss.item(), "v_loss": v_loss.item(),
         "entropy": ent.item(), "kl": kl.item(),
         "clipfrac": ((ratio.detach() - 1.0).abs() > cfg.clip_coef).float().mean().item(),
         "rho_mean": targets.clipped_rhos.mean().item(), "grad_norm": float(grad_norm),

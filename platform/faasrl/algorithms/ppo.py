@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 from pydantic import BaseModel, Field
 
+from faasrl import round_row as rr
 from faasrl.algorithms.actor_critic import (  # noqa: F401 (make_*: the module surface)
     FAMILY_MODELS,
     make_model,
@@ -254,7 +255,8 @@ def update(
     kl_coef = float((state or initial_state(cfg))["kl_coef"])
     epochs = 0
     for _ in range(cfg.update_epochs):
-        sums = dict.fromkeys(("loss", "pg_loss", "v_loss", "entropy", "approx_kl", "clipfrac"), 0.0)
+        sums = dict.fromkeys((rr.LOSS, "pg_loss", "v_loss", "entropy", "approx_kl", "clipfrac"),
+                             0.0)
         minibatches = torch.randperm(size, generator=generator).tensor_split(cfg.num_minibatches)
         for idx in minibatches:
             idx = idx.to(batch["obs"].device)
@@ -265,7 +267,7 @@ def update(
             total.backward()
             nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
             optimizer.step()
-            for key, value in (("loss", total), *terms.items()):
+            for key, value in ((rr.LOSS, total), *terms.items()):
                 sums[key] += value.item() / len(minibatches)
         epochs += 1
         if cfg.target_kl is not None and sums["approx_kl"] > cfg.target_kl:
@@ -322,7 +324,7 @@ def truncated_gradient(
              if p.grad is not None}
     own = logratio.detach().exp()
     return grads, {
-        "loss": total.item(), "pg_loss": pg_loss.item(), "v_loss": v_loss.item(),
+        rr.LOSS: total.item(), "pg_loss": pg_loss.item(), "v_loss": v_loss.item(),
         "entropy": ent.item(), "approx_kl": approx_kl.item(),
         "clipfrac": ((ratio.detach() - 1.0).abs() > cfg.clip_coef).float().mean().item(),
         "truncated": (ratio.detach() < own).float().mean().item(),

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field
 
+from faasrl import round_row as rr
 from faasrl.algorithms.offpolicy import ReplayConfig
 from faasrl.rl.model_spec import MLPModelSpec
 
@@ -265,7 +266,7 @@ def train(model: SoftActorCritic, optimizer: Optimizers, batches: list[dict[str,
     just updated, α toward the target entropy, then the target critics by Polyak averaging.
     Stats are means over the steps; the new priorities are the critics' |y - Q1| before their
     step, as :func:`priorities` computes them."""
-    stats: dict[str, list[torch.Tensor]] = {k: [] for k in ("q_loss", "actor_loss", "alpha",
+    stats: dict[str, list[torch.Tensor]] = {k: [] for k in ("q_loss", "actor_loss", rr.ALPHA,
                                                             "entropy", "q_mean")}
     errors = []
     for batch in batches:
@@ -295,7 +296,7 @@ def train(model: SoftActorCritic, optimizer: Optimizers, batches: list[dict[str,
         soft_update(model.q1_target, model.q1, cfg.tau)
         soft_update(model.q2_target, model.q2, cfg.tau)
         model.updates += 1
-        for key, value in (("q_loss", q_loss), ("actor_loss", actor_loss), ("alpha", alpha),
+        for key, value in (("q_loss", q_loss), ("actor_loss", actor_loss), (rr.ALPHA, alpha),
                            ("entropy", -log_probs.mean()), ("q_mean", q1.mean())):
             stats[key].append(value.detach())
         errors.append((targets - q1).detach().abs())

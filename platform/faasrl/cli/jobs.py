@@ -20,6 +20,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from faasrl import round_row as rr
 from faasrl.cli.app import connect, console
 from faasrl.client import Client, env_code_dir
 from faasrl.code_archive import ArchiveError
@@ -59,10 +60,10 @@ def _num(value: float | None, fmt: str = ".1f") -> str:
 # A job's bounds (its spec's ``stop``): the metrics row's count toward each, its number format
 # and unit.
 BOUNDS: tuple[tuple[str, Callable[[dict[str, Any]], float], str, str], ...] = (
-    ("max_rounds", lambda row: row["round"] + 1, "{:,.0f}", " rounds"),
-    ("max_env_steps", lambda row: row["total_env_steps"], "{:,.0f}", " env steps"),
-    ("budget_usd", lambda row: row["cost_total"], "${:.4f}", ""),
-    ("max_wall_s", lambda row: row["wall_s"], "{:,.0f}", " s"),
+    ("max_rounds", lambda row: row[rr.ROUND] + 1, "{:,.0f}", " rounds"),
+    ("max_env_steps", lambda row: row[rr.TOTAL_ENV_STEPS], "{:,.0f}", " env steps"),
+    ("budget_usd", lambda row: row[rr.COST_TOTAL], "${:.4f}", ""),
+    ("max_wall_s", lambda row: row[rr.WALL_S], "{:,.0f}", " s"),
 )
 
 
@@ -74,7 +75,7 @@ def nearest_bound(stop: dict[str, Any], row: dict[str, Any]) -> tuple[float | No
                 f"{fmt.format(count(row))}/{fmt.format(stop[key])}{unit}")
                for key, count, fmt, unit in BOUNDS if stop.get(key) is not None]
     if not reached:
-        return None, f"{row['round'] + 1:,} rounds"
+        return None, f"{row[rr.ROUND] + 1:,} rounds"
     return max(reached, key=lambda r: r[0])
 
 
@@ -214,7 +215,7 @@ def jobs_ls(ctx: typer.Context) -> None:
         ev = j.get("evaluation")
         last = j.get("last_row") or {}
         table.add_row(j["id"], j["spec"]["env_id"], j["status"], str(j["round"]),
-                      f"{j['env_steps']:,}", _num(last.get("recent_mean_return")),
+                      f"{j['env_steps']:,}", _num(last.get(rr.RECENT_MEAN_RETURN)),
                       _num(ev["mean"] if ev else None), f"{j['cost_usd']:.4f}")
     console.print(table)
 

@@ -3,7 +3,8 @@
 A controller decides from the job's metrics rows so far (``RoundContext.history``), so the ones
 here keep no state of their own and a resumed job continues exactly where it was. It may ask the
 learner for extra measurements (the Hessian ratio, the gradient noise scale), which come back in
-the rows.
+the rows. Each one names the columns it reads (``READS``, from :mod:`faasrl.round_row`); before
+a forecast the last row is the round's so far: what its actors told (``workflow/sync.py``).
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any
+
+from faasrl import round_row as rr
 
 
 @dataclass
@@ -26,7 +29,12 @@ class RoundContext:
     seed: int = 0
 
 
+# What affordable_actors reads: the last round's actors and costs.
+BUDGET_READS = (rr.ACTORS, rr.COST_ACTORS, rr.COST_LEARNER)
+
+
 class Controller(ABC):
+    READS: tuple[str, ...] = ()  # the metrics columns it decides on
     @abstractmethod
     def actors(self, ctx: RoundContext) -> int:
         """I_k: the number of actor functions to invoke in this round; 0 ends the job (the
@@ -77,9 +85,10 @@ def affordable_actors(ctx: RoundContext, wanted: int) -> int:
     if ctx.budget_left_usd is None or not ctx.history:
         return wanted
     last = ctx.history[-1]
-    n0 = max(1, int(last["actors"]))
+    n0 = max(1, int(last[rr.ACTORS]))
     # a forecast's last row has no learner yet: take the learner cost of the one before
-    per_actor, learner = last["cost_actors"] / n0, last_valid(ctx.history, "cost_learner") or 0.0
+    per_actor = last[rr.COST_ACTORS] / n0
+    learner = last_valid(ctx.history, rr.COST_LEARNER) or 0.0
     n = wanted
     while n > 0 and n * per_actor + learner * max(1.0, n / n0) > ctx.budget_left_usd:
         n -= 1

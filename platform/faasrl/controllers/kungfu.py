@@ -15,10 +15,13 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from faasrl import round_row as rr
 from faasrl.controllers.base import Controller, RoundContext
 
 
 class KungFu(Controller):
+    READS = (rr.GNS,)
+
     def __init__(self, *, min_actors: int = 1, max_actors: int = 64, gns_parts: int = 4):
         self.start, self.max_actors, self.parts = min_actors, max_actors, gns_parts
         self._last: dict[str, Any] = {}
@@ -26,7 +29,7 @@ class KungFu(Controller):
     def actors(self, ctx: RoundContext) -> int:
         n, first, latest = self.start, None, None
         for row in ctx.history:  # replay: the count only depends on the measurements so far
-            g = row.get("gns")
+            g = row.get(rr.GNS)
             if g is None or not math.isfinite(g) or g <= 0:
                 continue
             first = g if first is None else first

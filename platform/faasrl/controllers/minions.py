@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from faasrl import round_row as rr
 from faasrl.controllers.base import Controller, RoundContext, last_valid
 
 FEATURES = ("round", "loss", "mean_return", "policy_kl", "learner_s", "actor_s_mean", "round_s",
@@ -41,24 +42,28 @@ def scheduler_i_max(weights: Mapping[str, Any]) -> int:
     return int(weights[OUTPUT_BIAS].shape[0])
 
 
+# The columns s_k is made of (besides the round and the budget).
+STATE_READS = (rr.LOSS, rr.MEAN_RETURN, rr.POLICY_KL, rr.LEARNER_S, rr.ACTOR_S_MEAN, rr.ROUND_S)
+
+
 def scheduler_state(ctx: RoundContext) -> list[float]:
     """s_k from the job's rows so far (all zero but k and b_k before the first round)."""
     last = ctx.history[-1] if ctx.history else {}
-    ret = last_valid(ctx.history, "mean_return") or 0.0
+    ret = last_valid(ctx.history, rr.MEAN_RETURN) or 0.0
     if ctx.target_reward:
         ret /= abs(ctx.target_reward)
     budget = 1.0
     if ctx.budget_usd and ctx.budget_left_usd is not None:
         budget = ctx.budget_left_usd / ctx.budget_usd
-    return [float(ctx.round), float(last.get("loss") or 0.0), float(ret),
-            float(last.get("policy_kl") or 0.0), float(last.get("learner_s") or 0.0),
-            float(last.get("actor_s_mean") or 0.0), float(last.get("round_s") or 0.0),
+    return [float(ctx.round), float(last.get(rr.LOSS) or 0.0), float(ret),
+            float(last.get(rr.POLICY_KL) or 0.0), float(last.get(rr.LEARNER_S) or 0.0),
+            float(last.get(rr.ACTOR_S_MEAN) or 0.0), float(last.get(rr.ROUND_S) or 0.0),
             float(budget)]
 
 
 def round_reward(row: dict[str, Any], beta: float, eta: float = 0.0) -> float:
     """r_k = -β·P_k - η·C_k (η = 0: the paper's time-only reward)."""
-    return -beta * float(row["round_s"]) - eta * float(row["cost_round"])
+    return -beta * float(row[rr.ROUND_S]) - eta * float(row[rr.COST_ROUND])
 
 
 def terminal_penalty(max_mean_return: float | None, target: float | None, reached: bool,
@@ -89,6 +94,8 @@ class SchedulerPolicy:
 class Minions(Controller):
     """The learned scheduler: the most likely I_k, or a sample from the policy (training)."""
 
+    READS = STATE_READS
+
     def __init__(self, weights: dict[str, np.ndarray], *, sample: bool = False):
         self.policy = SchedulerPolicy(weights)
         self.sample = sample
@@ -118,6 +125,8 @@ class MinionsAdapt(Controller):
     """I_k = clip(round(Ĵ_k / J · I_max), 1, I_max), Ĵ_k the mean of the last n valid round
     mean returns (0 before any); round half up. Needs J > 0."""
 
+    READS = (rr.MEAN_RETURN,)
+
     def __init__(self, *, max_actors: int = 32, window: int = 5):
         self.max_actors, self.window = max_actors, window
 
@@ -125,7 +134,7 @@ class MinionsAdapt(Controller):
         target = ctx.target_reward
         if target is None or target <= 0:
             raise ValueError("minions-adapt needs a positive stop.target_reward")
-        recent = [float(r["mean_return"]) for r in ctx.history
-                  if r.get("mean_return") is not None][-self.window:]
+        recent = [float(r[rr.MEAN_RETURN]) for r in ctx.history
+                  if r.get(rr.MEAN_RETURN) is not None][-self.window:]
         estimate = sum(recent) / len(recent) if recent else 0.0
         return max(1, min(self.max_actors, math.floor(estimate / target * self.max_actors + 0.5)))

@@ -24,7 +24,8 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from faasrl.controllers.base import Controller, RoundContext, affordable_actors
+from faasrl import round_row as rr
+from faasrl.controllers.base import BUDGET_READS, Controller, RoundContext, affordable_actors
 
 
 def convexity_ratio(lambda_min: float | None, lambda_max: float | None) -> float | None:
@@ -54,6 +55,8 @@ def scaled_actors(score: float, min_actors: int, max_actors: int) -> int:
 
 
 class Nitro(Controller):
+    READS = (rr.HESSIAN_RATIO, *BUDGET_READS)
+
     def __init__(self, *, min_actors: int = 8, max_actors: int = 64, window: int = 6,
                  decay: float = 0.96, hessian_samples: int = 1024, hessian_iterations: int = 20,
                  budget_cap: bool = True):
@@ -63,9 +66,9 @@ class Nitro(Controller):
         self._last: dict[str, Any] = {}
 
     def actors(self, ctx: RoundContext) -> int:
-        ratios = [r for row in ctx.history if (r := row.get("hessian_ratio")) is not None]
+        ratios = [r for row in ctx.history if (r := row.get(rr.HESSIAN_RATIO)) is not None]
         k = len(ctx.history)  # updates so far: round r's actors use the policy of update r
-        has_signal = bool(ctx.history) and ctx.history[-1].get("hessian_ratio") is not None
+        has_signal = bool(ctx.history) and ctx.history[-1].get(rr.HESSIAN_RATIO) is not None
         window = ratios[-self.window:]
         if not ctx.history:
             score = 1.0  # no update yet: an empty window

@@ -284,6 +284,14 @@ class ServeRequest(BaseModel):
                              description="the function's name; null: '<job id>-policy'")
 
 
+class MetricColumnOut(BaseModel):
+    name: str = Field(description="the column's name in the rows (JSON keys, the CSV header)")
+    namespaced: str = Field(description="its name with ?columns=v2: group/name")
+    group: str = Field(description="common, workflow, algo, controller or cost")
+    description: str
+    unit: str = Field(description="s, USD, B, steps; empty: a count or a ratio")
+
+
 class ServeOut(BaseModel):
     function: str = Field(description="invoke it by this name")
     job: str

@@ -14,6 +14,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from faasrl.jobs.store import JobRecord
+from faasrl.round_row import COLUMNS, RECENT_MEAN_RETURN
 
 # name, help, the record's value (None: not measured yet, left out)
 GAUGES: tuple[tuple[str, str, Callable[[JobRecord], float | None]], ...] = (
@@ -21,7 +22,7 @@ GAUGES: tuple[tuple[str, str, Callable[[JobRecord], float | None]], ...] = (
     ("faasrl_job_env_steps", "Env steps the job's actors took", lambda r: r.env_steps),
     ("faasrl_job_env_restarts", "Actor slots whose envs started afresh mid-job (episodes "
      "cut short: a container died or was reclaimed)", lambda r: r.env_restarts),
-    ("faasrl_job_return", "Mean of the job's latest episode returns (its target_window)",
+    ("faasrl_job_return", COLUMNS[RECENT_MEAN_RETURN].description.capitalize(),
      lambda r: r.recent_mean_return),
     ("faasrl_job_cost_usd", "Serverless cost of the job so far (actors and learner)",
      lambda r: r.cost_usd),

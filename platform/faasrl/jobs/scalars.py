@@ -1,18 +1,18 @@
 """A metrics row as named scalars: what TensorBoard's event files hold of a round (Prometheus'
 job gauges are a fixed few fields of the job's record, ``jobs/prometheus.py``).
 
-A row's columns are whatever :meth:`faasrl.workflow.job.JobRun.close_round` and the job's
-workflow put in it; this module reads them from the row itself, so a column added there reaches
-TensorBoard with no list to keep in step. Numbers become scalars under their column's name;
-a column holding a mapping (the controller's decision) becomes one scalar per numeric entry,
-``column/entry``; text, lists and missing values (``None``) are left out.
+A row's columns are named in :mod:`faasrl.round_row`; this module reads them from the row
+itself, so a column added there reaches TensorBoard with no list to keep in step. Numbers
+become scalars under their column's name; a column holding a mapping (the controller's
+decision) becomes one scalar per numeric entry, ``column/entry``; text, lists and missing
+values (``None``) are left out.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-STEP_COLUMN = "total_env_steps"  # a row's x axis: env steps of the whole job so far
+from faasrl import round_row as rr
 
 
 def _number(value: Any) -> bool:
@@ -32,4 +32,4 @@ def row_scalars(row: dict[str, Any]) -> dict[str, float]:
 
 def row_step(row: dict[str, Any]) -> int:
     """The row's step: the job's env steps when its round ended."""
-    return int(row[STEP_COLUMN])
+    return int(row[rr.TOTAL_ENV_STEPS])

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from faasrl import round_row as rr
 from faasrl.algorithms.ppo import Config as PPOConfig
 from faasrl.algorithms.ppo import compute_gae
 from faasrl.algorithms.ppo import update as ppo_update
@@ -77,7 +78,7 @@ def from_numpy(weights: dict[str, np.ndarray]) -> ActorCritic:
 def episode_rewards(ep: Episode, cfg: TrainingConfig) -> list[float]:
     """r_k per round, the terminal term added to the last."""
     rewards = [round_reward(row, cfg.beta, cfg.eta) for row in ep.rows]
-    returns = [r["mean_return"] for r in ep.rows if r.get("mean_return") is not None]
+    returns = [r[rr.MEAN_RETURN] for r in ep.rows if r.get(rr.MEAN_RETURN) is not None]
     if rewards:
         rewards[-1] += terminal_penalty(max(returns, default=None), ep.target, ep.reached,
                                         ep.budget_left)
@@ -123,9 +124,9 @@ class SchedulerTrainer:
     def update(self, episodes: list[Episode]) -> dict[str, float]:
         """One PPO update on whole episodes (GAE per episode, no bootstrap at its end)."""
         cfg, model = self.cfg.ppo, self.model
-        states = [np.asarray([r["controller"]["state"] for r in ep.rows], np.float32)
+        states = [np.asarray([r[rr.CONTROLLER]["state"] for r in ep.rows], np.float32)
                   for ep in episodes]
-        actions = [np.asarray([r["controller"]["action"] - 1 for r in ep.rows], np.int64)
+        actions = [np.asarray([r[rr.CONTROLLER]["action"] - 1 for r in ep.rows], np.int64)
                    for ep in episodes]
         obs = torch.as_tensor(np.concatenate(states))
         act = torch.as_tensor(np.concatenate(actions))
@@ -176,7 +177,7 @@ def evaluate_on_workload(weights: dict[str, np.ndarray], workload: SimulatedWork
         left = None if workload.budget_usd is None else workload.budget_usd - rows[-1]["cost_total"]
         ep = Episode(rows, reached, workload.target, left)
         out["return"] += sum(episode_rewards(ep, cfg)) / len(seeds)
-        out["time_s"] += sum(r["round_s"] for r in rows) / len(seeds)
+        out["time_s"] += sum(r[rr.ROUND_S] for r in rows) / len(seeds)
         out["rounds"] += len(rows) / len(seeds)
         out["reached"] += reached / len(seeds)
     return out

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from faasrl import round_row as rr
 from faasrl.controllers.base import Controller, RoundContext
 
 
@@ -56,12 +57,12 @@ class SimulatedWorkload:
             cost_learner = learner * self.learner_usd_s
             cost += cost_actors + cost_learner
             rows.append({
-                "round": k, "actors": n, "mean_return": progress,
-                "loss": (ceiling - progress) / self.target, "policy_kl": 0.05 * step,
-                "learner_s": learner, "actor_s_mean": float(actor_times.mean()),
-                "round_s": float(actor_times.max()) + learner, "cost_actors": cost_actors,
-                "cost_learner": cost_learner, "cost_round": cost_actors + cost_learner,
-                "cost_total": cost, "controller": controller.explain()})
+                rr.ROUND: k, rr.ACTORS: n, rr.MEAN_RETURN: progress,
+                rr.LOSS: (ceiling - progress) / self.target, rr.POLICY_KL: 0.05 * step,
+                rr.LEARNER_S: learner, rr.ACTOR_S_MEAN: float(actor_times.mean()),
+                rr.ROUND_S: float(actor_times.max()) + learner, rr.COST_ACTORS: cost_actors,
+                rr.COST_LEARNER: cost_learner, rr.COST_ROUND: cost_actors + cost_learner,
+                rr.COST_TOTAL: cost, rr.CONTROLLER: controller.explain()})
             if progress >= self.target:
                 return rows, True
             if self.budget_usd is not None and cost >= self.budget_usd:

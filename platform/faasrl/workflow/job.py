@@ -57,6 +57,7 @@ from faasrl.jobs.store import (
 )
 from faasrl.jobs.videos import VideoStatus
 from faasrl.rl.seeds import Purpose, evaluation_seeds
+from faasrl.round_row import RoundRow
 
 if TYPE_CHECKING:
     from faasrl.jobs.tensorboard import EventLog
@@ -66,9 +67,6 @@ log = logging.getLogger(__name__)
 # The gateway's serve-rule publisher: the latest version of a job to its alias, and where.
 Publish = Callable[[JobRecord], Awaitable[Serving]]
 CONFIRM_GAP = 5  # rounds between evaluations that try to confirm a reached target
-# A row's column: where the round's (last) learner update ran, as the learner reports it
-# (``str(torch.device)``: "cpu", "cuda" or "cuda:0"); None where no learner ran.
-LEARNER_DEVICE = "learner_device"
 REDIS_ATTEMPTS = 5  # invocations of a function that keeps finding Redis unreachable
 # what a resume from a disk checkpoint brings back
 RESTORED_FIELDS = ("round", "version", "env_steps", "env_restarts", "wall_s", "cost_usd",
@@ -467,29 +465,29 @@ class JobRun:
         rec.serverful_cost_usd = serverful_cost(rec.wall_s, spec.pricing)
         rec.controller_state = self.controller.state_dict()
         _, _, decision, decision_s = self._planned or (outcome.round, outcome.actors, {}, 0.0)
-        row = {
-            "round": outcome.round, "actors": outcome.actors, "version": rec.version,
-            "env_steps": steps, "total_env_steps": rec.env_steps, "episodes": len(returns),
-            "mean_return": mean(returns), "max_return": max(returns) if returns else None,
-            "recent_mean_return": rec.recent_mean_return,
-            "round_s": round_s, "parallel_round_s": parallel_s,
-            "actor_s_max": max(run_times, default=0.0), "actor_s_mean": mean(run_times),
-            "cold_starts": sum(r.cold for r in outcome.invocations),
-            "env_restarts": restarts,
+        row = RoundRow(
+            round=outcome.round, actors=outcome.actors, version=rec.version,
+            env_steps=steps, total_env_steps=rec.env_steps, episodes=len(returns),
+            mean_return=mean(returns), max_return=max(returns) if returns else None,
+            recent_mean_return=rec.recent_mean_return,
+            round_s=round_s, parallel_round_s=parallel_s,
+            actor_s_max=max(run_times, default=0.0), actor_s_mean=mean(run_times),
+            cold_starts=sum(r.cold for r in outcome.invocations),
+            env_restarts=restarts,
             # What the actors said stepped their envs (one job, one backend; None: none said).
-            "env_backend": next((s["env_backend"] for s in summaries
-                                 if s.get("env_backend")), None),
-            "queue_s_max": max((r.queue_s for r in outcome.invocations), default=0.0),
-            "queue_s": self._capacity_waits(outcome.invocations),
-            "actor_s": sum(r.run_s for r in outcome.invocations
-                           if r.function == spec.actor_function),
-            "share": asdict(self.invoker.share(self.tenant)),
-            "paused_s": self.paused_s, "controller": decision, "controller_s": decision_s,
-            **outcome.columns, **outcome.costs, "cost_round": cost_round,
-            "cost_total": rec.cost_usd, "serverful_cost_total": rec.serverful_cost_usd,
-            "parallel_cost_round": parallel_cost, "parallel_cost_total": rec.parallel_cost_usd,
-            "wall_s": rec.wall_s, "parallel_wall_s": rec.parallel_wall_s,
-        }
+            env_backend=next((s["env_backend"] for s in summaries if s.get("env_backend")),
+                             None),
+            queue_s_max=max((r.queue_s for r in outcome.invocations), default=0.0),
+            queue_s=self._capacity_waits(outcome.invocations),
+            actor_s=sum(r.run_s for r in outcome.invocations
+                        if r.function == spec.actor_function),
+            share=asdict(self.invoker.share(self.tenant)),
+            paused_s=self.paused_s, controller=decision, controller_s=decision_s,
+            columns=outcome.columns, costs=outcome.costs, cost_round=cost_round,
+            cost_total=rec.cost_usd, serverful_cost_total=rec.serverful_cost_usd,
+            parallel_cost_round=parallel_cost, parallel_cost_total=rec.parallel_cost_usd,
+            wall_s=rec.wall_s, parallel_wall_s=rec.parallel_wall_s,
+        ).flat()
         rec.last_row = row
         self.history.append(row)
         self.paused_s = 0.0

@@ -41,6 +41,7 @@ from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from typing import Any
 
+from faasrl import round_row as rr
 from faasrl.algorithms import algorithm
 from faasrl.algorithms.offpolicy import annealed_beta
 from faasrl.algorithms.surface import OffPolicyAlgorithm
@@ -57,7 +58,6 @@ from faasrl.jobs.contract_args import (
 from faasrl.jobs.cost import actor_cost, learner_cost, parameter_cost
 from faasrl.workflow.engine import Engine
 from faasrl.workflow.job import (
-    LEARNER_DEVICE,
     JobError,
     JobRun,
     RedisDown,
@@ -380,25 +380,25 @@ class OffPolicyWorkflow:
         explored = [out for _, out in st.explored]
         trained = [o.stats for o in st.trained]
         columns: dict[str, Any] = {
-            "learner_steps": self._learner_steps,
-            "gradient_steps": sum(o.steps for o in st.trained),
-            "transitions": sum(o.transitions for o in explored),
-            "buffer_size": st.sampled[-1].size if st.sampled else None,
-            "replay_inserted": rec.replay_inserted,
-            "sampled_priority_mean": mean([o.priority_mean for o in st.sampled]),
-            "edge_priority_mean": mean([o.priority_mean for o in explored
+            rr.LEARNER_STEPS: self._learner_steps,
+            rr.GRADIENT_STEPS: sum(o.steps for o in st.trained),
+            rr.TRANSITIONS: sum(o.transitions for o in explored),
+            rr.BUFFER_SIZE: st.sampled[-1].size if st.sampled else None,
+            rr.REPLAY_INSERTED: rec.replay_inserted,
+            rr.SAMPLED_PRIORITY_MEAN: mean([o.priority_mean for o in st.sampled]),
+            rr.EDGE_PRIORITY_MEAN: mean([o.priority_mean for o in explored
                                         if o.priority_mean is not None]),
-            "bytes_to_learner": sum(o.bytes for o in st.sampled),
-            "bytes_from_actors": sum(o.bytes for o in explored),
-            "bytes_per_transition": st.sampled[-1].bytes_per_transition if st.sampled else None,
-            "priorities_stale": sum(o.priorities_stale for o in st.sampled),
-            "lost": st.lost, "buffer_restores": st.restores, "snapshot_s": st.snapshot_s,
-            "rejected": len(st.rejected), "learner_idle_s": st.learner_idle_s,
-            "learner_s": sum(r.run_s for r in st.learners),
-            LEARNER_DEVICE: st.trained[-1].device if st.trained else None,
-            "buffer_s": sum(r.run_s for r in st.buffer),
-            "actor_rollouts": len(st.actors),
-            "actor_failures": sum(r.status != "success" for r in st.actors),
+            rr.BYTES_TO_LEARNER: sum(o.bytes for o in st.sampled),
+            rr.BYTES_FROM_ACTORS: sum(o.bytes for o in explored),
+            rr.BYTES_PER_TRANSITION: st.sampled[-1].bytes_per_transition if st.sampled else None,
+            rr.PRIORITIES_STALE: sum(o.priorities_stale for o in st.sampled),
+            rr.LOST: st.lost, rr.BUFFER_RESTORES: st.restores, rr.SNAPSHOT_S: st.snapshot_s,
+            rr.REJECTED: len(st.rejected), rr.LEARNER_IDLE_S: st.learner_idle_s,
+            rr.LEARNER_S: sum(r.run_s for r in st.learners),
+            rr.LEARNER_DEVICE: st.trained[-1].device if st.trained else None,
+            rr.BUFFER_S: sum(r.run_s for r in st.buffer),
+            rr.ACTOR_ROLLOUTS: len(st.actors),
+            rr.ACTOR_FAILURES: sum(r.status != "success" for r in st.actors),
             # the algorithm's own figures (loss, ...), averaged over the round's learner calls
             **{key: mean([float(s[key]) for s in trained if key in s])
                for key in dict.fromkeys(k for s in trained for k in s)},
@@ -406,9 +406,9 @@ class OffPolicyWorkflow:
         if self.virtual:
             columns.update(round_columns(self.engine, start, st.actors, spec.pricing))
         if st.rejected:
-            columns["rejected_reasons"] = st.rejected[:5]
+            columns[rr.REJECTED_REASONS] = st.rejected[:5]
         if st.errors:
-            columns["error"] = st.errors[0]
+            columns[rr.ERROR] = st.errors[0]
         greedy = algorithm(spec.algorithm).greedy_slot(self._n)
         target_returns = None if greedy is None else \
             [ret for slot, out in st.explored if slot == greedy for ret, _ in out.episodes]
@@ -416,8 +416,8 @@ class OffPolicyWorkflow:
             round=rec.round, actors=self._n, version=rec.version or 0, started=t0,
             rollouts=[r for r in st.actors if r.status == "success"],
             invocations=[*st.actors, *st.buffer, *st.learners],
-            costs={"cost_actors": actor_cost(st.actors, spec.pricing),
-                   "cost_learner": learner_cost(st.learners, spec.pricing),
-                   "cost_buffer": parameter_cost(st.buffer, spec.pricing)},
+            costs={rr.COST_ACTORS: actor_cost(st.actors, spec.pricing),
+                   rr.COST_LEARNER: learner_cost(st.learners, spec.pricing),
+                   rr.COST_BUFFER: parameter_cost(st.buffer, spec.pricing)},
             columns=columns, target_returns=target_returns,
             env_starts=[slot for slot, out in st.explored if out.envs_started]))

@@ -61,6 +61,7 @@ from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import Any, Literal, TypeVar
 
+from faasrl import round_row as rr
 from faasrl.algorithms.surface import AsyncAlgorithm
 from faasrl.contracts import FlushResult, GradientResult, RolloutResult, StepResult
 from faasrl.data.keys import learners_key
@@ -70,7 +71,6 @@ from faasrl.jobs.contract_args import gradient_args, parameter_args, result, rol
 from faasrl.jobs.cost import actor_cost, learner_cost, parameter_cost
 from faasrl.workflow.engine import Engine
 from faasrl.workflow.job import (
-    LEARNER_DEVICE,
     JobError,
     JobRun,
     RedisDown,
@@ -435,23 +435,23 @@ class StellarisWorkflow:
     async def _close(self, t0: float, start: Mark, flush: FlushResult) -> None:
         rec, spec, st = self.run.record, self.run.record.spec, self._round
         rec.parameter_state = flush.state
-        pushed = [{**o.stats, "policy_lag": o.policy_lag} for o in st.outputs if o.pushed]
+        pushed = [{**o.stats, rr.POLICY_LAG: o.policy_lag} for o in st.outputs if o.pushed]
         columns: dict[str, Any] = {
-            "actor_failures": st.actor_failures, "clock": flush.clock,
-            "actor_rollouts": len(st.actors),
-            "learners_invoked": len(st.learners), "learners_peak": st.peak,
-            "learner_failures": st.learner_failures,
-            "learner_s": sum(r.run_s for r in st.learners),
-            LEARNER_DEVICE: next((o.device for o in reversed(st.outputs) if o.device), None),
-            "parameter_invocations": len(st.parameter),
-            "parameter_s": sum(r.run_s for r in st.parameter),
-            "gradients_aggregated": flush.gradients_aggregated,
-            "gradients_dropped": flush.gradients_dropped,
-            "aggregations": flush.round_aggregations, "aggregation_reasons": flush.reasons,
-            "staleness_mean": flush.staleness_mean, "staleness_max": flush.staleness_max,
-            "threshold": flush.threshold, "next_threshold": flush.next_threshold,
-            "slices": len(st.plan), "samples": st.samples,
-            "rejected": sum(len(o.rejected) for o in st.outputs),
+            rr.ACTOR_FAILURES: st.actor_failures, rr.CLOCK: flush.clock,
+            rr.ACTOR_ROLLOUTS: len(st.actors),
+            rr.LEARNERS_INVOKED: len(st.learners), rr.LEARNERS_PEAK: st.peak,
+            rr.LEARNER_FAILURES: st.learner_failures,
+            rr.LEARNER_S: sum(r.run_s for r in st.learners),
+            rr.LEARNER_DEVICE: next((o.device for o in reversed(st.outputs) if o.device), None),
+            rr.PARAMETER_INVOCATIONS: len(st.parameter),
+            rr.PARAMETER_S: sum(r.run_s for r in st.parameter),
+            rr.GRADIENTS_AGGREGATED: flush.gradients_aggregated,
+            rr.GRADIENTS_DROPPED: flush.gradients_dropped,
+            rr.AGGREGATIONS: flush.round_aggregations, rr.AGGREGATION_REASONS: flush.reasons,
+            rr.STALENESS_MEAN: flush.staleness_mean, rr.STALENESS_MAX: flush.staleness_max,
+            rr.THRESHOLD: flush.threshold, rr.NEXT_THRESHOLD: flush.next_threshold,
+            rr.SLICES: len(st.plan), rr.SAMPLES: st.samples,
+            rr.REJECTED: sum(len(o.rejected) for o in st.outputs),
             # the algorithm's own figures (losses, ratios, ...), averaged over its gradients
             **{key: mean([float(o[key]) for o in pushed if o.get(key) is not None])
                for key in dict.fromkeys(k for o in pushed for k in o)},
@@ -459,13 +459,13 @@ class StellarisWorkflow:
         if self.virtual:
             columns.update(round_columns(self.engine, start, st.actors, spec.pricing))
         if st.errors:
-            columns["error"] = st.errors[0]
+            columns[rr.ERROR] = st.errors[0]
         await self.run.close_round(RoundOutcome(
             round=rec.round, actors=self._n, version=flush.clock, started=t0,
             rollouts=[r for r in st.actors if r.status == "success"],
             invocations=[*st.actors, *st.learners, *st.parameter],
-            costs={"cost_actors": actor_cost(st.actors, spec.pricing),
-                   "cost_learner": learner_cost(st.learners, spec.pricing),
-                   "cost_parameter": parameter_cost(st.parameter, spec.pricing)},
+            costs={rr.COST_ACTORS: actor_cost(st.actors, spec.pricing),
+                   rr.COST_LEARNER: learner_cost(st.learners, spec.pricing),
+                   rr.COST_PARAMETER: parameter_cost(st.parameter, spec.pricing)},
             columns=columns, env_starts=st.env_starts))
 

@@ -30,6 +30,7 @@ import time
 from functools import partial
 from typing import Any
 
+from faasrl import round_row as rr
 from faasrl.algorithms.surface import SyncAlgorithm
 from faasrl.contracts import RolloutResult, UpdateResult
 from faasrl.controllers.nitro import convexity_ratio
@@ -40,7 +41,6 @@ from faasrl.jobs.contract_args import result, rollout_args, update_args
 from faasrl.jobs.cost import actor_cost, learner_cost
 from faasrl.workflow.engine import Engine
 from faasrl.workflow.job import (
-    LEARNER_DEVICE,
     JobError,
     JobRun,
     RoundOutcome,
@@ -59,12 +59,12 @@ def measurements(out: UpdateResult) -> dict[str, Any]:
     """The learner's measurements for controllers, flattened into metrics-row columns."""
     row: dict[str, Any] = {}
     if (h := out.hessian) is not None:
-        row.update(hessian_lambda_min=h.lambda_min, hessian_lambda_max=h.lambda_max,
-                   hessian_ratio=convexity_ratio(h.lambda_min, h.lambda_max),
-                   hessian_s=h.seconds, hessian_samples=h.samples,
-                   hessian_iterations=h.iterations)
+        row.update({rr.HESSIAN_LAMBDA_MIN: h.lambda_min, rr.HESSIAN_LAMBDA_MAX: h.lambda_max,
+                    rr.HESSIAN_RATIO: convexity_ratio(h.lambda_min, h.lambda_max),
+                    rr.HESSIAN_S: h.seconds, rr.HESSIAN_SAMPLES: h.samples,
+                    rr.HESSIAN_ITERATIONS: h.iterations})
     if (g := out.gns) is not None:
-        row.update(gns=g.gns, gns_grad_sq=g.grad_sq, gns_trace=g.trace)
+        row.update({rr.GNS: g.gns, rr.GNS_GRAD_SQ: g.grad_sq, rr.GNS_TRACE: g.trace})
     return row
 
 
@@ -178,10 +178,10 @@ class SyncWorkflow:
         ok = [self._attempts[s][-1] for s in sorted(self._attempts)]
         returns = [ret for out in self._rollouts.values() for ret, _ in out.episodes]
         run_times = [r.run_s for r in ok]
-        partial = {"round": rec.round, "actors": self._n,
-                   "mean_return": statistics.fmean(returns) if returns else None,
-                   "actor_s_mean": statistics.fmean(run_times), "actor_s_max": max(run_times),
-                   "cost_actors": actor_cost(self._every_actor(), spec.pricing)}
+        partial = {rr.ROUND: rec.round, rr.ACTORS: self._n,
+                   rr.MEAN_RETURN: statistics.fmean(returns) if returns else None,
+                   rr.ACTOR_S_MEAN: statistics.fmean(run_times), rr.ACTOR_S_MAX: max(run_times),
+                   rr.COST_ACTORS: actor_cost(self._every_actor(), spec.pricing)}
         self._forecast = max(0, run.controller.forecast(run.context(rec.round + 1, partial)))
         run.prewarm(spec.actor_function, self._forecast,
                     placement=spec.placement.actors)
@@ -210,26 +210,26 @@ class SyncWorkflow:
         t2 = time.monotonic()
         rec.algorithm_state = out.algorithm_state
         columns = {
-            "actor_failures": len(failed),
-            "actor_phase_s": self._t1 - self._t0, "learner_phase_s": t2 - self._t1,
-            "learner_s": learner.run_s, "actor_cold_starts": sum(r.cold for r in actors),
-            "prewarm_forecast": self._forecast,
+            rr.ACTOR_FAILURES: len(failed),
+            rr.ACTOR_PHASE_S: self._t1 - self._t0, rr.LEARNER_PHASE_S: t2 - self._t1,
+            rr.LEARNER_S: learner.run_s, rr.ACTOR_COLD_STARTS: sum(r.cold for r in actors),
+            rr.PREWARM_FORECAST: self._forecast,
             **out.stats,  # the algorithm's own figures: its losses, KL, lr, ...
-            LEARNER_DEVICE: out.device, "samples": out.samples, "policy_kl": out.policy_kl,
-            **measurements(out), "rejected": len(out.rejected),
-            "transfer_s": out.read_s + max(r.write_s for r in self._rollouts.values()),
+            rr.LEARNER_DEVICE: out.device, rr.SAMPLES: out.samples, rr.POLICY_KL: out.policy_kl,
+            **measurements(out), rr.REJECTED: len(out.rejected),
+            rr.TRANSFER_S: out.read_s + max(r.write_s for r in self._rollouts.values()),
         }
         if self.virtual:
             columns.update(round_columns(self.engine, self._mark, actors, spec.pricing))
         if failed:
-            columns["actor_error"] = describe(failed[0])
+            columns[rr.ACTOR_ERROR] = describe(failed[0])
         if out.rejected:
-            columns["rejected_reasons"] = [r.reason for r in out.rejected][:5]
+            columns[rr.REJECTED_REASONS] = [r.reason for r in out.rejected][:5]
         await self.run.close_round(RoundOutcome(
             round=rec.round, actors=self._n, version=out.version, started=self._t0,
             rollouts=[self._attempts[s][-1] for s in sorted(self._attempts)],
             invocations=[*actors, *learners],
-            costs={"cost_actors": actor_cost(actors, spec.pricing),
-                   "cost_learner": learner_cost(learners, spec.pricing)},
+            costs={rr.COST_ACTORS: actor_cost(actors, spec.pricing),
+                   rr.COST_LEARNER: learner_cost(learners, spec.pricing)},
             columns=columns,
             env_starts=[s for s in sorted(self._rollouts) if self._rollouts[s].envs_started]))

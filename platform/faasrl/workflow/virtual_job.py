@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import cast
 
+from faasrl import round_row as rr
 from faasrl.invoker import InvocationRecord
 from faasrl.jobs.clock import Calibration, Role, VirtualSettings, draw, units
 from faasrl.jobs.cost import Pricing, lambda_cost, vm_share_cost
@@ -70,4 +71,4 @@ def round_columns(engine: Engine, start: Mark, actors: Sequence[InvocationRecord
         ends = engine.virtual_ends.get(kind, 0) - start.ends.get(kind, 0)
         cost += lambda_cost(seconds, memory_mb, ends, pricing) if kind == "actor" \
             else vm_share_cost(seconds, pricing)
-    return {"virtual_s": engine.now - start.now, "virtual_cost_round": cost}
+    return {rr.VIRTUAL_S: engine.now - start.now, rr.VIRTUAL_COST_ROUND: cost}

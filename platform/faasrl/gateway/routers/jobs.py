@@ -28,6 +28,7 @@ from faasrl.gateway.schemas import (
     REDIS_ERRORS,
     ErrorOut,
     JobId,
+    MetricColumnOut,
     ServeOut,
     ServeRequest,
 )
@@ -75,6 +76,13 @@ async def list_jobs(svc: ServicesDep, principal: PrincipalDep) -> list[JobRecord
             if rec.namespace == principal.namespace]
 
 
+@router.get("/columns", response_model=list[MetricColumnOut])
+async def metric_columns() -> list[MetricColumnOut]:
+    """The metrics rows' named columns: name, group, meaning and unit (the dashboard draws its
+    charts by these names). A column a row has that is not listed is its algorithm's own."""
+    return jobs.metric_columns()
+
+
 @router.get("/{job_id}", response_model=JobRecord)
 async def get_job(job_id: JobId, svc: ServicesDep, principal: PrincipalDep) -> JobRecord:
     """Status, round, latest metrics row (``last_row``), cost, the latest target
@@ -93,10 +101,13 @@ METRICS_CONTENT = {"text/csv": {"schema": {"type": "string"}},
 @router.get("/{job_id}/metrics", response_class=Response,
             responses={200: {"description": "the rows", "content": METRICS_CONTENT}})
 async def metrics(job_id: JobId, svc: ServicesDep, principal: PrincipalDep,
-                  format: Annotated[Literal["json", "csv"], Query()] = "json") -> Response:
+                  format: Annotated[Literal["json", "csv"], Query()] = "json",
+                  columns: Annotated[jobs.ColumnNames, Query(
+                      description="v1: the rows' names; v2: group/name (GET /v1/jobs/columns)",
+                  )] = "v1") -> Response:
     """One row per round, as JSON or CSV."""
     await _get(svc, job_id, principal)
-    rows = await svc.jobs.store.rows(job_id)
+    rows = jobs.named(await svc.jobs.store.rows(job_id), columns)
     if format == "json":
         return Response(json.dumps(rows), media_type="application/json")
     return Response(jobs.metrics_csv(rows), media_type="text/csv",

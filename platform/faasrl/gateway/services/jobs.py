@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from faasrl.data.connection import UNREACHABLE
 from faasrl.data.keys import env_code_key, params_key
+from faasrl.gateway.schemas import MetricColumnOut
 from faasrl.gateway.services import Services
 from faasrl.gateway.services.sse import Pace, redis_error
 from faasrl.job_manager import JobNotFound
@@ -23,6 +24,7 @@ from faasrl.jobs.videos import VideoFile, listed, record_version, video_path
 from faasrl.namespaces import local_name
 from faasrl.rl.onnx_export import to_onnx
 from faasrl.rl.seeds import evaluation_seeds
+from faasrl.round_row import COLUMNS, namespaced
 
 # A model version's file formats (each its file's suffix): the safetensors file a job
 # published, or ONNX built from it.
@@ -43,6 +45,21 @@ def shown(rec: JobRecord) -> JobRecord:
     spec = rec.spec.model_copy(update={f: local_name(getattr(rec.spec, f))
                                        for f in FUNCTION_FIELDS})
     return rec.model_copy(update={"spec": spec})
+
+
+# A metrics row's names: as stored (v1) or group/name (v2, faasrl.round_row's groups).
+ColumnNames = Literal["v1", "v2"]
+
+
+def metric_columns() -> list[MetricColumnOut]:
+    """Every named metrics column (a column not named is the algorithm's own figure)."""
+    return [MetricColumnOut(name=c.name, namespaced=c.namespaced, group=c.group,
+                            description=c.description, unit=c.unit)
+            for c in COLUMNS.values()]
+
+
+def named(rows: list[dict[str, Any]], names: ColumnNames) -> list[dict[str, Any]]:
+    return rows if names == "v1" else [namespaced(row) for row in rows]
 
 
 def metrics_csv(rows: list[dict[str, Any]]) -> str:

@@ -1,10 +1,12 @@
 // The job page's charts, drawn by plotly.js (served from the gateway's installed plotly
-// package) from the job's metrics rows. Column names are the rows' own, as the job's run
-// (faasrl/workflow/job.py, close_round) and its workflow's round columns name them; a series
+// package) from the job's metrics rows. Column names are the ones the gateway serves
+// (GET /v1/jobs/columns, from faasrl/round_row.py): a series naming a column the gateway does
+// not know is left out and listed in its chart's data-unknown (a renamed column shows there,
+// not as a silently empty chart), and a point's hover says what its column means. A series
 // whose column no row has (another workflow's, or a model's figures from before it existed)
-// is left out, so each job shows what it has.
+// is left out too, so each job shows what it has.
 
-const col = (name) => (row) => row[name];
+const col = (name) => Object.assign((row) => row[name], { column: name });
 
 // Where the numbers of a row's controller column (the controller's explain()) are drawn: the
 // actors it wanted (Nitro's before a budget cap, MinionsRL's action) beside the actors; Nitro's
@@ -49,7 +51,9 @@ const PANELS = [
     dynamic: (rows) => numericKeys(rows, "controller")
       .filter((key) => CONTROLLER_AXIS.get(key) !== null)
       .map((key) => ({
-        x: col("round"), y: (row) => (row.controller || {})[key], name: `controller: ${key}`,
+        x: col("round"), y: Object.assign((row) => (row.controller || {})[key],
+                                          { column: "controller" }),
+        name: `controller: ${key}`,
         axis: CONTROLLER_AXIS.get(key) || "y2", mode: "lines+markers",
         dash: CONTROLLER_AXIS.get(key) === "y" ? "dashdot" : undefined,
       })),
@@ -92,7 +96,9 @@ function numericKeys(rows, column) {
   return [...keys].sort();
 }
 
-function trace(series, rows) {
+const columnsOf = (series) => [series.x.column, series.y.column].filter(Boolean);
+
+function trace(series, rows, known) {
   const points = rows.map((row) => [series.x(row), series.y(row)])
     .filter(([x, y]) => typeof x === "number" && typeof y === "number");
   if (!points.length) return null;
@@ -102,6 +108,8 @@ function trace(series, rows) {
     yaxis: series.axis || "y", opacity: series.type === "bar" ? 0.35 : 1,
     line: { shape: series.shape || "linear", dash: series.dash || "solid", width: 2 },
     marker: { size: 5 },
+    hovertemplate: `%{y}<extra>${columnsOf(series).map((c) => known.get(c)?.description)
+      .filter(Boolean).join("; ")}</extra>`,
   };
 }
 
@@ -138,8 +146,9 @@ function layout(panel, data, target) {
 
 // The charts of one job: call update(rows) with every row so far (it redraws what changed).
 export class JobCharts {
-  constructor(container, { target }) {
+  constructor(container, { target, columns }) {
     this.target = target;
+    this.known = new Map(columns.map((c) => [c.name, c]));
     this.available = typeof window.Plotly !== "undefined";
     this.divs = new Map();
     if (!this.available) {
@@ -163,9 +172,12 @@ export class JobCharts {
   update(rows) {
     if (!this.available) return;
     for (const panel of PANELS) {
-      const series = [...panel.series, ...(panel.dynamic ? panel.dynamic(rows) : [])];
-      const data = series.map((s) => trace(s, rows)).filter(Boolean);
+      const all = [...panel.series, ...(panel.dynamic ? panel.dynamic(rows) : [])];
+      const unknown = all.flatMap(columnsOf).filter((c) => !this.known.has(c));
+      const series = all.filter((s) => columnsOf(s).every((c) => this.known.has(c)));
+      const data = series.map((s) => trace(s, rows, this.known)).filter(Boolean);
       const div = this.divs.get(panel.id);
+      div.dataset.unknown = [...new Set(unknown)].join("|");
       window.Plotly.react(div, data, layout(panel, data, this.target),
                           { displaylogo: false, responsive: true });
       // what a test (or a curious user) can read: the points of the fullest series

@@ -196,7 +196,9 @@ export async function jobPage(body, id, { signal, showLogin, reload }) {
   body.append(head, h("div", { class: "actions" }, Object.values(buttons), state), status,
               h("h2", {}, "Videos"), videos.box, h("h2", {}, "Sharing the node"), shareBox, chartBox, h("h2", {}, "Latest round"),
               lastRow);
-  const charts = new JobCharts(chartBox, { target: job.spec.stop.target_reward });
+  // The metrics columns the gateway names (faasrl/round_row.py): the charts draw by them.
+  const columns = await get("/v1/jobs/columns", { signal });
+  const charts = new JobCharts(chartBox, { target: job.spec.stop.target_reward, columns });
   signal.addEventListener("abort", () => charts.close());
 
   // Rows come in bursts (all past rounds at once): draw at most a few times a second, and
