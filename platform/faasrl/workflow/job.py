@@ -147,6 +147,8 @@ class RoundOutcome:
     target_returns: list[float] | None = None
     # Actor slots whose envs started afresh in the round (the rollouts' ``envs_started``).
     env_starts: list[int] = field(default_factory=list)
+    # The learner's state after the round, where the workflow has not adopted it already.
+    algorithm_state: dict[str, Any] | None = None
 
 
 class JobRun:
@@ -438,6 +440,16 @@ class JobRun:
                             rec.spec.seed)
 
     # -------------------------------------------------------------- a round's end
+    def adopt(self, version: int, algorithm_state: dict[str, Any] | None = None) -> None:
+        """The policy the job trains now: its version (and the learner's state, when given)
+        on the record, which the next invocations' arguments, restores and checkpoints read.
+        A workflow adopts as its learner or parameter function publishes (a checkpoint at a
+        cancel mid-round saves the newest), and every round's close adopts its version: the
+        record's policy is written here alone."""
+        self.record.version = version
+        if algorithm_state is not None:
+            self.record.algorithm_state = algorithm_state
+
     async def close_round(self, outcome: RoundOutcome) -> None:
         """Account a finished round on the record and append its row, once, whatever Redis
         does: the one metrics-row builder every workflow ends its rounds with."""
@@ -450,7 +462,8 @@ class JobRun:
         round_s, ended = time.monotonic() - outcome.started, time.time()
         parallel_s = parallel_round_s(outcome.invocations, ended - round_s, ended)
         parallel_cost = parallel_cost_usd(outcome.invocations, spec.actor_function, spec.pricing)
-        rec.round, rec.version = outcome.round + 1, outcome.version
+        rec.round = outcome.round + 1
+        self.adopt(outcome.version, outcome.algorithm_state)
         rec.env_steps += steps
         restarts = 0
         for slot in outcome.env_starts:  # in order: a slot may start envs twice in a round
@@ -613,8 +626,8 @@ class JobRun:
         if out.status != "success":
             raise JobError(f"initializing the policy: {describe(out)}")
         init = result(InitResult, out)
-        rec.policy, rec.version = init.policy, init.version
-        rec.algorithm_state = init.algorithm_state
+        rec.policy = init.policy
+        self.adopt(init.version, init.algorithm_state)
         await self.with_redis(lambda: self.store.save(rec))
 
     async def restore(self) -> None:

@@ -140,9 +140,9 @@ class OffPolicyWorkflow:
 
     async def reconcile(self, latest: int) -> None:
         """The learner published after the last recorded round: continue from there."""
-        rec = self.run.record
-        log.info("job %s: continuing from version %s, published mid-round", rec.id, latest)
-        rec.version = latest
+        log.info("job %s: continuing from version %s, published mid-round", self.run.record.id,
+                 latest)
+        self.run.adopt(latest)
 
     async def reset(self) -> None:
         """Transitions no buffer took in are dropped; the memory itself lives on in the
@@ -360,7 +360,7 @@ class OffPolicyWorkflow:
         self.engine.start("learner", work, lambda r: self._trained(r, item))
 
     def _trained(self, r: InvocationRecord, item: Item) -> None:
-        st, rec = self._round, self.run.record
+        st = self._round
         st.learners.append(r)
         self._learner_free_at = self._now()
         if r.status != "success":  # the sample is still in Redis: train on it again
@@ -370,7 +370,7 @@ class OffPolicyWorkflow:
         self._failures["learner"] = 0
         out = result(TrainResult, r)
         st.trained.append(out)
-        rec.version, rec.algorithm_state = out.version, out.algorithm_state
+        self.run.adopt(out.version, out.algorithm_state)
         self._priorities = out.priorities
         self.buffer.publish(POLICY, out.version)
 

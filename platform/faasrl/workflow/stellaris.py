@@ -168,9 +168,9 @@ class StellarisWorkflow:
 
     async def reconcile(self, latest: int) -> None:
         """The parameter function published mid-round: continue from its newest version."""
-        rec = self.run.record
-        log.info("job %s: continuing from version %s, published mid-round", rec.id, latest)
-        rec.version = latest
+        log.info("job %s: continuing from version %s, published mid-round", self.run.record.id,
+                 latest)
+        self.run.adopt(latest)
 
     async def reset(self) -> None:
         """A round cut off mid-way starts afresh: its batches, gradients and learner
@@ -428,7 +428,7 @@ class StellarisWorkflow:
         self._round.parameter.append(r)
         self._parameter_ran = True
         out = result(contract, r)
-        rec.version = out.clock  # what a checkpoint now saves
+        self.run.adopt(out.clock)  # what a checkpoint now saves
         self.buffer.publish(POLICY, out.clock)
         return out
 

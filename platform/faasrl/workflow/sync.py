@@ -208,7 +208,6 @@ class SyncWorkflow:
         failed = [r for r in actors if r.status != "success"]
         learner = learners[-1]
         t2 = time.monotonic()
-        rec.algorithm_state = out.algorithm_state
         columns = {
             rr.ACTOR_FAILURES: len(failed),
             rr.ACTOR_PHASE_S: self._t1 - self._t0, rr.LEARNER_PHASE_S: t2 - self._t1,
@@ -226,7 +225,8 @@ class SyncWorkflow:
         if out.rejected:
             columns[rr.REJECTED_REASONS] = [r.reason for r in out.rejected][:5]
         await self.run.close_round(RoundOutcome(
-            round=rec.round, actors=self._n, version=out.version, started=self._t0,
+            round=rec.round, actors=self._n, version=out.version,
+            algorithm_state=out.algorithm_state, started=self._t0,
             rollouts=[self._attempts[s][-1] for s in sorted(self._attempts)],
             invocations=[*actors, *learners],
             costs={rr.COST_ACTORS: actor_cost(actors, spec.pricing),
