@@ -440,15 +440,28 @@ class JobRun:
                             rec.spec.seed)
 
     # -------------------------------------------------------------- a round's end
-    def adopt(self, version: int, algorithm_state: dict[str, Any] | None = None) -> None:
-        """The policy the job trains now: its version (and the learner's state, when given)
-        on the record, which the next invocations' arguments, restores and checkpoints read.
-        A workflow adopts as its learner or parameter function publishes (a checkpoint at a
-        cancel mid-round saves the newest), and every round's close adopts its version: the
-        record's policy is written here alone."""
-        self.record.version = version
+    def adopt(self, version: int | None = None, algorithm_state: dict[str, Any] | None = None,
+              *, parameter_state: dict[str, Any] | None = None,
+              replay_inserted: int | None = None) -> None:
+        """What the job trains on now, on the record, which the next invocations' arguments,
+        restores and checkpoints read: the policy's version, the learner's and the parameter
+        function's state, the transitions the replay memory took in (each where given). A
+        workflow adopts as its functions answer (a checkpoint at a cancel mid-round saves the
+        newest), and every round's close adopts its version: the record's training state is
+        written here alone."""
+        rec = self.record
+        if version is not None:
+            rec.version = version
         if algorithm_state is not None:
-            self.record.algorithm_state = algorithm_state
+            rec.algorithm_state = algorithm_state
+        if parameter_state is not None:
+            rec.parameter_state = parameter_state
+        if replay_inserted is not None:
+            rec.replay_inserted = replay_inserted
+
+    def bill(self, usd: float) -> None:
+        """Invocations no round closes (the ones in flight when the job stops) cost too."""
+        self.record.cost_usd += usd
 
     async def close_round(self, outcome: RoundOutcome) -> None:
         """Account a finished round on the record and append its row, once, whatever Redis

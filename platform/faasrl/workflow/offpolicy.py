@@ -174,10 +174,10 @@ class OffPolicyWorkflow:
                 if isinstance(r, InvocationRecord)]
         self._actors.clear()
         self._sampling.clear()
-        rec.cost_usd += actor_cost([r for r in done if r.function == rec.spec.actor_function],
-                                   rec.spec.pricing)
-        rec.cost_usd += learner_cost([r for r in done if r.function != rec.spec.actor_function],
-                                     rec.spec.pricing)
+        self.run.bill(actor_cost([r for r in done if r.function == rec.spec.actor_function],
+                                 rec.spec.pricing))
+        self.run.bill(learner_cost([r for r in done if r.function != rec.spec.actor_function],
+                                   rec.spec.pricing))
 
     async def abandon(self) -> None:
         await self.engine.cancel(("actor", "buffer", "learner"))
@@ -282,7 +282,7 @@ class OffPolicyWorkflow:
             st.lost += out.lost
             log.warning("job %s: the buffer restored its snapshot; %d transitions lost",
                         rec.id, out.lost)
-        rec.replay_inserted = out.inserted
+        self.run.adopt(replay_inserted=out.inserted)
         st.snapshot_s += out.snapshot_s or 0.0
         self.buffer.streams[MEMORY] = [Item(entry="memory", slot=0, size=out.size)]
 

@@ -203,7 +203,7 @@ class StellarisWorkflow:
         self._sampling.clear()
         entries = [i.entry for i in self.buffer.drain(TRAJECTORIES)]
         entries += [result(RolloutResult, r).entry for r in done if r.status == "success"]
-        rec.cost_usd += actor_cost(done, rec.spec.pricing)
+        self.run.bill(actor_cost(done, rec.spec.pricing))
 
         async def drop() -> None:
             async with self.run.redis.pipeline(transaction=True) as pipe:
@@ -434,7 +434,7 @@ class StellarisWorkflow:
 
     async def _close(self, t0: float, start: Mark, flush: FlushResult) -> None:
         rec, spec, st = self.run.record, self.run.record.spec, self._round
-        rec.parameter_state = flush.state
+        self.run.adopt(parameter_state=flush.state)
         pushed = [{**o.stats, rr.POLICY_LAG: o.policy_lag} for o in st.outputs if o.pushed]
         columns: dict[str, Any] = {
             rr.ACTOR_FAILURES: st.actor_failures, rr.CLOCK: flush.clock,
