@@ -22,8 +22,8 @@ are list-scheduled on the N cores at their calibrated durations, then its learne
 synchronous job learns does not depend on timing, but its time and cost do: the modeled time
 and cost are then the virtual clock's (the rounds' ``virtual_s`` and ``virtual_cost_round``,
 summed), which the ratios to the fixed baseline and the equal-time and equal-cost returns use.
-The budget and wall-time stops still measure this machine, so with a virtual clock the jobs
-stop only at the target reward or the round cap (``--rounds``).
+The budget and wall-time stops are the virtual clock's too (the modeled cluster's cost and
+time), and MinionsRL's state and Nitro's budget cap read the virtual figures.
 
 Runs split over machines or cores (``--controllers``/``--seeds`` per part, each its own
 ``--out``) are put back together with ``--merge part1.json part2.json ... --out all.json``.
@@ -292,8 +292,6 @@ def main() -> None:
         stop["max_wall_s"] = args.max_wall_s
     if args.rounds:
         stop["max_rounds"] = args.rounds
-    if virtual is not None:  # the budget and wall-time stops measure this machine
-        stop.update(budget_usd=None, max_wall_s=None)
     runs: list[dict[str, Any]] = []
     schedulers: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as folder_name:

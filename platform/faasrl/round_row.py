@@ -34,6 +34,7 @@ class Column:
     group: Group
     description: str
     unit: str = ""
+    host: bool = False  # it measures the host: a replay on a virtual clock differs there
 
     @property
     def namespaced(self) -> str:
@@ -44,10 +45,11 @@ class Column:
 COLUMNS: dict[str, Column] = {}
 
 
-def _column(name: str, group: Group, description: str, unit: str = "") -> str:
+def _column(name: str, group: Group, description: str, unit: str = "", *,
+            host: bool = False) -> str:
     if name in COLUMNS:
         raise ValueError(f"metrics column {name!r} named twice")
-    COLUMNS[name] = Column(name, group, description, unit)
+    COLUMNS[name] = Column(name, group, description, unit, host)
     return name
 
 
@@ -66,37 +68,40 @@ MEAN_RETURN = _column("mean_return", C, "mean return of the round's episodes (em
 MAX_RETURN = _column("max_return", C, "best return of the round's episodes")
 RECENT_MEAN_RETURN = _column("recent_mean_return", C, "mean of the job's latest episode "
                              "returns (the stop rule's target_window): the training curve")
-ROUND_S = _column("round_s", C, "the round's measured wall time", "s")
+ROUND_S = _column("round_s", C, "the round's measured wall time", "s", host=True)
 PARALLEL_ROUND_S = _column("parallel_round_s", C, "the round's time had no invocation waited "
-                           "for a core (jobs/parallel.py)", "s")
+                           "for a core (jobs/parallel.py)", "s", host=True)
 ENV_RESTARTS = _column("env_restarts", C, "actor slots whose envs started afresh mid-job in "
                        "the round (a container died or was reclaimed)")
 ENV_BACKEND = _column("env_backend", C, "what stepped the actors' envs (envpool, gymnasium)")
-COLD_STARTS = _column("cold_starts", C, "the round's invocations that started a container")
-PAUSED_S = _column("paused_s", C, "time the round waited for Redis to come back", "s")
-WALL_S = _column("wall_s", C, "the job's measured wall time so far", "s")
+COLD_STARTS = _column("cold_starts", C, "the round's invocations that started a container",
+                      host=True)
+PAUSED_S = _column("paused_s", C, "time the round waited for Redis to come back", "s", host=True)
+WALL_S = _column("wall_s", C, "the job's measured wall time so far", "s", host=True)
 PARALLEL_WALL_S = _column("parallel_wall_s", C, "the job's modeled-parallel wall time so far",
-                          "s")
+                          "s", host=True)
 
 # ------------------------------------------------------------------ workflow: how it ran
-ACTOR_S_MAX = _column("actor_s_max", W, "the slowest successful rollout's run time", "s")
-ACTOR_S_MEAN = _column("actor_s_mean", W, "mean run time of the successful rollouts", "s")
-ACTOR_S = _column("actor_s", W, "run time of every actor invocation, summed", "s")
-QUEUE_S_MAX = _column("queue_s_max", W, "the longest any invocation queued", "s")
+ACTOR_S_MAX = _column("actor_s_max", W, "the slowest successful rollout's run time", "s", host=True)
+ACTOR_S_MEAN = _column("actor_s_mean", W, "mean run time of the successful rollouts", "s",
+                       host=True)
+ACTOR_S = _column("actor_s", W, "run time of every actor invocation, summed", "s", host=True)
+QUEUE_S_MAX = _column("queue_s_max", W, "the longest any invocation queued", "s", host=True)
 QUEUE_S = _column("queue_s", W, "per phase (actors, learner, parameter, buffer), seconds its "
-                  "invocations waited for capacity", "s")
+                  "invocations waited for capacity", "s", host=True)
 SHARE = _column("share", W, "the job's fair share: got (its part of recent usage) and fair "
-                "(its entitlement)")
+                "(its entitlement)", host=True)
 ACTOR_FAILURES = _column("actor_failures", W, "actor invocations that failed")
 ACTOR_ERROR = _column("actor_error", W, "the first failed actor's error (sync)")
 ERROR = _column("error", W, "the round's first error (async, offpolicy)")
 ACTOR_ROLLOUTS = _column("actor_rollouts", W, "actor invocations in the round")
-ACTOR_COLD_STARTS = _column("actor_cold_starts", W, "actor invocations that cold-started")
+ACTOR_COLD_STARTS = _column("actor_cold_starts", W, "actor invocations that cold-started",
+                            host=True)
 ACTOR_PHASE_S = _column("actor_phase_s", W, "from the round's start to its last batch (sync)",
-                        "s")
+                        "s", host=True)
 LEARNER_PHASE_S = _column("learner_phase_s", W, "from the last batch to the round's end (sync)",
-                          "s")
-LEARNER_S = _column("learner_s", W, "learner run time, summed over its invocations", "s")
+                          "s", host=True)
+LEARNER_S = _column("learner_s", W, "learner run time, summed over its invocations", "s", host=True)
 LEARNER_DEVICE = _column("learner_device", W, "where the learner ran (cpu, cuda)")
 PREWARM_FORECAST = _column("prewarm_forecast", W, "actor containers pre-warmed for the next "
                            "round while the learner ran (sync)")
@@ -105,7 +110,7 @@ REJECTED = _column("rejected", W, "batches the learner refused (their reasons: "
                    "rejected_reasons)")
 REJECTED_REASONS = _column("rejected_reasons", W, "why, for the first five refused batches")
 TRANSFER_S = _column("transfer_s", W, "the learner's read of the batches plus the slowest "
-                     "actor's write (sync)", "s")
+                     "actor's write (sync)", "s", host=True)
 CLOCK = _column("clock", W, "the parameter function's version clock at the round's end "
                 "(async)")
 LEARNERS_INVOKED = _column("learners_invoked", W, "learner invocations (async)")
@@ -113,7 +118,8 @@ LEARNERS_PEAK = _column("learners_peak", W, "most learners running at once (asyn
 LEARNER_FAILURES = _column("learner_failures", W, "learner invocations that failed (async)")
 PARAMETER_INVOCATIONS = _column("parameter_invocations", W, "parameter-function invocations "
                                 "(async)")
-PARAMETER_S = _column("parameter_s", W, "parameter-function run time, summed (async)", "s")
+PARAMETER_S = _column("parameter_s", W, "parameter-function run time, summed (async)", "s",
+                      host=True)
 GRADIENTS_AGGREGATED = _column("gradients_aggregated", W, "gradients the parameter function "
                                "applied (async)")
 GRADIENTS_DROPPED = _column("gradients_dropped", W, "gradients it dropped as too stale (async)")
@@ -149,12 +155,16 @@ LOST = _column("lost", W, "transitions lost with a replay memory that restarted 
 BUFFER_RESTORES = _column("buffer_restores", W, "replay memories restored from a snapshot "
                           "(offpolicy)")
 SNAPSHOT_S = _column("snapshot_s", W, "time spent snapshotting the replay memory (offpolicy)",
-                     "s")
+                     "s", host=True)
 LEARNER_IDLE_S = _column("learner_idle_s", W, "time the learner waited for samples "
                          "(offpolicy)", "s")
-BUFFER_S = _column("buffer_s", W, "buffer-function run time, summed (offpolicy)", "s")
+BUFFER_S = _column("buffer_s", W, "buffer-function run time, summed (offpolicy)", "s", host=True)
 VIRTUAL_S = _column("virtual_s", W, "the round's length on the virtual clock (clock: "
                     "virtual)", "s")
+VIRTUAL_ACTOR_S_MEAN = _column("virtual_actor_s_mean", W, "mean virtual duration of the actor "
+                               "invocations that ended in the round (clock: virtual)", "s")
+VIRTUAL_LEARNER_S = _column("virtual_learner_s", W, "virtual seconds of the learner "
+                            "invocations that ended in the round (clock: virtual)", "s")
 
 # ------------------------------------------------------------------ algo: named ones
 LOSS = _column("loss", A, "the algorithm's total loss (PPO, IMPACT, DQN; SAC reports q_loss "
@@ -166,12 +176,12 @@ ALPHA = _column("alpha", A, "SAC's entropy temperature α (the replay exponent i
 # ------------------------------------------------------------------ controller
 CONTROLLER = _column("controller", K, "the controller's decision: its explain() (wanted, "
                      "action, score, ...)")
-CONTROLLER_S = _column("controller_s", K, "time the controller took to decide", "s")
+CONTROLLER_S = _column("controller_s", K, "time the controller took to decide", "s", host=True)
 HESSIAN_LAMBDA_MIN = _column("hessian_lambda_min", K, "the loss Hessian's smallest eigenvalue "
                              "(Nitro)")
 HESSIAN_LAMBDA_MAX = _column("hessian_lambda_max", K, "its largest eigenvalue (Nitro)")
 HESSIAN_RATIO = _column("hessian_ratio", K, "Nitro's convexity ratio of the two")
-HESSIAN_S = _column("hessian_s", K, "time the learner spent on the Hessian", "s")
+HESSIAN_S = _column("hessian_s", K, "time the learner spent on the Hessian", "s", host=True)
 HESSIAN_SAMPLES = _column("hessian_samples", K, "samples the Hessian was estimated on")
 HESSIAN_ITERATIONS = _column("hessian_iterations", K, "power iterations it took")
 GNS = _column("gns", K, "the gradient noise scale (KungFu)")
@@ -179,22 +189,29 @@ GNS_GRAD_SQ = _column("gns_grad_sq", K, "|G|² of the noise-scale estimate")
 GNS_TRACE = _column("gns_trace", K, "tr(Σ) of the noise-scale estimate")
 
 # ------------------------------------------------------------------ cost (USD)
-COST_ACTORS = _column("cost_actors", D, "the round's actors, billed as Lambda", "USD")
-COST_LEARNER = _column("cost_learner", D, "the round's learner, as a share of a GPU VM", "USD")
-COST_PARAMETER = _column("cost_parameter", D, "the parameter function (async)", "USD")
-COST_BUFFER = _column("cost_buffer", D, "the buffer function (offpolicy)", "USD")
-COST_ROUND = _column("cost_round", D, "the round's functions together", "USD")
-COST_TOTAL = _column("cost_total", D, "the job's serverless cost so far", "USD")
+COST_ACTORS = _column("cost_actors", D, "the round's actors, billed as Lambda", "USD", host=True)
+COST_LEARNER = _column("cost_learner", D, "the round's learner, as a share of a GPU VM", "USD",
+                       host=True)
+COST_PARAMETER = _column("cost_parameter", D, "the parameter function (async)", "USD", host=True)
+COST_BUFFER = _column("cost_buffer", D, "the buffer function (offpolicy)", "USD", host=True)
+COST_ROUND = _column("cost_round", D, "the round's functions together", "USD", host=True)
+COST_TOTAL = _column("cost_total", D, "the job's serverless cost so far", "USD", host=True)
 SERVERFUL_COST_TOTAL = _column("serverful_cost_total", D, "the same job on a VM for its whole "
-                               "wall time", "USD")
+                               "wall time", "USD", host=True)
 PARALLEL_COST_ROUND = _column("parallel_cost_round", D, "the round's cost had no invocation "
-                              "waited for a core", "USD")
+                              "waited for a core", "USD", host=True)
 PARALLEL_COST_TOTAL = _column("parallel_cost_total", D, "the job's modeled-parallel cost so far",
-                              "USD")
+                              "USD", host=True)
 VIRTUAL_COST_ROUND = _column("virtual_cost_round", D, "the round's invocations billed at their "
                              "virtual durations (clock: virtual)", "USD")
+VIRTUAL_COST_ACTORS = _column("virtual_cost_actors", D, "the part of it the actors cost (clock: "
+                              "virtual)", "USD")
 
 del C, W, A, K, D
+
+
+# The columns that measure the host, by nature different in a replay on a virtual clock.
+HOST_COLUMNS = frozenset(c.name for c in COLUMNS.values() if c.host)
 
 
 def column(name: str) -> Column:

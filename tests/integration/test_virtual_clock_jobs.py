@@ -111,6 +111,31 @@ def test_a_sync_round_takes_its_actors_list_scheduled_on_the_cores_then_its_lear
     memory_mb = client.invocations(function="actor", limit=1)[0]["memory_mb"]
     billed = lambda_cost(4 * 1.0, memory_mb, 4, Pricing()) + vm_share_cost(2.0, Pricing())
     assert [row["virtual_cost_round"] for row in rows] == pytest.approx([billed] * 2)
+    # What a controller on the virtual clock reads in place of the host's figures.
+    assert [(row["virtual_actor_s_mean"], row["virtual_learner_s"]) for row in rows] == \
+        pytest.approx([(1.0, 2.0)] * 2)
+    actors = lambda_cost(4 * 1.0, memory_mb, 4, Pricing())
+    assert [row["virtual_cost_actors"] for row in rows] == pytest.approx([actors] * 2)
+
+
+@pytest.mark.parametrize(("stop", "said"), [
+    ({"max_wall_s": 7.0}, "max_wall_s (7) reached on the virtual clock"),
+    ({"budget_usd": "budget"}, "spent on the virtual clock")])
+def test_a_virtual_clock_job_stops_on_the_modeled_clusters_time_and_cost(
+        client: Client, stop: dict[str, Any], said: str):
+    """Rounds of 3 virtual seconds on 8 cores: a 7 s cap ends the job after its third round,
+    as a budget of 2.5 rounds' virtual cost does, however long the host took."""
+    if stop.get("budget_usd") == "budget":
+        rows_of(client, {**SYNC, "virtual": {"cores": 8, "calibration": CALIBRATION},
+                         "stop": {"max_rounds": 1}})  # the actor's memory, to price a round
+        memory_mb = client.invocations(function="actor", limit=1)[0]["memory_mb"]
+        billed = lambda_cost(4 * 1.0, memory_mb, 4, Pricing()) + vm_share_cost(2.0, Pricing())
+        stop = {"budget_usd": 2.5 * billed}
+    job = client.submit({**SYNC, "virtual": {"cores": 8, "calibration": CALIBRATION},
+                         "stop": {"max_rounds": 10, **stop}})
+    done = finished(client, job["id"], timeout_s=300)
+    assert done["status"] == "succeeded" and done["round"] == 3, done
+    assert said in done["stop_reason"], done["stop_reason"]
 
 
 @pytest.mark.parametrize(("spec", "calibration", "said"), [

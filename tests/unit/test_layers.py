@@ -63,3 +63,26 @@ def test_the_check_sees_an_upward_import() -> None:
     """The rule reads what it should: the manager imports the workflows, which import jobs."""
     assert "workflow" in runtime_imports(ROOT / "job_manager.py")
     assert "jobs" in runtime_imports(ROOT / "workflow" / "job.py")
+
+
+def record_writes(path: Path) -> list[str]:
+    """Assignments to a field of the job's record: ``rec.x = ...``, ``self.run.record.x += 1``."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        targets = node.targets if isinstance(node, ast.Assign) else \
+            [node.target] if isinstance(node, ast.AugAssign | ast.AnnAssign) else []
+        for t in targets:
+            for leaf in (t.elts if isinstance(t, ast.Tuple) else [t]):
+                owner = leaf.value if isinstance(leaf, ast.Attribute) else None
+                if (isinstance(owner, ast.Name) and owner.id == "rec") or (
+                        isinstance(owner, ast.Attribute) and owner.attr == "record"):
+                    found.append(f"{path.name}:{node.lineno} {ast.unparse(leaf)}")
+    return found
+
+
+def test_the_workflows_leave_the_record_to_the_job_run() -> None:
+    """Only JobRun (adopt, bill, close_round) writes a job's record."""
+    workflows = [p for p in (ROOT / "workflow").glob("*.py") if p.name != "job.py"]
+    assert {p.name for p in workflows} >= {"sync.py", "stellaris.py", "offpolicy.py"}
+    assert [w for p in workflows for w in record_writes(p)] == []
+    assert record_writes(ROOT / "workflow" / "job.py")  # the check sees a write

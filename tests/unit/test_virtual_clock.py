@@ -8,10 +8,11 @@ from collections.abc import Callable
 
 import pytest
 
+from faasrl import round_row as rr
 from faasrl.invoker import InvocationRecord
 from faasrl.jobs.clock import Calibration, counts_units, units
 from faasrl.workflow.virtual_clock import Event, Outcome, VirtualClock, VirtualExecutor
-from faasrl.workflow.virtual_job import attempts_duration
+from faasrl.workflow.virtual_job import attempts_duration, virtual_view
 
 Log = list[tuple[str, str, float, float]]  # (kind, key, time, start)
 
@@ -409,3 +410,18 @@ def test_a_slots_retries_last_one_after_another_a_failed_one_its_intercept():
     failed = InvocationRecord("0", "actor", status="error")
     assert attempts_duration(calibration, "actor", done, 0.0) == 3.0
     assert attempts_duration(calibration, "actor", [failed, failed, done], 0.0) == 5.0
+
+
+def test_a_controller_on_the_virtual_clock_reads_the_modeled_clusters_time_and_cost() -> None:
+    row = {rr.ROUND_S: 9.0, rr.VIRTUAL_S: 3.0, rr.COST_ROUND: 5.0, rr.VIRTUAL_COST_ROUND: 2.0,
+           rr.COST_ACTORS: 4.0, rr.VIRTUAL_COST_ACTORS: 1.5, rr.COST_LEARNER: 1.0,
+           rr.ACTOR_S_MEAN: 0.9, rr.VIRTUAL_ACTOR_S_MEAN: 0.25, rr.LEARNER_S: 0.7,
+           rr.VIRTUAL_LEARNER_S: 0.5, rr.MEAN_RETURN: 10.0}
+    view = virtual_view(row)
+    assert (view[rr.ROUND_S], view[rr.COST_ROUND], view[rr.COST_ACTORS]) == (3.0, 2.0, 1.5)
+    assert (view[rr.COST_LEARNER], view[rr.ACTOR_S_MEAN], view[rr.LEARNER_S]) == (0.5, 0.25, 0.5)
+    assert view[rr.MEAN_RETURN] == 10.0 and row[rr.ROUND_S] == 9.0  # the row itself unchanged
+    # A forecast's row (no learner yet) keeps what it lacks a virtual figure for.
+    partial = {rr.COST_ACTORS: 4.0, rr.VIRTUAL_COST_ACTORS: 1.5, rr.ACTOR_S_MEAN: 0.9,
+               rr.VIRTUAL_ACTOR_S_MEAN: 0.25}
+    assert virtual_view(partial) == {**partial, rr.COST_ACTORS: 1.5, rr.ACTOR_S_MEAN: 0.25}

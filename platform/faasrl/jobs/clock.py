@@ -5,7 +5,8 @@ workflow sees its start and its result in the order the modeled cluster would pr
 invocation's virtual duration is not what it measured (that depends on the host's load) but a
 calibration of its role: ``a + b * units``, where units is the work its result reports, so the
 order, and what the job learns, is a function of the spec and its seeds: a replay (the same spec
-run again) gives the same rows, but for the columns that measure the host (``HOST_COLUMNS``).
+run again) gives the same rows, but for the columns that measure the host (``HOST_COLUMNS``, named
+in :mod:`faasrl.round_row`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, PositiveInt
 
+from faasrl.round_row import HOST_COLUMNS
 from faasrl.user_input import STRICT
 
 Clock = Literal["real", "virtual"]
@@ -97,17 +99,6 @@ class VirtualSettings(BaseModel):
         description="per role the job invokes (actor and learner; async: parameter; "
                     "offpolicy: buffer), its virtual duration (how to measure it: "
                     "docs/virtual-clock.md)")
-
-
-# A row's columns that measure the host, by nature different in a replay: wall times, the costs
-# billed from them, the node's share, cold starts (which container was warm).
-HOST_COLUMNS = frozenset({
-    "round_s", "parallel_round_s", "actor_s", "actor_s_max", "actor_s_mean", "learner_s",
-    "parameter_s", "buffer_s", "snapshot_s", "queue_s", "queue_s_max", "transfer_s",
-    "wall_s", "parallel_wall_s", "paused_s", "controller_s", "actor_phase_s",
-    "learner_phase_s", "hessian_s", "share", "cold_starts", "actor_cold_starts",
-    "cost_round", "cost_total", "cost_actors", "cost_learner", "cost_parameter",
-    "cost_buffer", "serverful_cost_total", "parallel_cost_round", "parallel_cost_total"})
 
 
 def replay_differences(rows: list[dict[str, Any]], replayed: list[dict[str, Any]]

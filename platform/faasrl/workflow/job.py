@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from redis.asyncio import Redis
 
+from faasrl import round_row as rr
 from faasrl.contracts import EvaluateResult, InitResult
 from faasrl.controllers import Controller, RoundContext, build_controller
 from faasrl.data import acl
@@ -58,6 +59,7 @@ from faasrl.jobs.store import (
 from faasrl.jobs.videos import VideoStatus
 from faasrl.rl.seeds import Purpose, evaluation_seeds
 from faasrl.round_row import RoundRow
+from faasrl.workflow.virtual_job import virtual_view
 
 if TYPE_CHECKING:
     from faasrl.jobs.tensorboard import EventLog
@@ -147,6 +149,8 @@ class RoundOutcome:
     target_returns: list[float] | None = None
     # Actor slots whose envs started afresh in the round (the rollouts' ``envs_started``).
     env_starts: list[int] = field(default_factory=list)
+    # The learner's state after the round, where the workflow has not adopted it already.
+    algorithm_state: dict[str, Any] | None = None
 
 
 class JobRun:
@@ -371,10 +375,13 @@ class JobRun:
             return f"max_rounds ({stop.max_rounds}) done"
         if stop.max_env_steps is not None and rec.env_steps >= stop.max_env_steps:
             return f"max_env_steps ({stop.max_env_steps}) reached"
-        if stop.budget_usd is not None and rec.cost_usd >= stop.budget_usd:
-            return f"budget (${stop.budget_usd:g}) spent"
-        if stop.max_wall_s is not None and self.wall() >= stop.max_wall_s:
-            return f"max_wall_s ({stop.max_wall_s:g}) reached"
+        # On a virtual clock the modeled cluster's time and cost, not the host's.
+        seconds, cost, on = (*self._virtual_spent(), " on the virtual clock") \
+            if rec.spec.virtual is not None else (self.wall(), rec.cost_usd, "")
+        if stop.budget_usd is not None and cost >= stop.budget_usd:
+            return f"budget (${stop.budget_usd:g}) spent{on}"
+        if stop.max_wall_s is not None and seconds >= stop.max_wall_s:
+            return f"max_wall_s ({stop.max_wall_s:g}) reached{on}"
         if self.actors_for_round() == 0:
             return "the controller ended the job: the budget left cannot pay for another round"
         return None
@@ -431,13 +438,39 @@ class JobRun:
         """What the controller sees before ``round_``; for a forecast, ``partial`` is the
         running round's row so far (its actors' results)."""
         rec, stop = self.record, self.record.spec.stop
-        spent = rec.cost_usd + (partial or {}).get("cost_actors", 0.0)
-        left = None if stop.budget_usd is None else stop.budget_usd - spent
         history = self.history if partial is None else [*self.history, partial]
+        spent = rec.cost_usd
+        if rec.spec.virtual is not None:  # the modeled cluster's time and cost
+            history, spent = [virtual_view(r) for r in history], self._virtual_spent()[1]
+        spent += (history[-1] if partial is not None else {}).get(rr.COST_ACTORS, 0.0)
+        left = None if stop.budget_usd is None else stop.budget_usd - spent
         return RoundContext(round_, history, left, stop.budget_usd, stop.target_reward,
                             rec.spec.seed)
 
     # -------------------------------------------------------------- a round's end
+    def adopt(self, version: int | None = None, algorithm_state: dict[str, Any] | None = None,
+              *, parameter_state: dict[str, Any] | None = None,
+              replay_inserted: int | None = None) -> None:
+        """What the job trains on now, on the record, which the next invocations' arguments,
+        restores and checkpoints read: the policy's version, the learner's and the parameter
+        function's state, the transitions the replay memory took in (each where given). A
+        workflow adopts as its functions answer (a checkpoint at a cancel mid-round saves the
+        newest), and every round's close adopts its version: the record's training state is
+        written here alone."""
+        rec = self.record
+        if version is not None:
+            rec.version = version
+        if algorithm_state is not None:
+            rec.algorithm_state = algorithm_state
+        if parameter_state is not None:
+            rec.parameter_state = parameter_state
+        if replay_inserted is not None:
+            rec.replay_inserted = replay_inserted
+
+    def bill(self, usd: float) -> None:
+        """Invocations no round closes (the ones in flight when the job stops) cost too."""
+        self.record.cost_usd += usd
+
     async def close_round(self, outcome: RoundOutcome) -> None:
         """Account a finished round on the record and append its row, once, whatever Redis
         does: the one metrics-row builder every workflow ends its rounds with."""
@@ -450,7 +483,8 @@ class JobRun:
         round_s, ended = time.monotonic() - outcome.started, time.time()
         parallel_s = parallel_round_s(outcome.invocations, ended - round_s, ended)
         parallel_cost = parallel_cost_usd(outcome.invocations, spec.actor_function, spec.pricing)
-        rec.round, rec.version = outcome.round + 1, outcome.version
+        rec.round = outcome.round + 1
+        self.adopt(outcome.version, outcome.algorithm_state)
         rec.env_steps += steps
         restarts = 0
         for slot in outcome.env_starts:  # in order: a slot may start envs twice in a round
@@ -613,8 +647,8 @@ class JobRun:
         if out.status != "success":
             raise JobError(f"initializing the policy: {describe(out)}")
         init = result(InitResult, out)
-        rec.policy, rec.version = init.policy, init.version
-        rec.algorithm_state = init.algorithm_state
+        rec.policy = init.policy
+        self.adopt(init.version, init.algorithm_state)
         await self.with_redis(lambda: self.store.save(rec))
 
     async def restore(self) -> None:
@@ -697,6 +731,11 @@ class JobRun:
         optimizer = await self.redis.get(optimizer_keys(rec.id)[0])
         await asyncio.to_thread(write_checkpoint, self.folder, rec.model_dump_json(), weights,
                                 optimizer)
+
+    def _virtual_spent(self) -> tuple[float, float]:
+        """The job's time and cost on its virtual clock so far: its rows' sums."""
+        return (sum(r.get(rr.VIRTUAL_S, 0.0) for r in self.history),
+                sum(r.get(rr.VIRTUAL_COST_ROUND, 0.0) for r in self.history))
 
     def wall(self) -> float:
         return self._wall_before + (time.monotonic() - self._clock)

@@ -140,9 +140,9 @@ class OffPolicyWorkflow:
 
     async def reconcile(self, latest: int) -> None:
         """The learner published after the last recorded round: continue from there."""
-        rec = self.run.record
-        log.info("job %s: continuing from version %s, published mid-round", rec.id, latest)
-        rec.version = latest
+        log.info("job %s: continuing from version %s, published mid-round", self.run.record.id,
+                 latest)
+        self.run.adopt(latest)
 
     async def reset(self) -> None:
         """Transitions no buffer took in are dropped; the memory itself lives on in the
@@ -174,10 +174,10 @@ class OffPolicyWorkflow:
                 if isinstance(r, InvocationRecord)]
         self._actors.clear()
         self._sampling.clear()
-        rec.cost_usd += actor_cost([r for r in done if r.function == rec.spec.actor_function],
-                                   rec.spec.pricing)
-        rec.cost_usd += learner_cost([r for r in done if r.function != rec.spec.actor_function],
-                                     rec.spec.pricing)
+        self.run.bill(actor_cost([r for r in done if r.function == rec.spec.actor_function],
+                                 rec.spec.pricing))
+        self.run.bill(learner_cost([r for r in done if r.function != rec.spec.actor_function],
+                                   rec.spec.pricing))
 
     async def abandon(self) -> None:
         await self.engine.cancel(("actor", "buffer", "learner"))
@@ -282,7 +282,7 @@ class OffPolicyWorkflow:
             st.lost += out.lost
             log.warning("job %s: the buffer restored its snapshot; %d transitions lost",
                         rec.id, out.lost)
-        rec.replay_inserted = out.inserted
+        self.run.adopt(replay_inserted=out.inserted)
         st.snapshot_s += out.snapshot_s or 0.0
         self.buffer.streams[MEMORY] = [Item(entry="memory", slot=0, size=out.size)]
 
@@ -360,7 +360,7 @@ class OffPolicyWorkflow:
         self.engine.start("learner", work, lambda r: self._trained(r, item))
 
     def _trained(self, r: InvocationRecord, item: Item) -> None:
-        st, rec = self._round, self.run.record
+        st = self._round
         st.learners.append(r)
         self._learner_free_at = self._now()
         if r.status != "success":  # the sample is still in Redis: train on it again
@@ -370,7 +370,7 @@ class OffPolicyWorkflow:
         self._failures["learner"] = 0
         out = result(TrainResult, r)
         st.trained.append(out)
-        rec.version, rec.algorithm_state = out.version, out.algorithm_state
+        self.run.adopt(out.version, out.algorithm_state)
         self._priorities = out.priorities
         self.buffer.publish(POLICY, out.version)
 

@@ -168,9 +168,9 @@ class StellarisWorkflow:
 
     async def reconcile(self, latest: int) -> None:
         """The parameter function published mid-round: continue from its newest version."""
-        rec = self.run.record
-        log.info("job %s: continuing from version %s, published mid-round", rec.id, latest)
-        rec.version = latest
+        log.info("job %s: continuing from version %s, published mid-round", self.run.record.id,
+                 latest)
+        self.run.adopt(latest)
 
     async def reset(self) -> None:
         """A round cut off mid-way starts afresh: its batches, gradients and learner
@@ -203,7 +203,7 @@ class StellarisWorkflow:
         self._sampling.clear()
         entries = [i.entry for i in self.buffer.drain(TRAJECTORIES)]
         entries += [result(RolloutResult, r).entry for r in done if r.status == "success"]
-        rec.cost_usd += actor_cost(done, rec.spec.pricing)
+        self.run.bill(actor_cost(done, rec.spec.pricing))
 
         async def drop() -> None:
             async with self.run.redis.pipeline(transaction=True) as pipe:
@@ -428,13 +428,13 @@ class StellarisWorkflow:
         self._round.parameter.append(r)
         self._parameter_ran = True
         out = result(contract, r)
-        rec.version = out.clock  # what a checkpoint now saves
+        self.run.adopt(out.clock)  # what a checkpoint now saves
         self.buffer.publish(POLICY, out.clock)
         return out
 
     async def _close(self, t0: float, start: Mark, flush: FlushResult) -> None:
         rec, spec, st = self.run.record, self.run.record.spec, self._round
-        rec.parameter_state = flush.state
+        self.run.adopt(parameter_state=flush.state)
         pushed = [{**o.stats, rr.POLICY_LAG: o.policy_lag} for o in st.outputs if o.pushed]
         columns: dict[str, Any] = {
             rr.ACTOR_FAILURES: st.actor_failures, rr.CLOCK: flush.clock,

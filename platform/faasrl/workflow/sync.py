@@ -49,7 +49,7 @@ from faasrl.workflow.job import (
 )
 from faasrl.workflow.trigger_buffer import POLICY, TRAJECTORIES, Item, TriggerBuffer
 from faasrl.workflow.triggers import DataKeyTrigger, Message, ObjectKeyTrigger, Rule
-from faasrl.workflow.virtual_job import job_clock, mark, round_columns
+from faasrl.workflow.virtual_job import actor_columns, job_clock, mark, round_columns
 
 log = logging.getLogger(__name__)
 ACTOR_ATTEMPTS = 3  # invocations of one actor slot in a round before the job fails
@@ -182,6 +182,9 @@ class SyncWorkflow:
                    rr.MEAN_RETURN: statistics.fmean(returns) if returns else None,
                    rr.ACTOR_S_MEAN: statistics.fmean(run_times), rr.ACTOR_S_MAX: max(run_times),
                    rr.COST_ACTORS: actor_cost(self._every_actor(), spec.pricing)}
+        if self.virtual:  # and the actors on the virtual clock, which a controller reads there
+            partial.update(actor_columns(self.engine, self._mark, self._every_actor(),
+                                         spec.pricing))
         self._forecast = max(0, run.controller.forecast(run.context(rec.round + 1, partial)))
         run.prewarm(spec.actor_function, self._forecast,
                     placement=spec.placement.actors)
@@ -208,7 +211,6 @@ class SyncWorkflow:
         failed = [r for r in actors if r.status != "success"]
         learner = learners[-1]
         t2 = time.monotonic()
-        rec.algorithm_state = out.algorithm_state
         columns = {
             rr.ACTOR_FAILURES: len(failed),
             rr.ACTOR_PHASE_S: self._t1 - self._t0, rr.LEARNER_PHASE_S: t2 - self._t1,
@@ -226,7 +228,8 @@ class SyncWorkflow:
         if out.rejected:
             columns[rr.REJECTED_REASONS] = [r.reason for r in out.rejected][:5]
         await self.run.close_round(RoundOutcome(
-            round=rec.round, actors=self._n, version=out.version, started=self._t0,
+            round=rec.round, actors=self._n, version=out.version,
+            algorithm_state=out.algorithm_state, started=self._t0,
             rollouts=[self._attempts[s][-1] for s in sorted(self._attempts)],
             invocations=[*actors, *learners],
             costs={rr.COST_ACTORS: actor_cost(actors, spec.pricing),
