@@ -23,19 +23,11 @@ SB3's, and an Atari smoke run of faasrl's uint8 frame path.
   that metrics rows are written and that the buffer stores frames as uint8
   (``bytes_per_transition``).
 
-Both sides stop by the same rule (faasrl's, ``workflow/job.py``): the mean of the last 20
-training episodes (faasrl: its greediest actor's; SB3: its single env's) reaches the target and
-a greedy 20-episode evaluation on the job's confirmation seeds confirms it; a failed
-confirmation is retried ``CONFIRM_GAP`` checks later. The reported evaluation is the final one,
-on the held-out seeds (``faasrl.rl.seeds``: both sides play the same per-episode seeds).
-faasrl checks once per round, SB3 every ``check_every`` env steps (DQN: its train_freq). For
-DQN the rule is harder on SB3: its training episodes keep exploring with ε = 0.04, faasrl's
-greediest Ape-X actor with ε = 0.4^8 ≈ 0.0007, so the table also shows each run's last
-training window. An env-step cap and a wall cap end a run that
-never gets there; its final evaluation is still reported, and the means count it at its cap
-(a lower bound). Wall time is faasrl's job wall time (platform start
-excluded; cold starts, the initial policy and evaluations included) and SB3's ``learn()`` plus
-its evaluations.
+Both sides stop by the same rule and are evaluated on the same held-out seeds
+(``peer_runs.py`` says how); faasrl's training window is its greediest actor's, SB3's its single
+env's, and SB3 checks every ``check_every`` env steps (DQN: its train_freq). For DQN the rule is
+harder on SB3: its training episodes keep exploring with ε = 0.04, faasrl's greediest Ape-X
+actor with ε = 0.4^8 ≈ 0.0007, so the table also shows each run's last training window.
 
 Where faasrl is expected to lose, on a 2-core machine: every learner call, sample and actor
 rollout is a function invocation with Redis hops in between (weights, transitions, samples,
@@ -49,23 +41,17 @@ memory that survives a crash). The numbers decide.
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 from dqn_step import compare_steps
 from jobrun import run_job, write_results
-from library_eval import evaluate_greedy
+from peer_runs import Task, compare
 from rich.console import Console
 from rich.table import Table
 from stable_baselines3 import DQN, SAC
 from stable_baselines3.common.base_class import BaseAlgorithm
-from stable_baselines3.common.callbacks import BaseCallback
-from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.vec_env import VecEnv
 
 from faasrl.algorithms.offpolicy import (
@@ -73,27 +59,9 @@ from faasrl.algorithms.offpolicy import (
     transition_bytes,
     transition_layout,
 )
-from faasrl.jobs.store import reached_target
 from faasrl.rl.policy import policy_spec_for
-from faasrl.workflow.job import CONFIRM_GAP
 
-WINDOW, EVAL_EPISODES = 20, 20
 ZOO_DQN_STEPS = 50_000  # the zoo's CartPole n_timesteps, over which its ε schedule runs
-
-
-@dataclass(frozen=True)
-class Task:
-    """One comparison: an env, a target, faasrl's job and SB3's model for it."""
-
-    name: str
-    title: str
-    env_id: str
-    algorithm: str
-    target: float
-    check_every: int  # SB3's env steps between checks of the training window
-    max_env_steps: int
-    quick_env_steps: int
-    sb3: Callable[[VecEnv, int, int], BaseAlgorithm]  # (env, seed, step cap) -> model
 
 
 def _sb3_dqn(env: VecEnv, seed: int, cap: int) -> BaseAlgorithm:
@@ -117,106 +85,6 @@ TASKS = {
 }
 MAX_WALL_S, QUICK_WALL_S = 1800.0, 300.0
 STEP_BLOCKS, QUICK_STEP_BLOCKS = 20, 2  # alternating blocks per side
-
-
-def faasrl_run(task: Task, seed: int, steps: int, wall: float) -> dict[str, Any]:
-    spec = {"name": f"bench-{task.name}", "algorithm": task.algorithm, "env_id": task.env_id,
-            "seed": seed, "controller": {"name": "fixed", "actors": 2},
-            "evaluation_episodes": EVAL_EPISODES,
-            "stop": {"target_reward": task.target, "target_window": WINDOW, "max_rounds": None,
-                     "max_env_steps": steps, "max_wall_s": wall}}
-    job, rows = run_job(spec, label=f"faasrl {task.name} seed {seed}", timeout_s=wall + 600)
-    return {"wall_s": job["wall_s"], "env_steps": job["env_steps"],
-            "gradient_steps": job["algorithm_state"].get("learner_steps", 0),
-            "window_mean": rows[-1]["recent_mean_return"] if rows else None,
-            "eval_mean": job["evaluation"]["mean"],
-            "reached": reached_target(job.get("stop_reason")),
-            "stop_reason": job["stop_reason"], "rows": len(rows)}
-
-
-def _window_mean(model: BaseAlgorithm) -> float | None:
-    """The mean of the last ``WINDOW`` training episodes (None before there are that many)."""
-    recent = [ep["r"] for ep in list(model.ep_info_buffer)[-WINDOW:]]
-    return statistics.fmean(recent) if len(recent) == WINDOW else None
-
-
-class _ConfirmedTarget(BaseCallback):
-    """Ends ``learn()`` by faasrl's rule (see the module docstring), or at the wall cap."""
-
-    def __init__(self, task: Task, seed: int, max_wall_s: float):
-        super().__init__()
-        self.task, self.seed = task, seed
-        self.deadline = time.perf_counter() + max_wall_s
-        self.checks, self.next_confirm = 0, 0
-        self.reached = False
-
-    def _on_step(self) -> bool:
-        if self.num_timesteps % self.task.check_every:
-            return True
-        self.checks += 1
-        window = _window_mean(self.model)
-        if window is not None and window >= self.task.target and self.checks >= self.next_confirm:
-            confirmation = evaluate_greedy(self.model, self.task.env_id, self.seed,
-                                           "confirmation", EVAL_EPISODES)
-            self.reached = confirmation >= self.task.target
-            self.next_confirm = self.checks + CONFIRM_GAP
-        return not self.reached and time.perf_counter() < self.deadline
-
-
-def sb3_run(task: Task, seed: int, steps: int, wall: float) -> dict[str, Any]:
-    model = task.sb3(make_vec_env(task.env_id, n_envs=1, seed=seed), seed, steps)
-    callback = _ConfirmedTarget(task, seed, wall)
-    t0 = time.perf_counter()
-    model.learn(total_timesteps=steps, callback=callback)
-    # As faasrl: the final version is evaluated at the end, on the held-out seeds.
-    held_out = evaluate_greedy(model, task.env_id, seed, "final", EVAL_EPISODES)
-    return {"wall_s": time.perf_counter() - t0, "env_steps": int(model.num_timesteps),
-            "gradient_steps": int(model._n_updates), "window_mean": _window_mean(model),
-            "eval_mean": held_out, "reached": callback.reached}
-
-
-def _mean(values: list[float | None]) -> float | None:
-    known = [v for v in values if v is not None]
-    return statistics.fmean(known) if known else None
-
-
-def _fmt(value: float | None) -> str:
-    return "-" if value is None else f"{value:.1f}"
-
-
-def compare(task: Task, seeds: list[int], steps: int, wall: float, console: Console
-            ) -> dict[str, Any]:
-    """Both systems per seed, interleaved so that drift in the machine's load hits both."""
-    runs: dict[str, list[dict[str, Any]]] = {"faasrl": [], "sb3": []}
-    for seed in seeds:
-        runs["faasrl"].append({"seed": seed, **faasrl_run(task, seed, steps, wall)})
-        with console.status(f"SB3 {task.name} seed {seed}"):
-            runs["sb3"].append({"seed": seed, **sb3_run(task, seed, steps, wall)})
-    keys = ("wall_s", "env_steps", "gradient_steps", "window_mean", "eval_mean")
-    mean = {system: {**{k: _mean([r[k] for r in rows]) for k in keys},
-                     "reached": sum(r["reached"] for r in rows)}
-            for system, rows in runs.items()}
-    summary = {"mean": mean, "env_step_cap": steps, "wall_cap_s": wall,
-               "wall_ratio_faasrl_over_sb3": mean["faasrl"]["wall_s"] / mean["sb3"]["wall_s"],
-               "steps_ratio_faasrl_over_sb3":
-                   mean["faasrl"]["env_steps"] / mean["sb3"]["env_steps"]}
-
-    table = Table("system", "seed", f"reached {task.target:g}", "env steps", "gradient steps",
-                  "wall s", f"last {WINDOW} train", "eval mean", title=task.title)
-    for system, rows in runs.items():
-        for r in [*rows, {**mean[system], "seed": "mean"}]:
-            reached = f"{r['reached']}/{len(rows)}" if r["seed"] == "mean" else \
-                "yes" if r["reached"] else "NO"
-            table.add_row(system, str(r["seed"]), reached, f"{r['env_steps']:,.0f}",
-                          f"{r['gradient_steps']:,.0f}", f"{r['wall_s']:.1f}",
-                          _fmt(r["window_mean"]), _fmt(r["eval_mean"]),
-                          style="bold" if r["seed"] == "mean" else None)
-    console.print(table)
-    capped = "" if mean["faasrl"]["reached"] == mean["sb3"]["reached"] == len(seeds) else \
-        " (a run that missed the target counts at its cap)"
-    console.print(f"faasrl / SB3, means: wall time {summary['wall_ratio_faasrl_over_sb3']:.2f}x, "
-                  f"env steps {summary['steps_ratio_faasrl_over_sb3']:.2f}x{capped}")
-    return {"runs": runs, "summary": summary}
 
 
 ATARI_ENV = "ALE/Pong-v5"

@@ -1,0 +1,96 @@
+"""PPO and SAC on MuJoCo against Stable-Baselines3, same run: faasrl's jobs against the
+library's zoo-tuned models, each to a held-out return, 3 seeds.
+
+- PPO, Hopper-v5 to 2,000. faasrl runs its MuJoCo defaults (``FAMILY_DEFAULTS`` of
+  ``faasrl.algorithms.ppo``: 2,048 steps an actor, 10 epochs of 32 minibatches, lr 3e-4,
+  rewards normalized in the actor's env) with the fixed controller's 2 actors and the env
+  backend the platform picks (EnvPool where installed). SB3 runs rl-baselines3-zoo's Hopper
+  entry (``hyperparams/ppo.yml``; rl_zoo3 is not installed here, so these are the zoo's values
+  as published): VecNormalize on observations and rewards, one env, n_steps 512, batch 32,
+  5 epochs, lr 9.80828e-5, gamma 0.999, gae_lambda 0.99, clip 0.2, ent_coef 0.00229519,
+  vf_coef 0.835671, max_grad_norm 0.7, log_std_init -2, no orthogonal init, ReLU
+  [256, 256] policy and value nets.
+- SAC, Hopper-v5 to 2,000 (``--tasks sac``): faasrl's MuJoCo SAC defaults against the zoo's
+  Hopper entry (SB3's defaults with learning_starts 10,000).
+
+The rule both sides stop by, and the held-out evaluation, are ``peer_runs.py``'s. The zoo
+trains Hopper for 1M steps; that is the default cap here, with a wall cap of an hour a run.
+``--max-env-steps`` and ``--max-wall-s`` lower them for a run that fits a machine's time:
+the table then says which runs reached the target and the means count the others at their cap.
+
+Where faasrl is expected to lose, on a 2-core machine: its actors, learner and Redis share the
+two cores SB3 has to itself, and each round pays invocations and the trajectory transfer; its
+learner makes 320 minibatch steps per 4,096 env steps where the zoo's SB3 makes 80 per 512.
+
+    python bench/mujoco.py [--seeds 1 2 3] [--quick] [--tasks ppo sac]
+        [--max-env-steps N] [--max-wall-s S]
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+import torch
+from jobrun import write_results
+from peer_runs import Task, compare
+from rich.console import Console
+from stable_baselines3 import PPO, SAC
+from stable_baselines3.common.base_class import BaseAlgorithm
+from stable_baselines3.common.vec_env import VecEnv
+
+ZOO_HOPPER_GAMMA = 0.999
+
+
+def _sb3_ppo_hopper(env: VecEnv, seed: int, cap: int) -> BaseAlgorithm:
+    return PPO("MlpPolicy", env, n_steps=512, batch_size=32, n_epochs=5,
+               learning_rate=9.80828e-5, gamma=ZOO_HOPPER_GAMMA, gae_lambda=0.99, clip_range=0.2,
+               ent_coef=0.00229519, vf_coef=0.835671, max_grad_norm=0.7,
+               policy_kwargs={"log_std_init": -2, "ortho_init": False,
+                              "activation_fn": torch.nn.ReLU,
+                              "net_arch": {"pi": [256, 256], "vf": [256, 256]}},
+               seed=seed, device="cpu")
+
+
+def _sb3_sac_hopper(env: VecEnv, seed: int, cap: int) -> BaseAlgorithm:
+    return SAC("MlpPolicy", env, learning_starts=10_000, seed=seed, device="cpu")
+
+
+TASKS = {
+    "ppo": Task("ppo", "PPO Hopper-v5 to 2,000", "Hopper-v5", "ppo", 2_000.0, check_every=512,
+                max_env_steps=1_000_000, quick_env_steps=8_192, sb3=_sb3_ppo_hopper,
+                normalize=True, gamma=ZOO_HOPPER_GAMMA),
+    "sac": Task("sac", "SAC Hopper-v5 to 2,000", "Hopper-v5", "sac", 2_000.0, check_every=1_000,
+                max_env_steps=1_000_000, quick_env_steps=2_000, sb3=_sb3_sac_hopper),
+}
+MAX_WALL_S, QUICK_WALL_S = 3600.0, 300.0
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
+    parser.add_argument("--quick", action="store_true",
+                        help="the first seed only, a few thousand env steps: does it all run?")
+    parser.add_argument("--tasks", nargs="+", choices=list(TASKS), default=["ppo"])
+    parser.add_argument("--max-env-steps", type=int, help="lower every task's env-step cap")
+    parser.add_argument("--max-wall-s", type=float, help="lower the wall cap of every run")
+    parser.add_argument("--sb3-threads", type=int, default=1,
+                        help="torch threads for SB3 (1 is its fastest on a small MLP here)")
+    parser.add_argument("--out", type=Path, default=Path("bench/results/mujoco.json"))
+    args = parser.parse_args()
+    torch.set_num_threads(args.sb3_threads)
+    console = Console()
+    seeds = args.seeds[:1] if args.quick else args.seeds
+    results: dict[str, Any] = {"seeds": seeds, "quick": args.quick}
+    for name in args.tasks:  # results are written after each task: a later failure keeps them
+        task = TASKS[name]
+        steps = task.quick_env_steps if args.quick else args.max_env_steps or task.max_env_steps
+        wall = QUICK_WALL_S if args.quick else args.max_wall_s or MAX_WALL_S
+        results[name] = compare(task, seeds, steps, wall, console)
+        write_results(args.out, results)
+    console.print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
