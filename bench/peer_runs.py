@@ -1,5 +1,5 @@
 """One task run by faasrl and by Stable-Baselines3, same seeds, same stopping rule, same
-held-out evaluation: what ``offpolicy.py`` (DQN, SAC on classic control) and ``mujoco.py`` (PPO
+held-out evaluation: what ``offpolicy.py`` (DQN, SAC on classic control) and ``mujoco_peers.py`` (PPO
 and SAC on MuJoCo) compare.
 
 Both sides stop by faasrl's rule (``workflow/job.py``): the mean of the last 20 training

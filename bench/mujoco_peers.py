@@ -1,5 +1,6 @@
 """PPO and SAC on MuJoCo against Stable-Baselines3, same run: faasrl's jobs against the
-library's zoo-tuned models, each to a held-out return, 3 seeds.
+library's zoo-tuned models, each to a held-out return, 3 seeds. (Not ``mujoco.py``: a script's
+folder comes first on ``sys.path``, and that name would hide the ``mujoco`` package.)
 
 - PPO, Hopper-v5 to 2,000. faasrl runs its MuJoCo defaults (``FAMILY_DEFAULTS`` of
   ``faasrl.algorithms.ppo``: 2,048 steps an actor, 10 epochs of 32 minibatches, lr 3e-4,
@@ -22,7 +23,7 @@ Where faasrl is expected to lose, on a 2-core machine: its actors, learner and R
 two cores SB3 has to itself, and each round pays invocations and the trajectory transfer; its
 learner makes 320 minibatch steps per 4,096 env steps where the zoo's SB3 makes 80 per 512.
 
-    python bench/mujoco.py [--seeds 1 2 3] [--quick] [--tasks ppo sac]
+    python bench/mujoco_peers.py [--seeds 1 2 3] [--quick] [--tasks ppo sac]
         [--max-env-steps N] [--max-wall-s S]
 """
 
@@ -77,7 +78,7 @@ def main() -> None:
     parser.add_argument("--max-wall-s", type=float, help="lower the wall cap of every run")
     parser.add_argument("--sb3-threads", type=int, default=1,
                         help="torch threads for SB3 (1 is its fastest on a small MLP here)")
-    parser.add_argument("--out", type=Path, default=Path("bench/results/mujoco.json"))
+    parser.add_argument("--out", type=Path, default=Path("bench/results/mujoco_peers.json"))
     args = parser.parse_args()
     torch.set_num_threads(args.sb3_threads)
     console = Console()
