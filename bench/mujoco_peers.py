@@ -35,7 +35,7 @@ from typing import Any
 
 import torch
 from jobrun import write_results
-from peer_runs import Task, compare
+from peer_runs import Task, add_peer_options, compare, peer_seeds
 from rich.console import Console
 from stable_baselines3 import PPO, SAC
 from stable_baselines3.common.base_class import BaseAlgorithm
@@ -70,19 +70,14 @@ MAX_WALL_S, QUICK_WALL_S = 3600.0, 300.0
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
-    parser.add_argument("--quick", action="store_true",
-                        help="the first seed only, a few thousand env steps: does it all run?")
+    add_peer_options(parser, "the first seed only, a few thousand env steps: does it all run?")
     parser.add_argument("--tasks", nargs="+", choices=list(TASKS), default=["ppo"])
     parser.add_argument("--max-env-steps", type=int, help="lower every task's env-step cap")
     parser.add_argument("--max-wall-s", type=float, help="lower the wall cap of every run")
-    parser.add_argument("--sb3-threads", type=int, default=1,
-                        help="torch threads for SB3 (1 is its fastest on a small MLP here)")
     parser.add_argument("--out", type=Path, default=Path("bench/results/mujoco_peers.json"))
     args = parser.parse_args()
-    torch.set_num_threads(args.sb3_threads)
+    seeds = peer_seeds(args)
     console = Console()
-    seeds = args.seeds[:1] if args.quick else args.seeds
     results: dict[str, Any] = {"seeds": seeds, "quick": args.quick}
     for name in args.tasks:  # results are written after each task: a later failure keeps them
         task = TASKS[name]

@@ -44,10 +44,9 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-import torch
 from dqn_step import compare_steps
 from jobrun import run_job, write_results
-from peer_runs import Task, compare
+from peer_runs import Task, add_peer_options, compare, peer_seeds
 from rich.console import Console
 from rich.table import Table
 from stable_baselines3 import DQN, SAC
@@ -139,20 +138,15 @@ def atari_smoke(console: Console) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
-    parser.add_argument("--quick", action="store_true",
-                        help="the first seed only, with the zoo's step budgets as caps")
+    add_peer_options(parser, "the first seed only, with the zoo's step budgets as caps")
     parser.add_argument("--tasks", nargs="+", choices=[*TASKS, "step", "atari"],
                         default=[*TASKS, "step", "atari"])
     parser.add_argument("--atari", dest="tasks", action="store_const", const=["atari"],
                         help="only the Atari smoke run")
-    parser.add_argument("--sb3-threads", type=int, default=1,
-                        help="torch threads for SB3 (1 is its fastest on a small MLP here)")
     parser.add_argument("--out", type=Path, default=Path("bench/results/offpolicy.json"))
     args = parser.parse_args()
-    torch.set_num_threads(args.sb3_threads)
+    seeds = peer_seeds(args)
     console = Console()
-    seeds = args.seeds[:1] if args.quick else args.seeds
     results: dict[str, Any] = {"seeds": seeds, "quick": args.quick}
     for name in args.tasks:  # results are written after each task: a later failure keeps them
         if name == "atari":

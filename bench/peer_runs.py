@@ -1,6 +1,6 @@
 """One task run by faasrl and by Stable-Baselines3, same seeds, same stopping rule, same
-held-out evaluation: what ``offpolicy.py`` (DQN, SAC on classic control) and ``mujoco_peers.py`` (PPO
-and SAC on MuJoCo) compare.
+held-out evaluation: what ``offpolicy.py`` (DQN, SAC on classic control) and
+``mujoco_peers.py`` (PPO and SAC on MuJoCo) compare.
 
 Both sides stop by faasrl's rule (``workflow/job.py``): the mean of the last 20 training
 episodes reaches the target and a greedy 20-episode evaluation on the job's confirmation seeds
@@ -17,6 +17,7 @@ normalized by its training statistics, as the zoo's own evaluation does.
 
 from __future__ import annotations
 
+import argparse
 import statistics
 import time
 from collections.abc import Callable
@@ -24,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import torch
 from jobrun import run_job
 from library_eval import evaluate_greedy
 from rich.console import Console
@@ -56,6 +58,20 @@ class Task:
     job: dict[str, Any] = field(default_factory=dict)  # more of faasrl's job spec
     normalize: bool = False  # SB3 trains on VecNormalize'd observations and rewards
     gamma: float = 0.99  # the discount VecNormalize's reward scaling uses (the model's)
+
+
+def add_peer_options(parser: argparse.ArgumentParser, quick: str) -> None:
+    """The seeds, ``--quick`` (``quick`` says what it runs) and SB3's torch threads."""
+    parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
+    parser.add_argument("--quick", action="store_true", help=quick)
+    parser.add_argument("--sb3-threads", type=int, default=1,
+                        help="torch threads for SB3 (1 is its fastest on a small MLP here)")
+
+
+def peer_seeds(args: argparse.Namespace) -> list[int]:
+    """The seeds to run (the first alone with ``--quick``), SB3's threads set."""
+    torch.set_num_threads(args.sb3_threads)
+    return args.seeds[:1] if args.quick else args.seeds
 
 
 def faasrl_run(task: Task, seed: int, steps: int, wall: float) -> dict[str, Any]:
