@@ -30,8 +30,9 @@ import numpy as np
 from faasrl import round_row as rr
 from faasrl.controllers.base import Controller, RoundContext, last_valid
 
-FEATURES = ("round", "loss", "mean_return", "policy_kl", "learner_s", "actor_s_mean", "round_s",
-            "budget_left")
+# The columns s_k is made of, in its order between the round and the budget left.
+STATE_READS = (rr.LOSS, rr.MEAN_RETURN, rr.POLICY_KL, rr.LEARNER_S, rr.ACTOR_S_MEAN, rr.ROUND_S)
+FEATURES = (rr.ROUND, *STATE_READS, "budget_left")
 # The saved scheduler's output layer (the actor head of faasrl.rl's ActorCritic, two hidden
 # layers: Linear, tanh, Linear, tanh, Linear): one logit per actor count, 1..I_max.
 OUTPUT_WEIGHT, OUTPUT_BIAS = "actor.4.weight", "actor.4.bias"
@@ -40,10 +41,6 @@ OUTPUT_WEIGHT, OUTPUT_BIAS = "actor.4.weight", "actor.4.bias"
 def scheduler_i_max(weights: Mapping[str, Any]) -> int:
     """I_max of a saved scheduler: the most actors it picks (its output layer's width)."""
     return int(weights[OUTPUT_BIAS].shape[0])
-
-
-# The columns s_k is made of (besides the round and the budget).
-STATE_READS = (rr.LOSS, rr.MEAN_RETURN, rr.POLICY_KL, rr.LEARNER_S, rr.ACTOR_S_MEAN, rr.ROUND_S)
 
 
 def scheduler_state(ctx: RoundContext) -> list[float]:

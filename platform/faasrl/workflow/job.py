@@ -375,9 +375,8 @@ class JobRun:
             return f"max_rounds ({stop.max_rounds}) done"
         if stop.max_env_steps is not None and rec.env_steps >= stop.max_env_steps:
             return f"max_env_steps ({stop.max_env_steps}) reached"
-        # On a virtual clock the modeled cluster's time and cost, not the host's.
-        seconds, cost, on = (*self._virtual_spent(), " on the virtual clock") \
-            if rec.spec.virtual is not None else (self.wall(), rec.cost_usd, "")
+        seconds, cost = self._spent()
+        on = "" if rec.spec.virtual is None else " on the virtual clock"
         if stop.budget_usd is not None and cost >= stop.budget_usd:
             return f"budget (${stop.budget_usd:g}) spent{on}"
         if stop.max_wall_s is not None and seconds >= stop.max_wall_s:
@@ -439,10 +438,9 @@ class JobRun:
         running round's row so far (its actors' results)."""
         rec, stop = self.record, self.record.spec.stop
         history = self.history if partial is None else [*self.history, partial]
-        spent = rec.cost_usd
         if rec.spec.virtual is not None:  # the modeled cluster's time and cost
-            history, spent = [virtual_view(r) for r in history], self._virtual_spent()[1]
-        spent += (history[-1] if partial is not None else {}).get(rr.COST_ACTORS, 0.0)
+            history = [virtual_view(r) for r in history]
+        spent = self._spent()[1] + (history[-1].get(rr.COST_ACTORS, 0.0) if partial else 0.0)
         left = None if stop.budget_usd is None else stop.budget_usd - spent
         return RoundContext(round_, history, left, stop.budget_usd, stop.target_reward,
                             rec.spec.seed)
@@ -732,8 +730,11 @@ class JobRun:
         await asyncio.to_thread(write_checkpoint, self.folder, rec.model_dump_json(), weights,
                                 optimizer)
 
-    def _virtual_spent(self) -> tuple[float, float]:
-        """The job's time and cost on its virtual clock so far: its rows' sums."""
+    def _spent(self) -> tuple[float, float]:
+        """The job's time and cost so far, which its stops and its controller's budget go by:
+        measured, or on a virtual clock the modeled cluster's (its rows' sums)."""
+        if self.record.spec.virtual is None:
+            return self.wall(), self.record.cost_usd
         return (sum(r.get(rr.VIRTUAL_S, 0.0) for r in self.history),
                 sum(r.get(rr.VIRTUAL_COST_ROUND, 0.0) for r in self.history))
 

@@ -53,9 +53,7 @@ ColumnNames = Literal["v1", "v2"]
 
 def metric_columns() -> list[MetricColumnOut]:
     """Every named metrics column (a column not named is the algorithm's own figure)."""
-    return [MetricColumnOut(name=c.name, namespaced=c.namespaced, group=c.group,
-                            description=c.description, unit=c.unit)
-            for c in COLUMNS.values()]
+    return [MetricColumnOut.model_validate(c, from_attributes=True) for c in COLUMNS.values()]
 
 
 def named(rows: list[dict[str, Any]], names: ColumnNames) -> list[dict[str, Any]]:
