@@ -51,3 +51,37 @@ def test_the_controllers_bench_times_and_bills_its_jobs_on_the_virtual_clock(tmp
         assert run["clock"] == "virtual", run
         assert run["parallel_wall_s"] > 0 and run["parallel_cost_usd"] > 0
         assert run["parallel_curve"][-1][0] == pytest.approx(run["parallel_wall_s"])
+
+
+@pytest.mark.slow
+def test_a_calibration_with_nitro_times_the_learners_hessian(tmp_path):
+    """``--controller nitro``: the learner's Hessian is fitted apart from its samples, and a
+    job spec takes the calibration with its ``hessian`` term (the arithmetic:
+    tests/unit/test_virtual_clock.py)."""
+    calibration, out = tmp_path / "calibration.json", tmp_path / "controllers.json"
+    subprocess.run([sys.executable, "bench/calibrate.py", "--quick", "--variant", "ppo-sync",
+                    "--controller", "nitro", "--out", str(calibration)],
+                   cwd=REPO, check=True, timeout=240, capture_output=True)
+    measured = json.loads(calibration.read_text())
+    assert set(measured["calibration"]) == set(EXECUTION_ROLES["sync"])
+    assert measured["hessian_points"] and measured["calibration"]["learner"]["hessian"] > 0
+    subprocess.run([sys.executable, "bench/controllers.py", "--quick", "--controllers", "nitro",
+                    "--virtual-cores", "4", "--calibration", str(calibration), "--no-plot",
+                    "--out", str(out)], cwd=REPO, check=True, timeout=240, capture_output=True)
+    run = json.loads(out.read_text())["runs"][0]
+    assert run["clock"] == "virtual" and run["parallel_wall_s"] > 0
+
+
+@pytest.mark.slow
+def test_an_off_policy_calibration_fits_the_buffer_and_learner_at_two_sizes(tmp_path):
+    """``--variant dqn``: the actor, learner and buffer of an off-policy job, each fitted on
+    the two runs' sizes (the second halves the rollout and the batch), so b is measured, not
+    left at 0 by points of one size."""
+    out = tmp_path / "calibration.json"
+    subprocess.run([sys.executable, "bench/calibrate.py", "--quick", "--variant", "dqn",
+                    "--out", str(out)], cwd=REPO, check=True, timeout=240, capture_output=True)
+    measured = json.loads(out.read_text())
+    assert set(measured["calibration"]) == set(EXECUTION_ROLES["offpolicy"])
+    for role, points in measured["points"].items():
+        assert len({units for units, _ in points}) >= 2, role
+    assert all(c["a"] + c["b"] > 0 for c in measured["calibration"].values())

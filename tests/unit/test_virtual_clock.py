@@ -10,7 +10,7 @@ import pytest
 
 from faasrl import round_row as rr
 from faasrl.invoker import InvocationRecord
-from faasrl.jobs.clock import Calibration, counts_units, units
+from faasrl.jobs.clock import Calibration, counts_units, hessian_units, units
 from faasrl.workflow.virtual_clock import Event, Outcome, VirtualClock, VirtualExecutor
 from faasrl.workflow.virtual_job import attempts_duration, virtual_view
 
@@ -410,6 +410,23 @@ def test_a_slots_retries_last_one_after_another_a_failed_one_its_intercept():
     failed = InvocationRecord("0", "actor", status="error")
     assert attempts_duration(calibration, "actor", done, 0.0) == 3.0
     assert attempts_duration(calibration, "actor", [failed, failed, done], 0.0) == 5.0
+
+
+def test_a_learner_that_measured_a_hessian_lasts_its_products_longer():
+    """Nitro's Hessian is work the samples do not count: its products (the subset's samples
+    times the Lanczos steps taken) at the calibration's ``hessian`` each; none for an update
+    without one, nor for another role's result."""
+    calibration = Calibration(a=0.05, b=0.001, hessian=0.0001)
+    plain = {"samples": 100, "version": 2}
+    measured = {**plain, "hessian": {"samples": 50, "iterations": 20, "lambda_min": -1.0,
+                                     "lambda_max": 2.0, "seconds": 9.9}}
+    assert hessian_units("learner", plain) == 0.0
+    assert hessian_units("learner", measured) == 1000.0
+    assert hessian_units("actor", {"steps": 4, "hessian": measured["hessian"]}) == 0.0
+    record = InvocationRecord("1", "learner", status="success", result=measured)
+    assert attempts_duration(calibration, "learner", record, 0.0) == pytest.approx(0.25)
+    record = InvocationRecord("1", "learner", status="success", result=plain)
+    assert attempts_duration(calibration, "learner", record, 0.0) == pytest.approx(0.15)
 
 
 def test_a_controller_on_the_virtual_clock_reads_the_modeled_clusters_time_and_cost() -> None:

@@ -51,6 +51,14 @@ def units(role: Role, result: Mapping[str, Any]) -> float:
     return float(sum(result.get(f, 0) for f in UNIT_FIELDS[role]))
 
 
+def hessian_units(role: Role, result: Mapping[str, Any]) -> float:
+    """The Hessian-vector products a synchronous learner's update ran on top of its samples
+    when its controller asked for the loss Hessian (Nitro), each on one sample: the subset's
+    samples times the Lanczos steps taken. None for other roles, nor without a Hessian."""
+    hessian = result.get("hessian") if role == "learner" else None
+    return float(hessian["samples"] * hessian["iterations"]) if hessian else 0.0
+
+
 class Calibration(BaseModel):
     """A role's virtual duration: ``a + b * units`` seconds on average, spread lognormally by
     ``sd``. The spread matters: invocations of equal durations stay in lockstep (eight actors
@@ -64,11 +72,16 @@ class Calibration(BaseModel):
                                                    "a transition the buffer inserts or samples")
     sd: float = Field(0.0, ge=0, le=2, description="the standard deviation of log(duration / "
                                                    "(a + b * units)); 0: every duration exact")
+    hessian: float = Field(0.0, ge=0, le=60, description="a learner's seconds per sample per "
+                                                         "Lanczos step of a loss Hessian its "
+                                                         "controller asks for (Nitro)")
 
-    def duration(self, units: float, z: float = 0.0) -> float:
-        """For a standard normal draw ``z`` (cut at ±Z_CUT): mean a + b·units over the draws."""
+    def duration(self, units: float, z: float = 0.0, hessian_units: float = 0.0) -> float:
+        """For a standard normal draw ``z`` (cut at ±Z_CUT): mean a + b·units (+ the Hessian's
+        products at ``hessian`` each) over the draws."""
         z = max(-Z_CUT, min(Z_CUT, z))
-        return (self.a + self.b * units) * math.exp(self.sd * z - self.sd ** 2 / 2)
+        mean = self.a + self.b * units + self.hessian * hessian_units
+        return mean * math.exp(self.sd * z - self.sd ** 2 / 2)
 
     @property
     def lower_bound(self) -> float:

@@ -10,7 +10,7 @@ from typing import Any, cast
 
 from faasrl import round_row as rr
 from faasrl.invoker import InvocationRecord
-from faasrl.jobs.clock import Calibration, Role, VirtualSettings, draw, units
+from faasrl.jobs.clock import Calibration, Role, VirtualSettings, draw, hessian_units, units
 from faasrl.jobs.cost import Pricing, lambda_cost, vm_share_cost
 from faasrl.workflow.engine import Engine
 from faasrl.workflow.virtual_clock import Event, VirtualClock, VirtualExecutor
@@ -41,8 +41,8 @@ def attempts_duration(calibration: Calibration, role: Role,
     workflow invokes a slot again until it succeeds): a failed one does no work (it failed
     fast), so it lasts the calibration's ``a``."""
     tries = done if isinstance(done, list) else [done]
-    return sum(calibration.duration(units(role, r.result) if r.status == "success" else 0.0, z)
-               for r in tries)
+    return sum(calibration.duration(units(role, r.result), z, hessian_units(role, r.result))
+               if r.status == "success" else calibration.duration(0.0, z) for r in tries)
 
 
 @dataclass(frozen=True)
