@@ -94,6 +94,38 @@ def test_two_runs_of_a_virtual_clock_dqn_job_give_identical_rows(client: Client)
     assert all(row["loss"] is not None for row in first)
 
 
+# The same job with actors far ahead of a slow learner: a ratio gate so loose that 8 actors of
+# 0.5 s keep starting while a learner of 3 s runs, where the newest version in Redis is often
+# one that the learner has really published but not yet virtually.
+LOOSE = {**DQN, "controller": {"name": "fixed", "actors": 8}, "stop": {"max_rounds": 2},
+         "hyperparameters": {**DQN["hyperparameters"], "memory_size": 4096,
+                             "updates_per_step": 0.005},
+         "virtual": {"cores": 16, "calibration": {
+             "actor": {"a": 0.5, "sd": 0.3}, "learner": {"a": 3.0, "sd": 0.1},
+             "buffer": {"a": 0.005, "b": 0.0001, "sd": 0.3}}}}
+
+
+def test_off_policy_actors_that_start_while_a_learner_runs_explore_the_pinned_version(
+        client: Client):
+    """The replay holds where the pin matters: actors started while a learner ran read the
+    version current at their virtual start, older than the one already in Redis for most of
+    them (checked, so that this test cannot pass on a configuration that never needs the
+    pin)."""
+    job = client.submit(LOOSE)["id"]
+    assert finished(client, job, timeout_s=300)["status"] == "succeeded"
+    assert replay_differences(client.job_metrics(job), rows_of(client, LOOSE)) == []
+
+    def calls(function: str) -> list[dict[str, Any]]:
+        return [r for r in client.invocations(function=function, limit=1000)
+                if r["job"] == job and r["status"] == "success"
+                and "version" in (r["result"] or {})]
+    published = [(r["finished_at"], r["result"]["version"]) for r in calls("learner")]
+    actors = calls("actor")
+    behind = [a for a in actors if a["result"]["version"] < max(
+        (v for t, v in published if t < a["requested_at"]), default=0)]
+    assert len(behind) >= 0.2 * len(actors), (len(behind), len(actors))
+
+
 SYNC = {"env_id": "CartPole-v1", "execution": "sync", "envs_per_actor": 2,
         "steps_per_actor": 32, "controller": {"name": "fixed", "actors": 4},
         "evaluation_episodes": 0, "stop": {"max_rounds": 2}, "clock": "virtual"}
