@@ -64,6 +64,8 @@ from jobrun import (
 from rich.console import Console
 from rich.table import Table
 
+from faasrl import round_row as rr
+
 RESULTS = Path(__file__).resolve().parent / "results" / "async_controllers.json"
 # The paper read literally: one gradient per actor batch, one Adam step per aggregation.
 ONE_GRADIENT = {"sgd_iters": 1, "learner_slices": None, "optimizer_step": "weighted_mean"}
@@ -127,16 +129,16 @@ def job_spec(env_id: str, variant: str, seed: int, sizes: dict[str, int], *, act
 def one_run(spec: dict[str, Any], label: str) -> dict[str, Any]:
     t0 = time.perf_counter()
     job, rows = run_job(spec, label=label, timeout_s=3 * 3600)
-    weights = [(r["staleness_mean"], r["gradients_aggregated"]) for r in rows
-               if r.get("staleness_mean") is not None]
+    weights = [(r[rr.STALENESS_MEAN], r[rr.GRADIENTS_AGGREGATED]) for r in rows
+               if r.get(rr.STALENESS_MEAN) is not None]
     aggregated = sum(n for _, n in weights)
     return {
         "final_return": job["evaluation"]["mean"] if job["evaluation"] else None,
-        "training_return": job["last_row"]["recent_mean_return"],
+        "training_return": job["last_row"][rr.RECENT_MEAN_RETURN],
         "cost_usd": job["cost_usd"], "serverful_cost_usd": job["serverful_cost_usd"],
         "staleness_mean": sum(s * n for s, n in weights) / aggregated if aggregated else None,
-        "staleness_max": max((r["staleness_max"] for r in rows
-                              if r.get("staleness_max") is not None), default=None),
+        "staleness_max": max((r[rr.STALENESS_MAX] for r in rows
+                              if r.get(rr.STALENESS_MAX) is not None), default=None),
         "versions": job["version"], "env_steps": job["env_steps"], "rounds": job["round"],
         "wall_s": job["wall_s"], "run_s": time.perf_counter() - t0,
         # modeled, no waits for a core (jobs/parallel.py)

@@ -54,6 +54,7 @@ from jobrun import (
 from rich.console import Console
 from rich.table import Table
 
+from faasrl import round_row as rr
 from faasrl.config import Settings
 from faasrl.controllers.saved_schedulers import save_scheduler
 from faasrl.embedded import EmbeddedPlatform
@@ -144,8 +145,8 @@ def train_scheduler(env_id: str, env: dict[str, Any], job: dict[str, Any], folde
 
 def summarize(job: dict[str, Any], rows: list[dict[str, Any]]) -> dict[str, Any]:
     ev = job.get("evaluation")
-    round_s = sum(r["round_s"] for r in rows)
-    hessian_s = sum(r.get("hessian_s") or 0.0 for r in rows)
+    round_s = sum(r[rr.ROUND_S] for r in rows)
+    hessian_s = sum(r.get(rr.HESSIAN_S) or 0.0 for r in rows)
     return {
         "final_return": ev["mean"] if ev else (rows[-1]["recent_mean_return"] if rows else None),
         "wall_s": job["wall_s"], "cost_usd": job["cost_usd"], "rounds": job["round"],
@@ -155,7 +156,7 @@ def summarize(job: dict[str, Any], rows: list[dict[str, Any]]) -> dict[str, Any]
         "actor_s": actor_seconds(rows),
         "nitro_overhead_pct": 100 * hessian_s / round_s if hessian_s else None,
         "reached": reached_target(job.get("stop_reason")),
-        "stop_reason": job.get("stop_reason"), "actors": [r["actors"] for r in rows],
+        "stop_reason": job.get("stop_reason"), "actors": [r[rr.ACTORS] for r in rows],
         **curves(rows), **virtual_time(rows), **virtual_cost(rows),
     }
 

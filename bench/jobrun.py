@@ -14,6 +14,7 @@ from typing import Any
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from faasrl import round_row as rr
 from faasrl.backends.process import ZYGOTE_WAIT_S
 from faasrl.client import Client
 from faasrl.config import Settings
@@ -73,16 +74,16 @@ Curve = list[tuple[float, float | None]]
 
 def actor_seconds(rows: list[dict[str, Any]]) -> float:
     """Billed actor time: each round's mean actor run time times its actors that answered."""
-    return sum((r["actor_s_mean"] or 0.0) * (r["actors"] - r.get("actor_failures", 0))
+    return sum((r[rr.ACTOR_S_MEAN] or 0.0) * (r[rr.ACTORS] - r.get(rr.ACTOR_FAILURES, 0))
                for r in rows)
 
 
 def curves(rows: list[dict[str, Any]]) -> dict[str, Curve]:
     """The training return (the job's recent mean) against measured wall time, modeled-parallel
     wall time and modeled-parallel cost, one point per round."""
-    return {name: [(r[x], r["recent_mean_return"]) for r in rows]
-            for name, x in (("curve", "wall_s"), ("parallel_curve", "parallel_wall_s"),
-                            ("parallel_cost_curve", "parallel_cost_total"))}
+    return {name: [(r[x], r[rr.RECENT_MEAN_RETURN]) for r in rows]
+            for name, x in (("curve", rr.WALL_S), ("parallel_curve", rr.PARALLEL_WALL_S),
+                            ("parallel_cost_curve", rr.PARALLEL_COST_TOTAL))}
 
 
 def add_virtual_options(parser: argparse.ArgumentParser, what: str) -> None:
@@ -107,22 +108,22 @@ def virtual_cluster(parser: argparse.ArgumentParser, args: argparse.Namespace
 def virtual_time(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """A run on the virtual clock: its modeled time is the clock's (the rounds' ``virtual_s``
     summed), in place of the modeled-parallel re-timing of what ran on this machine."""
-    if not rows or "virtual_s" not in rows[0]:
+    if not rows or rr.VIRTUAL_S not in rows[0]:
         return {"clock": "real"}
-    ends = list(accumulate(r["virtual_s"] for r in rows))
+    ends = list(accumulate(r[rr.VIRTUAL_S] for r in rows))
     return {"clock": "virtual", "parallel_wall_s": ends[-1],
-            "parallel_curve": [(t, r["recent_mean_return"]) for t, r in zip(ends, rows,
+            "parallel_curve": [(t, r[rr.RECENT_MEAN_RETURN]) for t, r in zip(ends, rows,
                                                                            strict=True)]}
 
 
 def virtual_cost(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """A run on the virtual clock: its modeled cost is its invocations billed at their virtual
     durations (the rounds' ``virtual_cost_round`` summed)."""
-    if not rows or "virtual_cost_round" not in rows[0]:
+    if not rows or rr.VIRTUAL_COST_ROUND not in rows[0]:
         return {}
-    totals = list(accumulate(r["virtual_cost_round"] for r in rows))
+    totals = list(accumulate(r[rr.VIRTUAL_COST_ROUND] for r in rows))
     return {"parallel_cost_usd": totals[-1],
-            "parallel_cost_curve": [(c, r["recent_mean_return"]) for c, r in zip(totals, rows,
+            "parallel_cost_curve": [(c, r[rr.RECENT_MEAN_RETURN]) for c, r in zip(totals, rows,
                                                                                strict=True)]}
 
 
