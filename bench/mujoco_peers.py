@@ -11,6 +11,11 @@ folder comes first on ``sys.path``, and that name would hide the ``mujoco`` pack
   5 epochs, lr 9.80828e-5, gamma 0.999, gae_lambda 0.99, clip 0.2, ent_coef 0.00229519,
   vf_coef 0.835671, max_grad_norm 0.7, log_std_init -2, no orthogonal init, ReLU
   [256, 256] policy and value nets.
+- PPO, HalfCheetah-v5 to 3,000 (``--tasks ppo-halfcheetah``): faasrl's MuJoCo defaults again,
+  against the zoo's HalfCheetah entry: VecNormalize, one env, n_steps 512, batch 64, 20 epochs,
+  lr 2.0633e-5, gamma 0.98, gae_lambda 0.92, clip 0.1, ent_coef 0.000401762, vf_coef 0.58096,
+  max_grad_norm 0.8, and the Hopper entry's network (log_std_init -2, no orthogonal init, ReLU
+  [256, 256]).
 - SAC, Hopper-v5 to 2,000 (``--tasks sac``): faasrl's MuJoCo SAC defaults against the zoo's
   Hopper entry (SB3's defaults with learning_starts 10,000).
 
@@ -23,7 +28,7 @@ Where faasrl is expected to lose, on a 2-core machine: its actors, learner and R
 two cores SB3 has to itself, and each round pays invocations and the trajectory transfer; its
 learner makes 320 minibatch steps per 4,096 env steps where the zoo's SB3 makes 80 per 512.
 
-    python bench/mujoco_peers.py [--seeds 1 2 3] [--quick] [--tasks ppo sac]
+    python bench/mujoco_peers.py [--seeds 1 2 3] [--quick] [--tasks ppo ppo-halfcheetah sac]
         [--max-env-steps N] [--max-wall-s S]
 """
 
@@ -41,17 +46,27 @@ from stable_baselines3 import PPO, SAC
 from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.vec_env import VecEnv
 
-ZOO_HOPPER_GAMMA = 0.999
+ZOO_HOPPER_GAMMA, ZOO_HALFCHEETAH_GAMMA = 0.999, 0.98
+
+
+def _zoo_policy() -> dict[str, Any]:
+    """The network both zoo PPO entries here use."""
+    return {"log_std_init": -2, "ortho_init": False, "activation_fn": torch.nn.ReLU,
+            "net_arch": {"pi": [256, 256], "vf": [256, 256]}}
 
 
 def _sb3_ppo_hopper(env: VecEnv, seed: int, cap: int) -> BaseAlgorithm:
     return PPO("MlpPolicy", env, n_steps=512, batch_size=32, n_epochs=5,
                learning_rate=9.80828e-5, gamma=ZOO_HOPPER_GAMMA, gae_lambda=0.99, clip_range=0.2,
                ent_coef=0.00229519, vf_coef=0.835671, max_grad_norm=0.7,
-               policy_kwargs={"log_std_init": -2, "ortho_init": False,
-                              "activation_fn": torch.nn.ReLU,
-                              "net_arch": {"pi": [256, 256], "vf": [256, 256]}},
-               seed=seed, device="cpu")
+               policy_kwargs=_zoo_policy(), seed=seed, device="cpu")
+
+
+def _sb3_ppo_halfcheetah(env: VecEnv, seed: int, cap: int) -> BaseAlgorithm:
+    return PPO("MlpPolicy", env, n_steps=512, batch_size=64, n_epochs=20,
+               learning_rate=2.0633e-5, gamma=ZOO_HALFCHEETAH_GAMMA, gae_lambda=0.92,
+               clip_range=0.1, ent_coef=0.000401762, vf_coef=0.58096, max_grad_norm=0.8,
+               policy_kwargs=_zoo_policy(), seed=seed, device="cpu")
 
 
 def _sb3_sac_hopper(env: VecEnv, seed: int, cap: int) -> BaseAlgorithm:
@@ -62,6 +77,10 @@ TASKS = {
     "ppo": Task("ppo", "PPO Hopper-v5 to 2,000", "Hopper-v5", "ppo", 2_000.0, check_every=512,
                 max_env_steps=1_000_000, quick_env_steps=8_192, sb3=_sb3_ppo_hopper,
                 normalize=True, gamma=ZOO_HOPPER_GAMMA),
+    "ppo-halfcheetah": Task("ppo-halfcheetah", "PPO HalfCheetah-v5 to 3,000", "HalfCheetah-v5",
+                            "ppo", 3_000.0, check_every=512, max_env_steps=1_000_000,
+                            quick_env_steps=8_192, sb3=_sb3_ppo_halfcheetah, normalize=True,
+                            gamma=ZOO_HALFCHEETAH_GAMMA),
     "sac": Task("sac", "SAC Hopper-v5 to 2,000", "Hopper-v5", "sac", 2_000.0, check_every=1_000,
                 max_env_steps=1_000_000, quick_env_steps=2_000, sb3=_sb3_sac_hopper),
 }
