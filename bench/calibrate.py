@@ -16,6 +16,7 @@ bench/results/calibration-<env>.json.
 
     python bench/calibrate.py --env CartPole-v1 --variant stellaris
     python bench/calibrate.py --env CartPole-v1 --variant ppo-sync --controller nitro
+    python bench/calibrate.py --variant dqn  # off-policy: actor, learner and buffer function
     python bench/calibrate.py --quick        # a tiny run: does it all work?
     python bench/calibrate.py --refit bench/calibrations/CartPole-v1-16cores.json
                                              # fit the points of an earlier run again
