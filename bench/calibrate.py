@@ -51,7 +51,7 @@ def fit(points: list[tuple[float, float]]) -> dict[str, float]:
     if b < 0:
         a, b = y.mean(), 0.0
     elif a < 0:
-        a, b = 0.0, float((x * y).sum() / max((x * x).sum(), 1e-12))
+        a, b = 0.0, through_origin(points)
     fitted = {"a": round(float(a), 6), "b": round(float(b), 9)}
     return {**fitted, "sd": spread(points, fitted)}
 
@@ -99,14 +99,14 @@ def fitted(seen: dict[Role, list[tuple[float, float]]], hessians: list[tuple[flo
     """Each role's a, b and sd; the learner's ``hessian`` where it measured one."""
     calibration = {role: fit(pts) for role, pts in seen.items() if pts}
     if hessians and "learner" in calibration:
-        calibration["learner"]["hessian"] = fit_hessian(hessians)
+        calibration["learner"]["hessian"] = round(through_origin(hessians), 12)
     return calibration
 
 
-def fit_hessian(points: list[tuple[float, float]]) -> float:
-    """Seconds per Hessian-vector product on one sample: b·x through the origin over the
-    (products, seconds) the learner measured of its Hessians."""
-    return round(sum(x * y for x, y in points) / max(sum(x * x for x, _ in points), 1e-12), 12)
+def through_origin(points: list[tuple[float, float]]) -> float:
+    """b of b·x by least squares over (x, seconds): a fit with no intercept (a Hessian's
+    seconds per product, or a role's when its intercept would come out below zero)."""
+    return float(sum(x * y for x, y in points) / max(sum(x * x for x, _ in points), 1e-12))
 
 
 def warm_results(records: list[dict[str, Any]], role: Role) -> list[dict[str, Any]]:
