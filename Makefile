@@ -24,7 +24,7 @@ install: $(STAMP)
 run: $(STAMP)
 	$(BIN)/faasrl run examples/cartpole.yaml
 
-test: lint
+test: lint $(BENCH_STAMP)
 	$(BIN)/pytest
 
 lint: $(STAMP)

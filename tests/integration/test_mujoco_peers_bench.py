@@ -10,6 +10,8 @@ import sys
 import pytest
 from helpers import REPO
 
+pytest.importorskip("stable_baselines3", reason="the bench extra, which make test installs")
+
 
 @pytest.mark.slow
 def test_the_mujoco_peers_quick_mode_runs_both_sides_to_their_cap(tmp_path):
