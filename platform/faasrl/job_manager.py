@@ -160,8 +160,11 @@ class JobManager:
     def _check_network(self, spec: JobSpec, env: EnvDescription) -> None:
         """The observations take the network the job's ``model`` section asks for (an MLP
         takes any: only a named CNN, or separate trunks that an image's CNN forbids, needs a
-        look at the env's description)."""
+        look at the env's description), and a set initial log-std has continuous actions."""
         model = spec.hyperparameters.model
+        if getattr(model, "log_std_init", None) is not None and env.action_kind == "discrete":
+            raise InvalidJobField("hyperparameters.model.log_std_init", f"{spec.env_id}'s "
+                                  "actions are discrete: its policy has no standard deviation")
         if model.cnn in ("auto", "none") and getattr(model, "shared_trunk", None) is not False:
             return
         try:

@@ -33,6 +33,10 @@ def job(model: dict[str, Any] | None = None, env_id: str = "CartPole-v1", algori
     (job({"cnn": "nature"}, env_id="Pendulum-v1", algorithm="sac"),
      "hyperparameters.model.cnn"),
     (job({"shared_trunk": True}, algorithm="dqn"), "hyperparameters.model.shared_trunk"),
+    (job({"log_std_init": -1.0}), "hyperparameters.model.log_std_init"),  # discrete actions
+    (job({"log_std_init": -9.0}, env_id="Pendulum-v1"), "hyperparameters.model.log_std_init"),
+    (job({"log_std_init": -1.0}, env_id="Pendulum-v1", algorithm="sac"),
+     "hyperparameters.model.log_std_init"),  # SAC's actor outputs its own
     ({**job({"cnn": "impala"}, env_id="ALE/Pong-v5"), "controller": {"name": "nitro"}},
      "hyperparameters.model.cnn"),  # no R-operator for its pools
     (job(algorithm="dqn", hidden=0), "hyperparameters.hidden"),  # the one width of before

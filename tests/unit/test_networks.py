@@ -82,6 +82,15 @@ def test_a_shared_mlp_trunk_feeds_both_heads(name: str):
     assert model.get_action_and_value(obs)[3].shape == (5,)
 
 
+@pytest.mark.parametrize("name", ["ppo", "impact"])
+def test_a_continuous_policy_starts_at_the_jobs_log_std(name: str):
+    """SB3's ``log_std_init``: the Normal's initial spread; the default keeps a std of 1."""
+    assert build(name, "Pendulum-v1").log_std.tolist() == [0.0]
+    model = build(name, "Hopper-v5", {"model": {"log_std_init": -2.0}})
+    assert model.log_std.tolist() == [-2.0] * 3
+    assert model.get_action_and_value(torch.zeros(1, 11))[0].shape == (1, 3)
+
+
 def test_the_optimizers_eps_is_the_configs():
     for name, env_id, eps in (("ppo", "CartPole-v1", 1e-5), ("impact", "CartPole-v1", 1e-5),
                               ("dqn", "CartPole-v1", 1.5e-4), ("sac", "Pendulum-v1", 1e-8)):

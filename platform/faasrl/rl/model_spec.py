@@ -61,6 +61,10 @@ class ActorCriticModelSpec(ModelSpec):
     shared_trunk: bool | None = Field(
         None, description="one trunk under the actor and critic heads, or one network each; "
                           "default: shared after a CNN, separate MLPs otherwise")
+    log_std_init: Annotated[float, Field(ge=-5.0, le=2.0)] | None = Field(
+        None, description="continuous actions: the initial log standard deviation of the "
+                          "policy's Normal (state-independent, learned from there); default 0, "
+                          "a standard deviation of 1. Discrete actions have none")
 
 
 class MLPModelSpec(ModelSpec):

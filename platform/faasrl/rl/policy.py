@@ -42,6 +42,7 @@ class PolicySpec:
     ``"impala"`` the fully connected widths after the convolutions (``(512,)`` for Atari), each
     followed by ``activation``.
     ``shared_trunk``: the actor-critic's heads sit on one trunk (else each has its own MLP).
+    ``log_std_init``: a continuous actor-critic's initial log standard deviation.
     Left out (specs stored before they existed), both are what such a network had: tanh and
     separate trunks for an MLP, relu and a shared trunk after a CNN.
     """
@@ -57,6 +58,7 @@ class PolicySpec:
     normalize_obs: bool = False
     activation: str | None = None
     shared_trunk: bool | None = None
+    log_std_init: float = 0.0
 
     def __post_init__(self) -> None:
         # Specs travel between processes: reject a bad one here, not deep inside a forward pass.
@@ -119,9 +121,12 @@ def with_network(spec: PolicySpec, model: ModelSpec, **fixed: Any) -> PolicySpec
     (:func:`faasrl.rl.model_spec.trunk` raises when they cannot take it), and the fields an
     algorithm fixes (``fixed``: the off-policy networks' ``normalize_obs``, ``shared_trunk``)."""
     cnn = trunk(model, spec.obs_shape, spec.obs_dtype)
+    log_std_init = getattr(model, "log_std_init", None)
     return replace(spec, **{"arch": ARCHS[cnn],
                             "hidden": tuple(model.hidden), "activation": model.activation,
-                            "shared_trunk": getattr(model, "shared_trunk", None), **fixed})
+                            "shared_trunk": getattr(model, "shared_trunk", None),
+                            "log_std_init": 0.0 if log_std_init is None else log_std_init,
+                            **fixed})
 
 
 def activation(name: str) -> nn.Module:
@@ -220,7 +225,7 @@ class ActorCritic(nn.Module):
             self.actor = _init(nn.Linear(spec.hidden[-1], spec.action_dim), 0.01)
             self.critic = _init(nn.Linear(spec.hidden[-1], 1), 1.0)
         if spec.action_kind == "continuous":
-            self.log_std = nn.Parameter(torch.zeros(spec.action_dim))
+            self.log_std = nn.Parameter(torch.full((spec.action_dim,), spec.log_std_init))
         # Running observation statistics (used only when spec.normalize_obs). float64 so merging
         # millions of samples does not drift; count 0 makes the first merge exact.
         self.register_buffer("obs_mean", torch.zeros(spec.obs_shape, dtype=torch.float64))
