@@ -24,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
 import torch
 from jobrun import run_job
@@ -58,6 +59,8 @@ class Task:
     job: dict[str, Any] = field(default_factory=dict)  # more of faasrl's job spec
     normalize: bool = False  # SB3 trains on VecNormalize'd observations and rewards
     gamma: float = 0.99  # the discount VecNormalize's reward scaling uses (the model's)
+    sb3_envs: int = 1  # SB3's vector env's width
+    make_env: Callable[[], gym.Env] | None = None  # SB3's env, where not gymnasium.make's
 
 
 def add_peer_options(parser: argparse.ArgumentParser, quick: str) -> None:
@@ -128,14 +131,14 @@ class _ConfirmedTarget(BaseCallback):
         window = _window_mean(self.model)
         if window is not None and window >= self.task.target and self.checks >= self.next_confirm:
             confirmation = evaluate_greedy(_Acting(self.model), self.task.env_id, self.seed,
-                                           "confirmation", EVAL_EPISODES)
+                                           "confirmation", EVAL_EPISODES, self.task.make_env)
             self.reached = confirmation >= self.task.target
             self.next_confirm = self.checks + CONFIRM_GAP
         return not self.reached and time.perf_counter() < self.deadline
 
 
 def sb3_run(task: Task, seed: int, steps: int, wall: float) -> dict[str, Any]:
-    env = make_vec_env(task.env_id, n_envs=1, seed=seed)
+    env = make_vec_env(task.make_env or task.env_id, n_envs=task.sb3_envs, seed=seed)
     if task.normalize:
         env = VecNormalize(env, gamma=task.gamma)
     model = task.sb3(env, seed, steps)
@@ -143,7 +146,8 @@ def sb3_run(task: Task, seed: int, steps: int, wall: float) -> dict[str, Any]:
     t0 = time.perf_counter()
     model.learn(total_timesteps=steps, callback=callback)
     # As faasrl: the final version is evaluated at the end, on the held-out seeds.
-    held_out = evaluate_greedy(_Acting(model), task.env_id, seed, "final", EVAL_EPISODES)
+    held_out = evaluate_greedy(_Acting(model), task.env_id, seed, "final", EVAL_EPISODES,
+                               task.make_env)
     return {"wall_s": time.perf_counter() - t0, "env_steps": int(model.num_timesteps),
             "updates": int(model._n_updates), "window_mean": _window_mean(model),
             "eval_mean": held_out, "reached": callback.reached}
