@@ -18,9 +18,10 @@ def test_the_mujoco_peers_quick_mode_runs_both_sides_to_their_cap(tmp_path):
     """HalfCheetah's task: faasrl's job and SB3's zoo model each take the quick cap of env
     steps (nobody reaches 3,000 in it) and are evaluated on held-out episodes."""
     out = tmp_path / "mujoco.json"
-    subprocess.run([sys.executable, "bench/mujoco_peers.py", "--quick", "--tasks",
-                    "ppo-halfcheetah", "--out", str(out)],
-                   cwd=REPO, check=True, timeout=600, capture_output=True)
+    bench = subprocess.run([sys.executable, "bench/mujoco_peers.py", "--quick", "--tasks",
+                            "ppo-halfcheetah", "--out", str(out)],
+                           cwd=REPO, timeout=600, capture_output=True, text=True)
+    assert bench.returncode == 0, bench.stderr[-4000:]
     task = json.loads(out.read_text())["ppo-halfcheetah"]
     cap = task["summary"]["env_step_cap"]
     for side in ("faasrl", "sb3"):
