@@ -8,8 +8,9 @@ side, then the held-out evaluation, honestly labelled as that (``--max-wall-s`` 
 
 - faasrl runs its Atari defaults (``FAMILY_DEFAULTS`` of ``faasrl.algorithms.ppo``: 8 envs x 128
   steps an actor, 4 epochs of 4 minibatches, lr 2.5e-4, clip 0.1, the Nature CNN and a 512-wide
-  layer) with the fixed controller's 2 actors and the env backend the platform picks (EnvPool
-  where installed).
+  layer) with the fixed controller's 2 actors and the env backend the platform picks for Atari
+  (gymnasium's: EnvPool bought a Pong actor nothing measurable on one core, see
+  ``rollout_throughput.py``).
 - SB3 runs rl-baselines3-zoo's ``atari`` entry of ``hyperparams/ppo.yml`` (rl_zoo3 is not
   installed here; the zoo's values as published): CnnPolicy, 8 envs, n_steps 128, batch 256,
   4 epochs, lr and clip range linear from 2.5e-4 and 0.1 over the zoo's 10M steps, ent_coef

@@ -16,9 +16,10 @@ folder comes first on ``sys.path``, and that name would hide the ``mujoco`` pack
   here where the entry passes 3,000 in 300k): VecNormalize, one env, n_steps 512, batch 64, 20
   epochs, lr 2.0633e-5, gamma 0.98, gae_lambda 0.92, clip 0.1, ent_coef 0.000401762, vf_coef
   0.58096, max_grad_norm 0.8, and the Hopper entry's network (log_std_init -2, no orthogonal
-  init, ReLU [256, 256]). faasrl's job: 2 actors of one env x 512 steps, 20 epochs of 16
-  minibatches of 64, the same coefficients and network (its init orthogonal), observations
-  and rewards normalized as its MuJoCo defaults do.
+  init, ReLU [256, 256]). faasrl's job is ``examples/halfcheetah-ppo.yaml`` (checked here to
+  be that entry): 2 actors of one env x 512 steps, 20 epochs of 16 minibatches of 64, the same
+  coefficients and network (its init orthogonal), observations and rewards normalized as its
+  MuJoCo defaults do.
 - SAC, Hopper-v5 to 2,000 (``--tasks sac``): faasrl's MuJoCo SAC defaults against the zoo's
   Hopper entry (SB3's defaults with learning_starts 10,000).
 
@@ -49,6 +50,8 @@ from stable_baselines3 import PPO, SAC
 from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.vec_env import VecEnv
 
+from faasrl.user_input import load_yaml
+
 ZOO_HOPPER_GAMMA, ZOO_HALFCHEETAH_GAMMA = 0.999, 0.98
 
 
@@ -65,11 +68,11 @@ def _sb3_ppo_hopper(env: VecEnv, seed: int, cap: int) -> BaseAlgorithm:
                policy_kwargs=_zoo_policy(), seed=seed, device="cpu")
 
 
-# The zoo's HalfCheetah entry, in SB3's words; faasrl's HalfCheetah job says the same in its own.
+# The zoo's HalfCheetah entry, in SB3's words; faasrl's job says the same in its own.
 ZOO_HALFCHEETAH = {"n_steps": 512, "batch_size": 64, "n_epochs": 20, "learning_rate": 2.0633e-5,
                    "gamma": ZOO_HALFCHEETAH_GAMMA, "gae_lambda": 0.92, "clip_range": 0.1,
                    "ent_coef": 0.000401762, "vf_coef": 0.58096, "max_grad_norm": 0.8}
-HALFCHEETAH_ACTORS = 2
+HALFCHEETAH_JOB = Path(__file__).parent.parent / "examples" / "halfcheetah-ppo.yaml"
 
 
 def _sb3_ppo_halfcheetah(env: VecEnv, seed: int, cap: int) -> BaseAlgorithm:
@@ -77,24 +80,30 @@ def _sb3_ppo_halfcheetah(env: VecEnv, seed: int, cap: int) -> BaseAlgorithm:
                device="cpu")
 
 
-def _faasrl_zoo_halfcheetah() -> dict[str, Any]:
-    """The zoo's entry as a faasrl job: each actor's one env takes the zoo's n_steps, and a
-    round's batch (one per actor) is cut into minibatches of the zoo's size. Its network is the
+def _faasrl_halfcheetah() -> tuple[int, dict[str, Any]]:
+    """The example job's actors and what of it the bench runs (its rollout and
+    hyper-parameters), checked to be the zoo's entry: each actor's one env takes the zoo's
+    n_steps, and a round's batch is cut into minibatches of the zoo's size. Its network is the
     zoo's, less the orthogonal-init switch (faasrl's init is CleanRL's orthogonal one)."""
-    zoo = ZOO_HALFCHEETAH
-    return {"envs_per_actor": 1, "steps_per_actor": zoo["n_steps"], "hyperparameters": {
-        "learning_rate": zoo["learning_rate"], "gamma": zoo["gamma"],
-        "gae_lambda": zoo["gae_lambda"], "update_epochs": zoo["n_epochs"],
-        "num_minibatches": HALFCHEETAH_ACTORS * zoo["n_steps"] // zoo["batch_size"],
-        "clip_coef": zoo["clip_range"], "ent_coef": zoo["ent_coef"], "vf_coef": zoo["vf_coef"],
-        "max_grad_norm": zoo["max_grad_norm"],
-        "model": {"hidden": [256, 256], "activation": "relu", "log_std_init": -2.0}}}
+    spec = load_yaml(HALFCHEETAH_JOB.read_text())
+    zoo, hp, actors = ZOO_HALFCHEETAH, spec["hyperparameters"], spec["controller"]["actors"]
+    ours = {"n_steps": spec["steps_per_actor"] * spec["envs_per_actor"],
+            "batch_size": actors * spec["steps_per_actor"] // hp["num_minibatches"],
+            "n_epochs": hp["update_epochs"], "learning_rate": hp["learning_rate"],
+            "gamma": hp["gamma"], "gae_lambda": hp["gae_lambda"], "clip_range": hp["clip_coef"],
+            "ent_coef": hp["ent_coef"], "vf_coef": hp["vf_coef"],
+            "max_grad_norm": hp["max_grad_norm"]}
+    if ours != zoo or hp["model"] != {"hidden": [256, 256], "activation": "relu",
+                                      "log_std_init": -2.0}:
+        raise SystemExit(f"{HALFCHEETAH_JOB} is not the zoo's HalfCheetah entry: {ours}")
+    return actors, {k: spec[k] for k in ("envs_per_actor", "steps_per_actor", "hyperparameters")}
 
 
 def _sb3_sac_hopper(env: VecEnv, seed: int, cap: int) -> BaseAlgorithm:
     return SAC("MlpPolicy", env, learning_starts=10_000, seed=seed, device="cpu")
 
 
+HALFCHEETAH_ACTORS, HALFCHEETAH_RUN = _faasrl_halfcheetah()
 TASKS = {
     "ppo": Task("ppo", "PPO Hopper-v5 to 2,000", "Hopper-v5", "ppo", 2_000.0, check_every=512,
                 max_env_steps=1_000_000, quick_env_steps=8_192, sb3=_sb3_ppo_hopper,
@@ -103,7 +112,7 @@ TASKS = {
                             "ppo", 3_000.0, check_every=512, max_env_steps=1_000_000,
                             quick_env_steps=8_192, sb3=_sb3_ppo_halfcheetah, normalize=True,
                             gamma=ZOO_HALFCHEETAH_GAMMA, actors=HALFCHEETAH_ACTORS,
-                            job=_faasrl_zoo_halfcheetah()),
+                            job=HALFCHEETAH_RUN),
     "sac": Task("sac", "SAC Hopper-v5 to 2,000", "Hopper-v5", "sac", 2_000.0, check_every=1_000,
                 max_env_steps=1_000_000, quick_env_steps=2_000, sb3=_sb3_sac_hopper),
 }
