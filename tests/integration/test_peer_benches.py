@@ -1,0 +1,35 @@
+"""The peer benchmarks' --quick modes, as CI's smoke check of the comparisons against
+Stable-Baselines3 on MuJoCo (bench/mujoco_peers.py) and Atari (bench/atari_peers.py): their
+figures are not checked here (speed targets live in bench/)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from helpers import REPO
+
+pytest.importorskip("stable_baselines3", reason="the bench extra, which make test installs")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("script", "task_name"), [
+    (["bench/mujoco_peers.py", "--tasks", "ppo-halfcheetah"], "ppo-halfcheetah"),
+    (["bench/atari_peers.py"], "ppo-pong"),
+])
+def test_a_peer_benchmarks_quick_mode_runs_both_sides_to_their_cap(tmp_path, script, task_name):
+    """faasrl's job and SB3's zoo model each take the quick cap of env steps (nobody reaches
+    the target in it) and are evaluated on held-out episodes."""
+    out = tmp_path / "peers.json"
+    bench = subprocess.run([sys.executable, *script, "--quick", "--out", str(out)], cwd=REPO,
+                           timeout=600, capture_output=True, text=True)
+    assert bench.returncode == 0, bench.stderr[-4000:]
+    task = json.loads(out.read_text())[task_name]
+    cap = task["summary"]["env_step_cap"]
+    for side in ("faasrl", "sb3"):
+        (run,) = task["runs"][side]
+        assert run["env_steps"] >= cap and not run["reached"], run
+        assert run["eval_mean"] is not None, run
+
