@@ -18,6 +18,9 @@ Policy in brief:
   elsewhere: envs mid-episode, a replay memory) waits for the home, however many keys share
   it; ``prefer`` (a cache, such as a learner's weights) takes another container instead. A key
   whose home is gone (died, evicted, reclaimed) goes anywhere; its state starts afresh there.
+  Anywhere but, under ``wait``, the home of another key of its own tenant while a starting
+  container or a new one can have it: the two keys would share that home and wait for each
+  other from then on (a job's actors one after the other, every round, after one died).
 - A released container goes straight to the first in line of the waiters of its function that
   it is the home of, else of those that have no other home to wait for (warm hand-over).
 - The line is fair share, not arrival (``fairshare.py``): retries first, then the namespace
@@ -265,6 +268,7 @@ class Pool:
         self._stem_failures: dict[str, int] = {}  # per image
         self._stem_backoff_until: dict[str, float] = {}
         self._homes: dict[str, str] = {}  # affinity key -> the container that last served it
+        self._key_owners: dict[str, str] = {}  # affinity key -> the key of its tenant
         self._fair = FairShare()  # who got how much recently: the order waiters are served in
         self._quotas = Quotas()
         self._reserving: set[str] = set()  # functions with a reserved_concurrency
@@ -606,6 +610,7 @@ class Pool:
             self._fair.stop(tenant, c.share, now)
         for key in c.keys:
             del self._homes[key]
+            del self._key_owners[key]
         self._count(c, -1)
         self._hold_gpus(c.gpus, c.need, +1)
 
@@ -624,6 +629,7 @@ class Pool:
             if (old := self._homes.get(w.affinity)) is not None:
                 self._containers[old].keys.discard(w.affinity)
             self._homes[w.affinity] = c.id
+            self._key_owners[w.affinity] = w.who.key
             c.keys.add(w.affinity)
         return Assign(w.id, c.id, cold, bills_init)
 
@@ -912,8 +918,15 @@ class Pool:
             if spec.affinity == "wait":
                 return None
         wanted = {x.affinity for x in self._queue.values() if x is not w and x.affinity}
-        return max(candidates, key=lambda c: (not c.keys & wanted, not c.keys, c.last_used),
+        return max(candidates, key=lambda c: (not self._siblings_home(w, c),
+                                              not c.keys & wanted, not c.keys, c.last_used),
                    default=None)
+
+    def _siblings_home(self, w: Waiter, c: Container) -> bool:
+        """Whether ``c`` is the home of another key of ``w``'s tenant, for a function whose
+        keys wait for their homes (taking it, the two keys would wait for each other)."""
+        return (w.affinity is not None and self._specs[w.function].affinity == "wait"
+                and any(self._key_owners[k] == w.who.key for k in c.keys if k != w.affinity))
 
     def _keeps_state(self, c: Container) -> bool:
         """Whether the container is the home of keys whose state waits for it."""
@@ -1009,7 +1022,13 @@ class Pool:
             c = self._assignable(w)
             if c is None and self._waits_for_home(w):
                 continue  # its busy home goes to it when released; it holds nothing back
-            if c is None:
+            # what others' reservations keep from this waiter's function
+            others = self._others(aside, w) if aside else NOTHING
+            if c is not None and self._siblings_home(w, c):  # the last resort, not the first
+                spec = self._specs[w.function]
+                fresh = _less(budget + self._stem_credit(spec), others)
+                c = self._claimable(w.function) or (None if self._can_start(spec, fresh) else c)
+            elif c is None:
                 c = self._claimable(w.function)
             if (why := self._refusal(w, c)) is not None:
                 w.blocked = why  # it holds nothing back: its quota is its own
@@ -1019,8 +1038,6 @@ class Pool:
                 c.claims.append(w.id)
                 w.container = c.id
                 continue
-            # what others' reservations keep from this waiter's function
-            others = self._others(aside, w) if aside else NOTHING
             if c is not None:
                 if c.state is State.IDLE:  # it needs its cores back
                     cpu = Resources(need_of(self._specs[w.function]).cpu)
