@@ -1027,7 +1027,8 @@ class Pool:
             if c is not None and self._siblings_home(w, c):  # the last resort, not the first
                 spec = self._specs[w.function]
                 fresh = _less(budget + self._stem_credit(spec), others)
-                c = self._claimable(w.function) or (None if self._can_start(spec, fresh) else c)
+                new = self._can_start(spec, fresh) and self._refusal(w, None) is None
+                c = self._claimable(w.function) or (None if new else c)
             elif c is None:
                 c = self._claimable(w.function)
             if (why := self._refusal(w, c)) is not None:
