@@ -495,47 +495,51 @@ def test_a_key_whose_home_is_gone_goes_anywhere():
     assert only(p.request("f", "z", 5.0, affinity="k3", tenant=OWNER["k3"]), Assign).container == a
 
 
-def _shared_home(p: Pool, second: str) -> tuple[str, str]:
-    """``a`` the home of j1's k1 and of ``second`` (which ran on it after its own home died),
-    both idle, and ``s`` a spare: pre-warmed, idle, home to no key."""
+def _one_jobs_homes(p: Pool) -> str:
+    """``a`` home of j1's k1, ``b`` of its k2, both idle; then ``b`` dies. Returns ``a``."""
     p.register(spec(affinity="wait"), 0)
     a, b = (s.container for s in of(p.request("f", "w1", 0) + p.request("f", "w2", 0), Start))
     p.ready(a, 0.1)
     p.ready(b, 0.1)
     p.release(a, 1.0)
     p.release(b, 1.0)
-    for waiter, key, home in (("x", "k1", a), ("y", second, b)):
+    for waiter, key, home in (("x", "k1", a), ("y", "k2", b)):
         assert only(p.request("f", waiter, 2.0, affinity=key, tenant=OWNER[key]),
                     Assign).container == home
-    p.release(a, 2.2)
-    p.lost(b, "died", 2.5)
-    p.stopped(b, 2.6)  # the retry of ``second``, homeless, takes the only container there is
-    assert only(p.request("f", "y2", 2.7, retry=True, affinity=second, tenant=OWNER[second]),
-                Assign).container == a
     p.release(a, 3.0)
-    spare = only(p.prewarm("f", 2, 4.0)[1], Start).container
-    p.ready(spare, 4.1)
-    return a, spare
+    p.lost(b, "died", 3.5)
+    p.stopped(b, 3.6)
+    return a
 
 
-def test_a_key_sharing_its_home_with_its_jobs_other_key_moves_to_a_spare():
-    """The job's two actor slots would run one after the other every round on ``a``: the
-    second moves to the spare (its state starts afresh there) rather than wait."""
+def _retry_k2(p: Pool, now: float) -> list[Action]:
+    return p.request("f", "y2", now, retry=True, affinity="k2", tenant=OWNER["k2"])
+
+
+@pytest.mark.parametrize("prewarmed", [False, True])
+def test_a_retry_does_not_move_in_with_its_jobs_other_key(prewarmed):
+    """Had k2's retry taken ``a``, idle beside it, the job's two actor slots would share a
+    home and run one after the other every round: it takes a starting container, else a new
+    one, as its died container's replacement."""
     p = pool()
-    a, spare = _shared_home(p, "k2")
-    u = only(p.request("f", "u", 5.0, affinity="k1", tenant=OWNER["k1"]), Assign)
-    assert u.container == a
-    assert only(p.request("f", "v", 5.0, affinity="k2", tenant=OWNER["k2"]),
-                Assign).container == spare
-    assert p.container(a).keys == {"k1"} and p.container(spare).keys == {"k2"}
+    a = _one_jobs_homes(p)
+    if prewarmed:
+        started = only(p.prewarm("f", 2, 4.0)[1], Start).container
+        assert _retry_k2(p, 4.0) == []  # it claims the starting one
+    else:
+        started = only(_retry_k2(p, 4.0), Start).container
+    assert started != a
+    assert only(p.ready(started, 4.1), Assign) == Assign("y2", started, cold=True,
+                                                         bills_init=not prewarmed)
+    assert p.container(a).keys == {"k1"} and p.container(started).keys == {"k2"}
 
 
-def test_a_key_sharing_its_home_with_another_jobs_key_waits_for_it():
-    p = pool()
-    a, _ = _shared_home(p, "k3")
-    only(p.request("f", "u", 5.0, affinity="k1", tenant=OWNER["k1"]), Assign)
-    assert p.request("f", "v", 5.0, affinity="k3", tenant=OWNER["k3"]) == []  # keeps its state
-    assert only(p.release(a, 6.0), Assign) == Assign("v", a, cold=False, bills_init=False)
+def test_a_retry_moves_in_with_its_jobs_other_key_when_nothing_else_can_start():
+    p = pool(memory_mb=256)
+    p.register(spec("g"), 0)
+    a = _one_jobs_homes(p)
+    p.ready(only(p.request("g", "g1", 4.0), Start).container, 4.1)  # the memory b had
+    assert only(_retry_k2(p, 5.0), Assign).container == a  # not wait for a release
 
 
 def test_a_key_of_a_preferring_function_does_not_wait_for_its_home():

@@ -18,10 +18,10 @@ Policy in brief:
   elsewhere: envs mid-episode, a replay memory) waits for the home, however many keys share
   it; ``prefer`` (a cache, such as a learner's weights) takes another container instead. A key
   whose home is gone (died, evicted, reclaimed) goes anywhere; its state starts afresh there.
-  It goes to the home of another key of its own tenant last; where it shares one so (a job's
-  two actor slots on one container after the other's died: they would run one after the
-  other, every round), it waits for that busy home only while no spare container (idle, home
-  to no key: pre-warmed for the job's next round) is there to move to.
+  A retry (its container died) does not go to the home of another key of its own tenant
+  while a starting container or a new one can take it: the two keys would share that home
+  and, under ``wait``, run in turn from then on (a job's actors one after the other, every
+  round, after one died).
 - A released container goes straight to the first in line of the waiters of its function that
   it is the home of, else of those that have no other home to wait for (warm hand-over).
 - The line is fair share, not arrival (``fairshare.py``): retries first, then the namespace
@@ -917,14 +917,9 @@ class Pool:
             if home in busy or home in idle:
                 return home
             if spec.affinity == "wait":
-                # A home shared with another key of its tenant is one the two keys wait for in
-                # turn, every time: a spare container (one that never kept any key's state) is
-                # worth the state starting afresh there.
-                spare = [c for c in idle if not c.keys] if self._siblings_home(w, home) else []
-                return max(spare, key=lambda c: c.last_used, default=None)
+                return None
         wanted = {x.affinity for x in self._queue.values() if x is not w and x.affinity}
-        return max(candidates, key=lambda c: (not self._siblings_home(w, c),
-                                              not c.keys & wanted, not c.keys, c.last_used),
+        return max(candidates, key=lambda c: (not c.keys & wanted, not c.keys, c.last_used),
                    default=None)
 
     def _siblings_home(self, w: Waiter, c: Container) -> bool:
@@ -1029,7 +1024,14 @@ class Pool:
                 continue  # its busy home goes to it when released; it holds nothing back
             # what others' reservations keep from this waiter's function
             others = self._others(aside, w) if aside else NOTHING
-            if c is None:
+            if c is not None and w.retry and self._siblings_home(w, c):
+                # Its container died: a replacement, if one is starting or fits, rather than
+                # the home of its job's other key (the two would run in turn from then on).
+                spec = self._specs[w.function]
+                fresh = _less(budget + self._stem_credit(spec), others)
+                new = self._can_start(spec, fresh) and self._refusal(w, None) is None
+                c = self._claimable(w.function) or (None if new else c)
+            elif c is None:
                 c = self._claimable(w.function)
             if (why := self._refusal(w, c)) is not None:
                 w.blocked = why  # it holds nothing back: its quota is its own
