@@ -441,28 +441,22 @@ def test_a_new_key_prefers_a_container_no_key_is_bound_to():
     assert only(p.request("f", "y", 4.0, affinity="slot1"), Assign).container != bound
 
 
-# The owners of the keys below: k1 and k2 are one job's actor slots, k3 another job's.
-OWNER = {"k1": Tenant.of_job("j1", "default", 1.0), "k2": Tenant.of_job("j1", "default", 1.0),
-         "k3": Tenant.of_job("j2", "default", 1.0)}
-
-
 def _homes_of_three_keys(affinity: str) -> tuple[Pool, str, str]:
-    """Two warm containers of ``f``: ``a`` is the home of k1, ``b`` of k2 and k3 (another
-    job's key: one job's keys do not share a home while they need not); k1 and k3 run (both
-    busy), 2 of the 4 cores are free."""
+    """Two warm containers of ``f``: ``a`` is the home of k1, ``b`` of k2 and k3; k1 and k3
+    run (both busy), 2 of the 4 cores are free."""
     p = pool()
     p.register(spec(affinity=affinity), 0)
     a, b = (s.container for s in of(p.request("f", "w1", 0) + p.request("f", "w2", 0), Start))
     p.ready(a, 0.1)
     p.ready(b, 0.1)
     p.release(a, 1.0)
-    assert only(p.request("f", "x", 1.0, affinity="k1", tenant=OWNER["k1"]), Assign).container == a
+    assert only(p.request("f", "x", 1.0, affinity="k1"), Assign).container == a
     p.release(b, 1.5)
-    assert only(p.request("f", "y", 1.5, affinity="k2", tenant=OWNER["k2"]), Assign).container == b
+    assert only(p.request("f", "y", 1.5, affinity="k2"), Assign).container == b
     p.release(a, 2.0)
     p.release(b, 2.0)
-    assert only(p.request("f", "u", 3.0, affinity="k1", tenant=OWNER["k1"]), Assign).container == a
-    assert only(p.request("f", "v", 3.0, affinity="k3", tenant=OWNER["k3"]), Assign).container == b
+    assert only(p.request("f", "u", 3.0, affinity="k1"), Assign).container == a
+    assert only(p.request("f", "v", 3.0, affinity="k3"), Assign).container == b
     assert p.container(a).keys == {"k1"} and p.container(b).keys == {"k2", "k3"}
     return p, a, b
 
@@ -471,8 +465,7 @@ def test_a_key_of_a_waiting_function_waits_for_its_busy_home():
     """An actor slot's envs are in its home: a free core and room for another container do
     not move it; the home's release hands it over, and another container's does not."""
     p, a, b = _homes_of_three_keys("wait")
-    # no Start: b has its state
-    assert p.request("f", "w", 4.0, affinity="k2", tenant=OWNER["k2"]) == []
+    assert p.request("f", "w", 4.0, affinity="k2") == []  # no Start: b has its state
     assert p.release(a, 5.0) == []  # a is not k2's home: it stays idle
     assert only(p.release(b, 6.0), Assign) == Assign("w", b, cold=False, bills_init=False)
 
@@ -480,19 +473,22 @@ def test_a_key_of_a_waiting_function_waits_for_its_busy_home():
 def test_a_key_held_for_its_home_does_not_hold_back_others():
     p, a, _ = _homes_of_three_keys("wait")
     p.release(a, 4.0)
-    assert p.request("f", "w", 5.0, affinity="k2", tenant=OWNER["k2"]) == []  # waits for b
-    q = only(p.request("f", "q", 5.0, affinity="k1", tenant=OWNER["k1"]), Assign)
-    assert q.container == a  # not behind w
+    assert p.request("f", "w", 5.0, affinity="k2") == []  # waits for b
+    assert only(p.request("f", "q", 5.0, affinity="k1"), Assign).container == a  # not behind w
     assert only(p.request("f", "n", 5.0), Start)  # a keyless invocation starts one
 
 
 def test_a_key_whose_home_is_gone_goes_anywhere():
     p, a, b = _homes_of_three_keys("wait")
-    assert p.request("f", "w", 4.0, affinity="k2", tenant=OWNER["k2"]) == []
+    assert p.request("f", "w", 4.0, affinity="k2") == []
     p.lost(b, "died", 4.5)
     assert only(p.stopped(b, 4.6), Start)  # its state is gone: a new container serves it
     p.release(a, 5.0)
-    assert only(p.request("f", "z", 5.0, affinity="k3", tenant=OWNER["k3"]), Assign).container == a
+    assert only(p.request("f", "z", 5.0, affinity="k3"), Assign).container == a
+
+
+# The owners of the keys below: k1 and k2 are one job's actor slots.
+OWNER = {"k1": Tenant.of_job("j1", "default", 1.0), "k2": Tenant.of_job("j1", "default", 1.0)}
 
 
 def _one_jobs_homes(p: Pool) -> str:
@@ -545,7 +541,7 @@ def test_a_retry_moves_in_with_its_jobs_other_key_when_nothing_else_can_start():
 def test_a_key_of_a_preferring_function_does_not_wait_for_its_home():
     """A learner's warm weights are a cache: it takes capacity rather than wait."""
     p, _, _ = _homes_of_three_keys("prefer")
-    assert only(p.request("f", "w", 4.0, affinity="k2", tenant=OWNER["k2"]), Start)
+    assert only(p.request("f", "w", 4.0, affinity="k2"), Start)
 
 
 def test_eviction_spares_the_homes_of_waiting_state():

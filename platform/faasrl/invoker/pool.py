@@ -1022,13 +1022,12 @@ class Pool:
             c = self._assignable(w)
             if c is None and self._waits_for_home(w):
                 continue  # its busy home goes to it when released; it holds nothing back
-            # what others' reservations keep from this waiter's function
-            others = self._others(aside, w) if aside else NOTHING
             if c is not None and w.retry and self._siblings_home(w, c):
                 # Its container died: a replacement, if one is starting or fits, rather than
                 # the home of its job's other key (the two would run in turn from then on).
                 spec = self._specs[w.function]
-                fresh = _less(budget + self._stem_credit(spec), others)
+                fresh = _less(budget + self._stem_credit(spec),
+                              self._others(aside, w) if aside else NOTHING)
                 new = self._can_start(spec, fresh) and self._refusal(w, None) is None
                 c = self._claimable(w.function) or (None if new else c)
             elif c is None:
@@ -1041,6 +1040,8 @@ class Pool:
                 c.claims.append(w.id)
                 w.container = c.id
                 continue
+            # what others' reservations keep from this waiter's function
+            others = self._others(aside, w) if aside else NOTHING
             if c is not None:
                 if c.state is State.IDLE:  # it needs its cores back
                     cpu = Resources(need_of(self._specs[w.function]).cpu)
