@@ -23,11 +23,11 @@ side, then the held-out evaluation, honestly labelled as that (``--max-wall-s`` 
 A frame is an emulator frame: an env step is 4 (the frame skip). The rule both sides stop by,
 and the held-out evaluation, are ``peer_runs.py``'s; here the wall cap ends both.
 
-``--learner-cpu N`` gives faasrl's learner N cores (its manifest deployed with ``cpu: N`` under
-another name, the job's ``learner_function``): in synchronous PPO the actors' cores idle while
-the learner trains, and SB3 trains on all of them.
+faasrl's learner runs on its actors' cores too while they wait for it (the job's
+``lend_actor_cores``, on for Atari), as SB3 trains on all of them; ``--own-cores`` turns that
+off, the learner then training on its manifest's one core.
 
-    python bench/atari_peers.py [--seeds 1 2 3] [--quick] [--max-wall-s S] [--learner-cpu N]
+    python bench/atari_peers.py [--seeds 1 2 3] [--quick] [--max-wall-s S] [--own-cores]
 """
 
 from __future__ import annotations
@@ -45,14 +45,12 @@ from stable_baselines3 import PPO
 from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.vec_env import VecEnv
 
-from faasrl.manifest import load_manifest
 from faasrl.rl.envs import make_env
 
 ENV_ID = "ALE/Pong-v5"
 FRAME_SKIP = 4
 ZOO_ENVS, ZOO_STEPS = 8, 10_000_000  # the zoo trains Atari PPO 10M steps on 8 envs
 MAX_WALL_S, QUICK_WALL_S = 1800.0, 300.0
-LEARNER_DIR = Path(__file__).resolve().parents[1] / "functions" / "learner"
 
 
 def _linear(start: float):
@@ -71,16 +69,6 @@ PONG = Task("ppo-pong", "PPO ALE/Pong-v5 to 18", ENV_ID, "ppo", 18.0, check_ever
             sb3_envs=ZOO_ENVS, make_env=functools.partial(make_env, ENV_ID))
 
 
-def with_learner_cores(task: Task, cpu: int) -> Task:
-    """``task`` with faasrl's learner on ``cpu`` cores: the built-in learner's manifest
-    deployed under another name, which the job names."""
-    learner = load_manifest(LEARNER_DIR)
-    name = f"{learner.name}-{cpu}cpu"
-    manifest = learner.model_copy(update={"name": name, "cpu": cpu})
-    return dataclasses.replace(task, job={**task.job, "learner_function": name},
-                               functions=(manifest.model_dump(mode="json", exclude_defaults=True),))
-
-
 def frames_per_s(result: dict[str, Any]) -> dict[str, float]:
     """Each side's emulator frames per second of its run's wall time (seeds pooled)."""
     return {side: FRAME_SKIP * sum(r["env_steps"] for r in runs) / sum(r["wall_s"] for r in runs)
@@ -93,19 +81,19 @@ def main() -> None:
     parser.set_defaults(sb3_threads=2)  # a CNN's update: SB3 gets both cores, as faasrl does
     parser.add_argument("--max-wall-s", type=float, help=f"each run's wall cap "
                                                          f"(default {MAX_WALL_S:.0f})")
-    parser.add_argument("--learner-cpu", type=int, default=1,
-                        help="cores for faasrl's learner (default 1: the built-in learner)")
+    parser.add_argument("--own-cores", action="store_true",
+                        help="faasrl's learner on its own core only (lend_actor_cores: false)")
     parser.add_argument("--out", type=Path, default=Path("bench/results/atari_peers.json"))
     args = parser.parse_args()
     seeds = peer_seeds(args)
     console = Console()
-    task = PONG if args.learner_cpu == 1 else with_learner_cores(PONG, args.learner_cpu)
+    task = dataclasses.replace(PONG, job={"lend_actor_cores": False}) if args.own_cores else PONG
     steps = task.quick_env_steps if args.quick else task.max_env_steps
     wall = QUICK_WALL_S if args.quick else args.max_wall_s or MAX_WALL_S
     result = compare(task, seeds, steps, wall, console)
     result["frames_per_s"] = fps = frames_per_s(result)
     write_results(args.out, {"seeds": seeds, "quick": args.quick,
-                             "learner_cpu": args.learner_cpu, task.name: result})
+                             "own_cores": args.own_cores, task.name: result})
     console.print(f"frames/s: faasrl {fps['faasrl']:,.0f}, SB3 {fps['sb3']:,.0f} "
                   f"({fps['faasrl'] / fps['sb3']:.2f}x)")
     console.print(f"wrote {args.out}")

@@ -97,6 +97,10 @@ class FunctionSpec(BaseModel):
         None, pattern=SHA256_PATTERN,
         description="an uploaded code archive (POST /v1/code), unpacked in the container at init")
     cpu: float = Field(1.0, gt=0, le=1024, description="cores reserved per container")
+    cpu_max: float | None = Field(
+        None, gt=0, le=1024, description="cores one invocation may use when its caller asks for "
+        "more than cpu and the node has them free (a synchronous job's learner takes its idle "
+        "actors' cores); needs max_concurrency 1; None: cpu")
     memory_mb: int = Field(512, ge=32, le=1 << 20, description="memory limit per container")
     gpu: float = Field(
         0, ge=0, le=64, description="GPUs per container: a whole number of devices, each its "
@@ -160,6 +164,22 @@ class FunctionSpec(BaseModel):
             raise ValueError("more than one GPU is a whole number of devices (a fraction "
                              "shares one device: < 1)")
         return gpu
+
+    @field_validator("cpu_max")
+    @classmethod
+    def _at_least_cpu(cls, cpu_max: float | None, info: ValidationInfo) -> float | None:
+        cpu = info.data.get("cpu")
+        if cpu_max is not None and cpu is not None and cpu_max < cpu:
+            raise ValueError(f"{cpu_max:g} is below cpu ({cpu:g})")
+        return cpu_max
+
+    @field_validator("max_concurrency")
+    @classmethod
+    def _one_run_borrows(cls, max_concurrency: int, info: ValidationInfo) -> int:
+        if info.data.get("cpu_max") is not None and max_concurrency > 1:
+            raise ValueError("cpu_max needs max_concurrency 1: the cores lent to a run are its "
+                             "process's threads")
+        return max_concurrency
 
     @field_validator("on_success", "on_failure")
     @classmethod

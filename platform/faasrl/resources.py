@@ -59,12 +59,17 @@ def discover_gpus() -> list[int]:
         pynvml.nvmlShutdown()
 
 
+def host_cores() -> float:
+    """The cores this process may run on."""
+    return float(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+                 else os.cpu_count() or 1)
+
+
 def node_capacity(cpu: float | None, memory_mb: int | None,
                   gpus: int | None) -> tuple[Resources, list[int]]:
     """The capacity this node hands out and its GPU indices; ``None`` means what the host has."""
     if cpu is None:
-        cpu = float(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
-                    else os.cpu_count() or 1)
+        cpu = host_cores()
     if memory_mb is None:
         memory_mb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // (1024 * 1024)
     found = discover_gpus()

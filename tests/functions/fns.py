@@ -200,6 +200,13 @@ def numeric_env(args, context):
             "torch_threads": torch.get_num_threads() if torch is not None else None}
 
 
+def torch_threads(args, context):
+    """torch's intra-op threads as this run finds them (torch imported here, at the call)."""
+    import torch
+
+    return torch.get_num_threads()
+
+
 def layer_import(args, context):
     """Imports ``module`` from the env layer of the archive ``sha256`` and tries to write
     into that layer."""

@@ -118,6 +118,17 @@ def test_bad_bodies_are_400(runtime):
     assert httpx.get(f"{url}/nope").status_code == 404
 
 
+def test_a_run_told_its_threads_sizes_torch_to_them_until_told_otherwise(runtime):
+    _, url = runtime
+    httpx.post(f"{url}/init", json={"handler": "fns:torch_threads",
+                                    "env": {"OMP_NUM_THREADS": "1"}})
+    runs = [{"threads": 2}, {}, {"threads": 1}, {"threads": 3}]
+    with httpx.Client(base_url=url) as http:  # one connection: its thread reads the threads set
+        assert [http.post("/run", json=r).json()["result"] for r in runs] == [2, 2, 1, 3]
+    bad = httpx.post(f"{url}/run", json={"threads": "two"})
+    assert bad.status_code == 400 and bad.json()["error"]["message"].startswith("threads: ")
+
+
 def test_handler_exception_is_structured(runtime):
     _, url = runtime
     httpx.post(f"{url}/init", json={"handler": "fns:boom"})

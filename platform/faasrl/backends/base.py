@@ -19,12 +19,6 @@ if TYPE_CHECKING:
 
 
 
-def thread_env(cpu: float) -> dict[str, str]:
-    """Sizes numeric libraries' thread pools to a container's cores (they size them at import:
-    one thread for a process that imports before it forks or is specialised)."""
-    threads = str(max(1, int(cpu)))
-    return {"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads}
-
 @dataclass
 class ContainerHandle:
     """A started container: how to reach its runtime and how its backend knows it."""
@@ -66,6 +60,9 @@ class Backend(ABC):
 
     name: str
     has_stem_cells = False  # whether start_stem works and start takes a stem cell
+    # Whether the node's free cores are on every container's machine, so a run may be lent
+    # them (``cpu_max``): one host's backends; not a cluster's, whose pool spans machines.
+    lends_cores = True
 
     def zygote_state(self) -> ZygoteState | None:
         """Whether the zygote cold starts fork from has done its imports (None: this backend

@@ -53,14 +53,15 @@ from faasrl.backends.base import (
     ContainerHandle,
     ContainerStats,
     builtin_dir,
-    thread_env,
 )
 from faasrl.backends.process import owner_alive, owner_label
 from faasrl.env_layers import LAYERS_ENV, LAYERS_MOUNT
 from faasrl.env_layers.install import LayerError, LayerStore, open_folder
 from faasrl.env_layers.target import PROBE, PythonTarget, TargetError
 from faasrl.manifest import FunctionSpec
+from faasrl.resources import host_cores
 from faasrl.runtime.gpu import share_env
+from faasrl.runtime.preload import thread_env
 from faasrl.runtime.server import SECRET_ENV
 
 if TYPE_CHECKING:
@@ -176,6 +177,15 @@ def _runtime_options(image: str, config: DockerConfig, owner: str, secret: str,
     return options
 
 
+def cpu_limit(spec: FunctionSpec) -> float:
+    """A container's CPU limit: its ``cpu``, or where runs may be lent more (``cpu_max``) as
+    many of those as this host has (Docker refuses a limit beyond them). The pool keeps what
+    it lends within what is free, and the runtime's threads within what it lent."""
+    if spec.cpu_max is None:
+        return spec.cpu
+    return max(spec.cpu, min(spec.cpu_max, host_cores()))
+
+
 def container_options(spec: FunctionSpec, container_id: str, gpus: tuple[int, ...],
                       config: DockerConfig, owner: str, secret: str,
                       layers_key: str | None = None) -> dict[str, Any]:
@@ -185,7 +195,7 @@ def container_options(spec: FunctionSpec, container_id: str, gpus: tuple[int, ..
     options["name"] = container_name(spec.name, container_id)
     options["labels"] |= {f"{LABEL}.function": spec.name, f"{LABEL}.container": container_id}
     options["environment"] |= function_env(spec, container_id)
-    options["nano_cpus"] = int(spec.cpu * 1e9)
+    options["nano_cpus"] = int(cpu_limit(spec) * 1e9)
     if gpus:
         options["device_requests"] = [
             DeviceRequest(device_ids=[str(i) for i in gpus], capabilities=[["gpu"]])]
@@ -399,7 +409,7 @@ class DockerBackend(Backend):
 
     def _update(self, native_id: str, spec: FunctionSpec, container_id: str) -> None:
         self._client.api.update_container(
-            native_id, cpu_period=CFS_PERIOD_US, cpu_quota=int(spec.cpu * CFS_PERIOD_US),
+            native_id, cpu_period=CFS_PERIOD_US, cpu_quota=int(cpu_limit(spec) * CFS_PERIOD_US),
             cpu_shares=CPU_SHARES, mem_limit=f"{spec.memory_mb}m",
             memswap_limit=f"{spec.memory_mb}m")
         self._client.api.rename(native_id, container_name(spec.name, container_id))

@@ -62,7 +62,6 @@ from faasrl.backends.base import (
     ContainerHandle,
     ContainerStats,
     ZygoteState,
-    thread_env,
 )
 from faasrl.backends.zygote_client import ZygoteClient, ZygoteGone
 from faasrl.env_layers import LAYERS_ENV
@@ -70,6 +69,7 @@ from faasrl.env_layers.install import LayerError, LayerStore, open_folder
 from faasrl.env_layers.target import PythonTarget, TargetError, interpreter_target
 from faasrl.manifest import FunctionSpec
 from faasrl.runtime.gpu import share_env
+from faasrl.runtime.preload import thread_env
 from faasrl.runtime.zygote import exited
 
 if TYPE_CHECKING:

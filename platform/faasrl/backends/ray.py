@@ -153,6 +153,7 @@ def cluster_capacity(nodes: list[dict[str, Any]]) -> Resources:
 
 class RayBackend(Backend):
     name = "ray"
+    lends_cores = False  # the pool's free cores are the cluster's, not the learner's node's
 
     @classmethod
     def from_settings(cls, settings: Settings) -> RayBackend:

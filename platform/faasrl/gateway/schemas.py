@@ -49,6 +49,8 @@ class InvocationOut(BaseModel):
                                                    "core; null: not measured")
     billed_ms: int
     memory_mb: int
+    cores: float | None = Field(None, description="the cores its run had, of a function that "
+                                                  "may be lent more (cpu_max); null: its cpu")
     backend: str
     container: str | None
     node: str | None = Field(None, description="the Ray node its container ran on; null: the "

@@ -145,10 +145,13 @@ class FairShare:
         active = {key: self._weights[key] for key, u in self._tenants.items()
                   if u.running > 0 or (total > 0 and u.value >= _ACTIVE * total)}
         active.update({t.key: (t.namespace, t.weight) for t in contending})
-        active[tenant.key] = (tenant.namespace, tenant.weight)
-        in_ns = sum(w for ns, w in active.values() if ns == tenant.namespace)
-        namespaces = len({ns for ns, _ in active.values()})
-        return Share(got, tenant.weight / in_ns / namespaces)
+        return Share(got, _entitlement(tenant, active))
+
+    def entitled_now(self, tenant: Tenant) -> float:
+        """``tenant``'s entitlement among the tenants that run something now: what a run may
+        hold of the node when nothing waits (lent cores go back when it ends)."""
+        return _entitlement(tenant, {key: self._weights[key]
+                                     for key, u in self._tenants.items() if u.running > 0})
 
     def forget_idle(self, now: float) -> None:
         """Drop tenants (and namespaces) that run nothing and whose usage has faded away, so
@@ -158,3 +161,12 @@ class FairShare:
                 del table[key]
                 if table is self._tenants:
                     del self._weights[key]
+
+
+def _entitlement(tenant: Tenant, active: dict[str, tuple[str, float]]) -> float:
+    """``tenant``'s part among ``active`` (tenant key -> namespace, weight) and itself: an
+    equal part per namespace, split within the namespace by weight."""
+    active = {**active, tenant.key: (tenant.namespace, tenant.weight)}
+    in_ns = sum(w for ns, w in active.values() if ns == tenant.namespace)
+    namespaces = len({ns for ns, _ in active.values()})
+    return tenant.weight / in_ns / namespaces

@@ -255,8 +255,8 @@ class Invoker:
                      on_running: Callable[[InvocationRecord], None] | None = None,
                      affinity: str | None = None, placement: str | None = None,
                      client_context: dict[str, Any] | None = None,
-                     tenant: Tenant | None = None, version: int | None = None
-                     ) -> InvocationRecord:
+                     tenant: Tenant | None = None, version: int | None = None,
+                     cores: float = 0.0) -> InvocationRecord:
         """Run one invocation to its end and return its record.
 
         ``affinity``: prefer the warm container that last ran an invocation with this key.
@@ -265,7 +265,8 @@ class Invoker:
         ``custom``, ``env``), handed to a local handler as ``context.client_context``.
         ``tenant``: who it is for (default: its function's own, ``Tenant.of_function``).
         ``version``: a published version of the function to run (``invoker/versions.py``);
-        None: its $LATEST.
+        None: its $LATEST. ``cores``: the cores it may use in all where the node has them free
+        (lent cores, up to the manifest's ``cpu_max``); 0: its ``cpu``.
 
         Raises ``InvokerError`` when the invocation is refused (unknown function, queue full,
         no container in time); everything that happens once it runs is in the record.
@@ -289,7 +290,7 @@ class Invoker:
                 try:
                     assign, waited = await self._acquire(
                         deployable, f"{rec.id}/{attempt}", retry=attempt > 1, affinity=affinity,
-                        tenant=tenant)
+                        tenant=tenant, cores=cores if self._backend.lends_cores else 0.0)
                 except StartFailed as exc:
                     rec.status, rec.error = "error", {"type": exc.kind, "message": exc.message}
                     break
@@ -303,6 +304,7 @@ class Invoker:
                     break
                 rec.queue_s = micro(rec.queue_s + waited)
                 rec.container = assign.container
+                rec.cores = assign.cores or None
                 handle = self._handles.get(assign.container)
                 rec.node = handle.node if handle is not None else None
                 if assign.cold:
@@ -314,7 +316,7 @@ class Invoker:
                     on_running(rec)
                 init_billed = self._start_s.get(assign.container, 0.0) if assign.bills_init else 0
                 done, logs = await self._run(assign.container, args, timeout, rec,
-                                             init_billed, client_context)
+                                             init_billed, client_context, assign.cores)
                 if done:
                     break
         finally:
@@ -374,13 +376,14 @@ class Invoker:
         return rec
 
     async def _acquire(self, function: str, waiter: str, *, retry: bool,
-                       affinity: str | None, tenant: Tenant) -> tuple[Assign, float]:
+                       affinity: str | None, tenant: Tenant, cores: float = 0.0
+                       ) -> tuple[Assign, float]:
         fut: asyncio.Future[Assign] = asyncio.get_running_loop().create_future()
         self._waiters[waiter] = fut
         t0 = time.monotonic()
         try:
             self._apply(self._pool.request(function, waiter, t0, retry=retry,
-                                          affinity=affinity, tenant=tenant))
+                                          affinity=affinity, tenant=tenant, cores=cores))
             assign = await fut
         except asyncio.CancelledError:
             self._waiters.pop(waiter, None)
@@ -394,11 +397,13 @@ class Invoker:
         return assign, time.monotonic() - t0
 
     async def _run(self, cid: str, args: Any, timeout: float, rec: InvocationRecord,
-                   init_billed: float, client_context: dict[str, Any] | None = None
-                   ) -> tuple[bool, str]:
+                   init_billed: float, client_context: dict[str, Any] | None = None,
+                   cores: float = 0.0) -> tuple[bool, str]:
         """One attempt; whether it is over (False: the container died and the invocation may
-        retry), and what the handler wrote."""
+        retry), and what the handler wrote. ``cores``: the run's (0: the container's own)."""
         body = {"args": args, "deadline_s": timeout, "invocation_id": rec.id}
+        if cores:  # the runtime sizes its thread pools to them
+            body["threads"] = max(1, int(cores))
         if client_context is not None:
             body["client_context"] = client_context
         t0 = time.monotonic()

@@ -41,6 +41,11 @@ Policy in brief:
 - A container holds its function's memory and GPUs from start until it has exited, but its cores
   only while it starts or runs an invocation: an idle container uses memory, not CPU. So an idle
   learner does not block a round's actors, and an idle actor needs free cores to run again.
+- Lent cores: an invocation may ask for more cores than its function's ``cpu`` (a synchronous
+  job's learner asks for its idle actors' cores), up to its manifest's ``cpu_max``. It gets the
+  whole cores that are free when it takes a warm container and nothing else waits, as far as
+  its tenant's fair share of the node's cores and its namespace's quota allow; they are held
+  with its container's own until the run ends, and the runtime sizes its thread pools to them.
 - GPUs: a function of ``gpu: n`` (whole) takes n devices nothing else holds any of; one of
   ``gpu: f`` (f < 1) takes f of one device that fractional containers share while their
   fractions sum to at most 1 (packed: the fullest device that still fits goes first, so that
@@ -60,6 +65,7 @@ restarted until the node has memory to spare again.
 
 from __future__ import annotations
 
+import math
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -116,6 +122,8 @@ class Container:
     keys: set[str] = field(default_factory=set)  # the affinity keys it is the home of
     running: list[Tenant] = field(default_factory=list)  # whom its invocations in flight are for
     share: float = 0.0  # what one invocation on it holds of the node (see FairShare)
+    lent: float = 0.0  # cores its run holds beyond ``need`` (lent cores)
+    lent_share: float = 0.0  # what they add to ``share``
     prewarmed_for: Tenant | None = None  # who asked for it ahead (None: its function's min_warm)
     # The namespaces of the invocations it took since it was last idle (empty: it counts for
     # its function's namespace; see quota.py)
@@ -143,6 +151,7 @@ class Waiter:
     affinity: str | None = None  # the key whose home (the container that last served it) it wants
     retry: bool = False  # a retry of an invocation whose container died: it goes first
     blocked: str | None = None  # the quota it waits for, as the last pass found
+    cores: float = 0.0  # the cores it may use in all where they are free (0: its function's cpu)
 
     @property
     def namespace(self) -> str:
@@ -172,6 +181,7 @@ class Assign:
     container: str
     cold: bool  # the invocation waited for this container to start
     bills_init: bool  # the container was started on demand and this is its first invocation
+    cores: float = 0.0  # the cores its run may use (a function with cpu_max); 0: its cpu
 
 
 @dataclass(frozen=True)
@@ -197,6 +207,12 @@ Action = Start | Assign | Stop | Reject | StartStem | StopStem
 
 def need_of(spec: FunctionSpec) -> Resources:
     return Resources(spec.cpu, spec.memory_mb, spec.gpu)
+
+
+def _holding(c: Container) -> Resources:
+    """What ``c`` holds while it runs: its function's need and the cores lent to its run."""
+    need = c.need
+    return Resources(need.cpu + c.lent, need.memory_mb, need.gpus) if c.lent else need
 
 
 def gpu_share(need: Resources) -> int:
@@ -321,16 +337,19 @@ class Pool:
 
     # --------------------------------------------------------------- invocations
     def request(self, function: str, waiter: str, now: float, *, retry: bool = False,
-                affinity: str | None = None, tenant: Tenant | None = None) -> list[Action]:
+                affinity: str | None = None, tenant: Tenant | None = None,
+                cores: float = 0.0) -> list[Action]:
         """An invocation wants a container; a retry goes to the head of the line.
 
         ``affinity`` names state a warm container may hold for this caller (a training job's
         actor slot and its envs): the key's home serves it when it can, so that state is
         reused instead of rebuilt (see the module docstring for when it waits for the home).
+        ``cores``: the cores it may use in all, where they are free (lent cores, up to its
+        manifest's ``cpu_max``); 0: its function's ``cpu``.
         """
         spec = self.spec(function)
         tenant = tenant or Tenant.of_function(function)
-        w = Waiter(waiter, function, now, tenant, affinity=affinity, retry=retry)
+        w = Waiter(waiter, function, now, tenant, affinity=affinity, retry=retry, cores=cores)
         if self._quotas.active and (why := self._quotas.beyond(w.namespace, need_of(spec))):
             return [Reject(waiter, refused(why))]
         ahead = any(x.function == function and x.container is None and x.blocked is None
@@ -398,12 +417,12 @@ class Pool:
         c.inflight -= 1
         c.last_used = now
         if c.running:  # with several in flight, which one ended is not known: the first
-            self._fair.stop(c.running.pop(0), c.share, now)
+            self._fair.stop(c.running.pop(0), c.share + c.lent_share, now)
         if c.state is State.STOPPING:
             return []
         if c.inflight == 0:
-            self._move(c, State.IDLE)
-            c.idle_since = now
+            self._move(c, State.IDLE)  # an idle container holds no cores: lent ones go back
+            c.idle_since, c.lent, c.lent_share = now, 0.0, 0.0
         actions = self._stop_if_retired(c)
         if not actions:
             w = self._next_for(c, now)
@@ -608,16 +627,20 @@ class Pool:
     def _remove(self, c: Container, now: float) -> None:
         del self._containers[c.id]
         for tenant in c.running:  # invocations that ended with it
-            self._fair.stop(tenant, c.share, now)
+            self._fair.stop(tenant, c.share + c.lent_share, now)
         for key in c.keys:
             del self._homes[key]
             del self._key_owners[key]
         self._count(c, -1)
         self._hold_gpus(c.gpus, c.need, +1)
 
-    def _assign(self, w: Waiter, c: Container, now: float, *, cold: bool, bills_init: bool
-                ) -> Assign:
+    def _assign(self, w: Waiter, c: Container, now: float, *, cold: bool, bills_init: bool,
+                lent: float = 0.0) -> Assign:
+        """``lent``: cores its run holds beyond its container's own (``c`` is idle)."""
         self._dequeue(w.id)
+        if lent:  # set while idle, so the move below counts them with the container's cores
+            c.lent = lent
+            c.lent_share = max(0.0, (c.need.cpu + lent) / self.capacity.cpu - c.share)
         self._charge(c, w.namespace)
         c.inflight += 1
         c.served += 1
@@ -625,14 +648,16 @@ class Pool:
         c.last_used, c.idle_since = now, None
         tenant = w.who
         c.running.append(tenant)
-        self._fair.start(tenant, c.share, now)
+        self._fair.start(tenant, c.share + c.lent_share, now)
         if w.affinity is not None and self._homes.get(w.affinity) != c.id:
             if (old := self._homes.get(w.affinity)) is not None:
                 self._containers[old].keys.discard(w.affinity)
             self._homes[w.affinity] = c.id
             self._key_owners[w.affinity] = w.who.key
             c.keys.add(w.affinity)
-        return Assign(w.id, c.id, cold, bills_init)
+        spec = self._specs.get(c.function)
+        cores = c.need.cpu + c.lent if spec is not None and spec.cpu_max is not None else 0.0
+        return Assign(w.id, c.id, cold, bills_init, cores)
 
     def _start(self, spec: FunctionSpec, now: float, *, prewarmed: bool,
                tenant: Tenant | None = None, charge: str | None = None) -> Start:
@@ -690,7 +715,7 @@ class Pool:
 
     def _held(self, c: Container) -> Resources:
         if self._holds_cores(c):
-            return c.need
+            return _holding(c)
         return Resources(0.0, c.need.memory_mb, c.need.gpus)
 
     def _move(self, c: Container, state: State) -> None:
@@ -708,9 +733,9 @@ class Pool:
             if not self._quotas.active:
                 c.charged.add(namespace)
                 return
-            self._quotas.count(self._charges(c), c.need, self._holds_cores(c), -1)
+            self._quotas.count(self._charges(c), _holding(c), self._holds_cores(c), -1)
             c.charged.add(namespace)
-            self._quotas.count(c.charged, c.need, self._holds_cores(c), +1)
+            self._quotas.count(c.charged, _holding(c), self._holds_cores(c), +1)
 
     @staticmethod
     def _charges(c: Container) -> Iterable[str]:
@@ -719,7 +744,7 @@ class Pool:
 
     def _count(self, c: Container, sign: int) -> None:
         """Add (``sign`` +1) or take out (-1) what ``c`` holds in its state to the sums."""
-        need = c.need
+        need = _holding(c)
         cores = round(need.cpu * MICRO) if c.state in _HOLDS_CORES else 0  # exact, unlike floats
         held = self._held_sum
         held[0] += sign * cores
@@ -1043,6 +1068,7 @@ class Pool:
             # what others' reservations keep from this waiter's function
             others = self._others(aside, w) if aside else NOTHING
             if c is not None:
+                lent = 0.0
                 if c.state is State.IDLE:  # it needs its cores back
                     cpu = Resources(need_of(self._specs[w.function]).cpu)
                     if not (_less(budget, others).covers(cpu) and self._free().covers(cpu)):
@@ -1050,7 +1076,11 @@ class Pool:
                         blocked.add(w.function)
                         continue
                     budget = budget - cpu
-                actions.append(self._assign(w, c, now, cold=False, bills_init=False))
+                    if w.cores and len(waiting) == 1:  # cores nothing else waits for
+                        lent = self._lendable(w, _less(budget, others).cpu)
+                        budget = budget - Resources(lent)
+                actions.append(self._assign(w, c, now, cold=False, bills_init=False,
+                                            lent=lent))
                 continue
             spec = self._specs[w.function]
             need = need_of(spec)
@@ -1073,6 +1103,22 @@ class Pool:
                 actions.append(start)
             # else: the capacity it needs is being freed; stopped() dispatches again
         return actions
+
+    def _lendable(self, w: Waiter, spare: float) -> float:
+        """The whole cores ``w`` may hold beyond its function's ``cpu``: what it asks for, up
+        to its ``cpu_max``, of the ``spare`` cores the pass leaves (and the node has free),
+        within its tenant's part of the node's cores among the tenants that run something now,
+        and its namespace's quota."""
+        spec = self._specs[w.function]
+        if spec.cpu_max is None:
+            return 0.0
+        fair = self._fair.entitled_now(w.who) * self.capacity.cpu
+        room = min(w.cores, spec.cpu_max, fair) - spec.cpu
+        lent = float(math.floor(min(room, spare, self._free().cpu) + 1e-9))
+        while lent > 0 and self._quotas.active and self._quotas.refusal(
+                w.namespace, Resources(spec.cpu + lent), 0) is not None:
+            lent -= 1.0
+        return max(0.0, lent)
 
     # ------------------------------------------------------------------- quotas
     def _refusal(self, w: Waiter, c: Container | None) -> str | None:

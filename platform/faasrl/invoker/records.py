@@ -60,6 +60,7 @@ class InvocationRecord:
     wait_s: float | None = None  # of run_s, waiting for a core (None: not measured, e.g. Lambda)
     billed_ms: int = 0  # run time, plus init when the container was started for it
     memory_mb: int = 0
+    cores: float | None = None  # the cores its run had, where it could have more (cpu_max)
     backend: str = ""
     job: str | None = None  # the job it ran for (its Tenant's job); None: a plain invocation
     container: str | None = None
@@ -112,8 +113,8 @@ class InvocationRecord:
 # Each field's default, in field order (those without one, None: ``from_stored`` fills them).
 _DEFAULTS: dict[str, Any] = {f.name: None if f.default is MISSING else f.default
                              for f in fields(InvocationRecord)}
-OFTEN_DEFAULT = ("cold", "stem_cell", "init_s", "node", "namespace", "job", "result", "error",
-                 "retry_of", "retried_by", "version")
+OFTEN_DEFAULT = ("cold", "stem_cell", "init_s", "cores", "node", "namespace", "job", "result",
+                 "error", "retry_of", "retried_by", "version")
 
 
 def from_stored(invocation_id: str, raw: bytes | str) -> dict[str, Any]:

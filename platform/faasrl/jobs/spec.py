@@ -301,6 +301,11 @@ class JobSpec(BaseModel):
                                                  "rows as rounds end, to <state_dir>/jobs/<id>/"
                                                  "tensorboard")
     compress_trajectories: bool | None = Field(None, description="lz4; default on for Atari")
+    lend_actor_cores: bool | None = Field(
+        None, description="synchronous rounds: the learner also runs on its actors' cores, idle "
+        "while it learns (lent where the node has them free, up to the learner manifest's "
+        "cpu_max); it pays for a conv net's update, not for a small MLP's, whose ops are too "
+        "small to split; None: on for Atari")
     placement: Placement = Field(default_factory=Placement)
     # The job's namespace's function of the name, else default's built-in (job_manager.py
     # resolves them at submit; the record keeps the platform's name, the API shows it bare).
@@ -419,6 +424,11 @@ class JobSpec(BaseModel):
     @property
     def family(self) -> str:
         return env_family(self.env_id, self.env)
+
+    @property
+    def lends_actor_cores(self) -> bool:
+        return self.family == "atari" if self.lend_actor_cores is None \
+            else self.lend_actor_cores
 
     @property
     def compress(self) -> bool:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import ctypes
 import gc
 import importlib
+import os
 import sys
 from typing import Any, NamedTuple
 
@@ -74,10 +75,18 @@ def blas_setters() -> list[Any]:
     return setters
 
 
+def thread_env(cpu: float) -> dict[str, str]:
+    """Sizes numeric libraries' thread pools to a container's cores (they size them at import:
+    one thread for a process that imports before it forks or is specialised)."""
+    threads = str(max(1, int(cpu)))
+    return {"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads}
+
+
 def size_threads(threads: int, blas: list[Any] | None = None) -> None:
     """Size the thread pools of numeric libraries imported before ``OMP_NUM_THREADS`` was the
     process's own (they read it at import): torch's, and OpenBLAS's (``blas``: from
-    ``blas_setters``, found here when not given)."""
+    ``blas_setters``, found here when not given); and those imported later, through it."""
+    os.environ.update(thread_env(threads))
     if (torch := sys.modules.get("torch")) is not None:
         torch.set_num_threads(threads)
     for set_threads in blas if blas is not None else blas_setters():

@@ -194,6 +194,8 @@ class Runtime:
         self.memory_mb = 0
         self.invocations = 0
         self._slots: threading.Lock | threading.Semaphore | None = None  # one per concurrent run
+        self._threads = 0  # what the thread pools were last sized to by a run (0: not yet)
+        self._blas: list[Any] | None = None  # OpenBLAS's setters, found on the first sizing
         self._watchdog: Watchdog | None = None
         self._lock = threading.Lock()
 
@@ -260,6 +262,14 @@ class Runtime:
                 self.capture.take_logging()  # its imports may have brought logging in
         return 200, self._with_container_logs({"status": "initialized"})
 
+    def _size_threads(self, threads: int) -> None:
+        from faasrl.runtime.preload import blas_setters, size_threads
+
+        if self._blas is None:
+            self._blas = blas_setters()
+        size_threads(threads, self._blas)
+        self._threads = threads
+
     def _with_container_logs(self, out: dict[str, Any]) -> dict[str, Any]:
         """``out`` with what was written outside any invocation since the last answer (the
         handler's imports, its background threads) as ``container_logs``."""
@@ -282,6 +292,9 @@ class Runtime:
         client_context = body.get("client_context")
         if client_context is not None and not isinstance(client_context, dict):
             return reply(400, dumps(error("BadRequest", "client_context: expected an object")))
+        threads = body.get("threads", 0)
+        if not isinstance(threads, int) or isinstance(threads, bool) or threads < 0:
+            return reply(400, dumps(error("BadRequest", "threads: expected a whole number")))
         run = Run(time.monotonic(), deadline_s, reply)
         ctx = Context(str(body.get("invocation_id", "")), self.function, self.memory_mb,
                       run.deadline,
@@ -292,6 +305,8 @@ class Runtime:
             _overrun(run)
         capture = self.capture
         try:
+            if threads and threads != self._threads:  # its lent cores, or back to its own
+                self._size_threads(threads)
             if capture is not None:
                 run.log, token = capture.begin()
             watchdog.begin(run)

@@ -598,15 +598,17 @@ class JobRun:
         while they serve nobody yet."""
         self.invoker.prewarm(function, n, placement=placement, tenant=self.tenant)
 
-    async def invoke(self, function: str, args: dict[str, Any], affinity: str | None = None
-                     ) -> InvocationRecord:
+    async def invoke(self, function: str, args: dict[str, Any], affinity: str | None = None,
+                     cores: float = 0.0) -> InvocationRecord:
+        """``cores``: what it may use in all where they are free (``Invoker.invoke``)."""
         spec = self.record.spec
         # Actors go where the job places them; learners always run locally.
         placement = spec.placement.actors if function == spec.actor_function else "local"
         while True:
             try:
                 return await self.invoker.invoke(function, args, affinity=affinity,
-                                                 placement=placement, tenant=self.tenant)
+                                                 placement=placement, tenant=self.tenant,
+                                                 cores=cores)
             except QuotaExceeded as exc:
                 if not exc.waited:  # it could never fit
                     raise JobError(f"{function}: {exc.kind}: {exc.message}") from exc
@@ -616,14 +618,14 @@ class JobRun:
                 raise JobError(f"{function}: {exc.kind}: {exc.message}") from exc
 
     async def invoke_until_done(self, function: str, args: dict[str, Any], *,
-                                affinity: str | None = None, retries: int = 0
-                                ) -> list[InvocationRecord]:
+                                affinity: str | None = None, retries: int = 0,
+                                cores: float = 0.0) -> list[InvocationRecord]:
         """Invoke until it succeeds: ``retries`` more times after any failure, and after one
         for want of Redis (up to ``REDIS_ATTEMPTS`` in all) once Redis answers again. Returns
         every attempt's record (the caller bills them all and reads the last)."""
         records: list[InvocationRecord] = []
         while True:
-            r = await self.invoke(function, args, affinity=affinity)
+            r = await self.invoke(function, args, affinity=affinity, cores=cores)
             records.append(r)
             if r.status == "success":
                 return records

@@ -190,9 +190,22 @@ class SyncWorkflow:
                     placement=spec.placement.actors)
         args = update_args(rec, run.credentials.to_args(), rec.round,
                            sorted(i.slot for i in items), run.controller.learner_requests())
+        cores = self._learner_cores()
         self.engine.start("learner", lambda: run.invoke_until_done(
-            spec.learner_function, args.model_dump(mode="json"), affinity=f"{rec.id}:learner"),
-                          self._learned)
+            spec.learner_function, args.model_dump(mode="json"), affinity=f"{rec.id}:learner",
+            cores=cores), self._learned)
+
+    def _learner_cores(self) -> float:
+        """What the learner may use where the job lends it its actors' cores: its own and its
+        round's actors', idle while it learns (lent where free, up to its manifest's
+        ``cpu_max``). Not where the actors ran elsewhere (Lambda), nor on the virtual clock,
+        whose learner has its own cores."""
+        run, spec = self.run, self.run.record.spec
+        actor = run.invoker.spec(spec.actor_function)
+        if (not spec.lends_actor_cores or self.virtual
+                or (spec.placement.actors or actor.placement) != "local"):
+            return 0.0
+        return run.invoker.spec(spec.learner_function).cpu + self._n * actor.cpu
 
     def _learned(self, learners: list[InvocationRecord]) -> None:
         if learners[-1].status != "success":
@@ -214,7 +227,8 @@ class SyncWorkflow:
         columns = {
             rr.ACTOR_FAILURES: len(failed),
             rr.ACTOR_PHASE_S: self._t1 - self._t0, rr.LEARNER_PHASE_S: t2 - self._t1,
-            rr.LEARNER_S: learner.run_s, rr.ACTOR_COLD_STARTS: sum(r.cold for r in actors),
+            rr.LEARNER_S: learner.run_s, rr.LEARNER_CORES: learner.cores,
+            rr.ACTOR_COLD_STARTS: sum(r.cold for r in actors),
             rr.PREWARM_FORECAST: self._forecast,
             **out.stats,  # the algorithm's own figures: its losses, KL, lr, ...
             rr.LEARNER_DEVICE: out.device, rr.SAMPLES: out.samples, rr.POLICY_KL: out.policy_kl,
