@@ -77,7 +77,7 @@ def test_lent_cores_stay_within_the_tenants_part_among_those_running_now():
     p.ready(other, 0.5)  # the other job runs: half the node's four cores each, three free
     assert only(p.request("learner", "w", 1.0, tenant=JOB, cores=4), Assign).cores == 2.0
     p.release(cid, 2.0)
-    p.release(other, 2.5)  # it ran just now, but runs nothing now: it loses no core to wait
+    p.release(other, 2.5)  # it ran just now, but runs nothing now: the learner takes all four
     assert only(p.request("learner", "w2", 3.0, tenant=JOB, cores=4), Assign).cores == 4.0
 
 

@@ -44,8 +44,9 @@ Policy in brief:
 - Lent cores: an invocation may ask for more cores than its function's ``cpu`` (a synchronous
   job's learner asks for its idle actors' cores), up to its manifest's ``cpu_max``. It gets the
   whole cores that are free when it takes a warm container and nothing else waits, as far as
-  its tenant's fair share of the node's cores and its namespace's quota allow; they are held
-  with its container's own until the run ends, and the runtime sizes its thread pools to them.
+  its tenant's part of the node among the tenants running now and its namespace's quota allow;
+  they are held with its container's own until the run ends, and the runtime sizes its thread
+  pools to them.
 - GPUs: a function of ``gpu: n`` (whole) takes n devices nothing else holds any of; one of
   ``gpu: f`` (f < 1) takes f of one device that fractional containers share while their
   fractions sum to at most 1 (packed: the fullest device that still fits goes first, so that
