@@ -13,6 +13,7 @@ from faasrl.backends.docker import (
 )
 from faasrl.env_layers import LAYERS_ENV, LAYERS_MOUNT
 from faasrl.manifest import FunctionSpec
+from faasrl.resources import host_cores
 from faasrl.runtime.gpu import FRACTION_ENV, MPS_PERCENTAGE_ENV
 
 CONFIG = DockerConfig(node="n1", functions_dir=Path("/srv/faasrl/functions"))
@@ -57,6 +58,15 @@ def test_limits_user_and_labels():
     assert opts["environment"]["FAASRL_RUNTIME_SECRET"] == "s3cret"
     assert "volumes" not in opts and "mounts" not in opts
     assert opts["extra_hosts"] == {"host.docker.internal": "host-gateway"}
+
+
+def test_a_function_lent_cores_is_limited_to_its_cpu_max_within_the_hosts_cores():
+    host = host_cores()
+    lent = container_options(spec(cpu=1, cpu_max=host + 8), "c1", (), CONFIG, "42:7", "s3cret")
+    assert lent["nano_cpus"] == int(host * 1e9)  # Docker refuses a limit beyond the host's
+    assert lent["environment"]["OMP_NUM_THREADS"] == "1"  # its own cores until a run is lent more
+    below = container_options(spec(cpu=1, cpu_max=1.5), "c2", (), CONFIG, "42:7", "s3cret")
+    assert below["nano_cpus"] == int(min(1.5, max(1.0, host)) * 1e9)
 
 
 def test_an_image_named_by_the_function_wins():
