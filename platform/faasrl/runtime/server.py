@@ -263,6 +263,8 @@ class Runtime:
         return 200, self._with_container_logs({"status": "initialized"})
 
     def _size_threads(self, threads: int) -> None:
+        """Size the numeric libraries' thread pools to a run's cores (lent ones, or its own
+        again after a lent run); OpenBLAS's setters are looked up once."""
         from faasrl.runtime.preload import blas_setters, size_threads
 
         if self._blas is None:
