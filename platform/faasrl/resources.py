@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass
 
@@ -57,6 +58,11 @@ def discover_gpus() -> list[int]:
         return []
     finally:
         pynvml.nvmlShutdown()
+
+
+def whole_cores(cores: float) -> float:
+    """The whole cores in ``cores``, a float's rounding forgiven as ``covers`` forgives it."""
+    return float(math.floor(cores + _EPS))
 
 
 def host_cores() -> float:

@@ -99,6 +99,12 @@ class ContainerInfo:
     handle: ContainerHandle | None
 
 
+def placement_of(spec: FunctionSpec, placement: str | None) -> str:
+    """Where an invocation runs: ``placement`` where the caller names one, else the function's
+    own (``local``: this node's containers; ``lambda``: a service backend)."""
+    return placement or spec.placement
+
+
 class Invoker:
     def __init__(self, backend: Backend, pool: Pool, *, records: RecordStore | None = None,
                  metrics: InvokerMetrics | None = None, config: InvokerConfig | None = None,
@@ -332,7 +338,7 @@ class Invoker:
 
     def _service(self, spec: FunctionSpec, placement: str | None) -> ServiceBackend | None:
         """The service backend an invocation goes to, None for a local container."""
-        where = placement or spec.placement
+        where = placement_of(spec, placement)
         if where == "local":
             return None
         if where not in self._services:

@@ -66,7 +66,6 @@ restarted until the node has memory to spare again.
 
 from __future__ import annotations
 
-import math
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -86,7 +85,7 @@ from faasrl.invoker.quota import Quotas, Usage, function_cap, refused, reserved_
 from faasrl.invoker.tenant import Tenant
 from faasrl.manifest import FunctionSpec
 from faasrl.namespaces import Quota, local_name, namespace_of
-from faasrl.resources import Resources
+from faasrl.resources import Resources, whole_cores
 
 STEM_HEADROOM_MB = 128  # of its memory, beyond what a stem cell uses, a function must have
 NOTHING = Resources()
@@ -1115,7 +1114,7 @@ class Pool:
             return 0.0
         fair = self._fair.entitled_now(w.who) * self.capacity.cpu
         room = min(w.cores, spec.cpu_max, fair) - spec.cpu
-        lent = float(math.floor(min(room, spare, self._free().cpu) + 1e-9))
+        lent = whole_cores(min(room, spare, self._free().cpu))
         while lent > 0 and self._quotas.active and self._quotas.refusal(
                 w.namespace, Resources(spec.cpu + lent), 0) is not None:
             lent -= 1.0

@@ -37,6 +37,7 @@ from faasrl.controllers.nitro import convexity_ratio
 from faasrl.data.keys import optimizer_keys
 from faasrl.data.ops import roll_back
 from faasrl.invoker import InvocationRecord
+from faasrl.invoker.invoker import placement_of
 from faasrl.jobs.contract_args import result, rollout_args, update_args
 from faasrl.jobs.cost import actor_cost, learner_cost
 from faasrl.workflow.engine import Engine
@@ -203,7 +204,7 @@ class SyncWorkflow:
         run, spec = self.run, self.run.record.spec
         actor = run.invoker.spec(spec.actor_function)
         if (not spec.lends_actor_cores or self.virtual
-                or (spec.placement.actors or actor.placement) != "local"):
+                or placement_of(actor, spec.placement.actors) != "local"):
             return 0.0
         return run.invoker.spec(spec.learner_function).cpu + self._n * actor.cpu
 
