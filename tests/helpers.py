@@ -17,6 +17,7 @@ import sys
 import tarfile
 import tempfile
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
@@ -311,6 +312,15 @@ def revoke_key(platform: Any, key_id: str) -> None:
         await services.keys.revoke(key_id)
 
     on_gateway(platform, revoke)
+
+def docker_platform(make_platform: Callable[..., Any], runtime_image: str) -> tuple[Any, str]:
+    """A platform on the Docker backend with the built-in functions, on a node of its own (its
+    containers carry the node's label), and that node's name."""
+    node = f"test-{uuid.uuid4().hex[:8]}"
+    return make_platform(backend="docker", redis_url=None, node_name=node,
+                         docker_network=TEST_NETWORK, docker_image=runtime_image,
+                         register_builtins=True), node
+
 
 def finished(client: Any, job_id: str, timeout_s: float = 120) -> dict[str, Any]:
     """The job's record once it has ended: not pending, running, or interrupted (which a

@@ -4,12 +4,10 @@ containers that read it from the job's Redis keys."""
 
 from __future__ import annotations
 
-import uuid
-
 import docker
 import numpy as np
 import pytest
-from helpers import REPO, TEST_NETWORK, finished
+from helpers import REPO, docker_platform, finished
 
 from faasrl.user_input import load_yaml
 
@@ -19,10 +17,7 @@ EXAMPLE = REPO / "examples" / "custom-env"
 
 def test_the_example_corridor_learns_in_docker_containers(
         make_platform, docker_client: docker.DockerClient, runtime_image: str):
-    node = f"test-{uuid.uuid4().hex[:8]}"
-    platform = make_platform(backend="docker", redis_url=None, node_name=node,
-                             docker_network=TEST_NETWORK, docker_image=runtime_image,
-                             register_builtins=True)
+    platform, node = docker_platform(make_platform, runtime_image)
     try:
         with platform.client() as client:
             job = client.submit(load_yaml((EXAMPLE / "corridor.yaml").read_text()),

@@ -3,11 +3,9 @@ container's CPU limit allows them and the rows say the learner had them."""
 
 from __future__ import annotations
 
-import uuid
-
 import docker
 import pytest
-from helpers import TEST_NETWORK, finished, tiny_job
+from helpers import docker_platform, finished, tiny_job
 
 from faasrl.resources import host_cores
 from faasrl.round_row import LEARNER_CORES
@@ -17,10 +15,7 @@ pytestmark = pytest.mark.docker
 
 def test_a_learner_in_a_container_runs_on_its_idle_actors_cores(
         make_platform, docker_client: docker.DockerClient, runtime_image: str):
-    node = f"test-{uuid.uuid4().hex[:8]}"
-    platform = make_platform(backend="docker", redis_url=None, node_name=node,
-                             docker_network=TEST_NETWORK, docker_image=runtime_image,
-                             register_builtins=True)
+    platform, node = docker_platform(make_platform, runtime_image)
     cores = min(3.0, host_cores())  # its own and its two actors', as far as the host has them
     try:
         with platform.client() as client:
