@@ -27,7 +27,11 @@ faasrl's learner runs on its actors' cores too while they wait for it (the job's
 ``lend_actor_cores``, on for Atari), as SB3 trains on all of them; ``--own-cores`` turns that
 off, the learner then training on its manifest's one core.
 
-    python bench/atari_peers.py [--seeds 1 2 3] [--quick] [--max-wall-s S] [--own-cores]
+``--gpu`` (a machine with CUDA) puts both updates on the GPU: faasrl's learner manifest deployed
+with ``gpu: 1`` under another name, which the job's ``learner_function`` names, and SB3's model
+on ``cuda``. The actors and SB3's envs stay on the CPU, as they would on any GPU machine.
+
+    python bench/atari_peers.py [--seeds 1 2 3] [--quick] [--max-wall-s S] [--own-cores] [--gpu]
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ import functools
 from pathlib import Path
 from typing import Any
 
+import torch
 from jobrun import write_results
 from peer_runs import Task, add_peer_options, compare, peer_seeds
 from rich.console import Console
@@ -45,12 +50,14 @@ from stable_baselines3 import PPO
 from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.vec_env import VecEnv
 
+from faasrl.manifest import load_manifest
 from faasrl.rl.envs import make_env
 
 ENV_ID = "ALE/Pong-v5"
 FRAME_SKIP = 4
 ZOO_ENVS, ZOO_STEPS = 8, 10_000_000  # the zoo trains Atari PPO 10M steps on 8 envs
 MAX_WALL_S, QUICK_WALL_S = 1800.0, 300.0
+LEARNER_DIR = Path(__file__).resolve().parents[1] / "functions" / "learner"
 
 
 def _linear(start: float):
@@ -58,15 +65,27 @@ def _linear(start: float):
     return lambda progress_remaining: progress_remaining * start
 
 
-def _sb3_ppo_atari(env: VecEnv, seed: int, cap: int) -> BaseAlgorithm:
+def _sb3_ppo_atari(env: VecEnv, seed: int, cap: int, device: str = "cpu") -> BaseAlgorithm:
     return PPO("CnnPolicy", env, n_steps=128, batch_size=256, n_epochs=4,
                learning_rate=_linear(2.5e-4), clip_range=_linear(0.1), ent_coef=0.01,
-               vf_coef=0.5, seed=seed, device="cpu")
+               vf_coef=0.5, seed=seed, device=device)
 
 
 PONG = Task("ppo-pong", "PPO ALE/Pong-v5 to 18", ENV_ID, "ppo", 18.0, check_every=1_024,
             max_env_steps=ZOO_STEPS, quick_env_steps=2_048, sb3=_sb3_ppo_atari,
             sb3_envs=ZOO_ENVS, make_env=functools.partial(make_env, ENV_ID))
+
+
+def on_gpu(task: Task) -> Task:
+    """``task`` with both updates on the GPU: faasrl's built-in learner deployed with
+    ``gpu: 1`` under another name, which the job names, and SB3's model on ``cuda``."""
+    learner = load_manifest(LEARNER_DIR)
+    name = f"{learner.name}-gpu"
+    manifest = learner.model_copy(update={"name": name, "gpu": 1})
+    return dataclasses.replace(
+        task, job={**task.job, "learner_function": name},
+        functions=(manifest.model_dump(mode="json", exclude_defaults=True),),
+        sb3=functools.partial(task.sb3, device="cuda"))
 
 
 def frames_per_s(result: dict[str, Any]) -> dict[str, float]:
@@ -83,17 +102,22 @@ def main() -> None:
                                                          f"(default {MAX_WALL_S:.0f})")
     parser.add_argument("--own-cores", action="store_true",
                         help="faasrl's learner on its own core only (lend_actor_cores: false)")
+    parser.add_argument("--gpu", action="store_true",
+                        help="both updates on the GPU (faasrl's learner with gpu: 1)")
     parser.add_argument("--out", type=Path, default=Path("bench/results/atari_peers.json"))
     args = parser.parse_args()
+    if args.gpu and not torch.cuda.is_available():
+        parser.error("--gpu: torch finds no CUDA device here")
     seeds = peer_seeds(args)
     console = Console()
     task = dataclasses.replace(PONG, job={"lend_actor_cores": False}) if args.own_cores else PONG
+    task = on_gpu(task) if args.gpu else task
     steps = task.quick_env_steps if args.quick else task.max_env_steps
     wall = QUICK_WALL_S if args.quick else args.max_wall_s or MAX_WALL_S
     result = compare(task, seeds, steps, wall, console)
     result["frames_per_s"] = fps = frames_per_s(result)
     write_results(args.out, {"seeds": seeds, "quick": args.quick,
-                             "own_cores": args.own_cores, task.name: result})
+                             "own_cores": args.own_cores, "gpu": args.gpu, task.name: result})
     console.print(f"frames/s: faasrl {fps['faasrl']:,.0f}, SB3 {fps['sb3']:,.0f} "
                   f"({fps['faasrl'] / fps['sb3']:.2f}x)")
     console.print(f"wrote {args.out}")

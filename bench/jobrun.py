@@ -8,6 +8,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Iterable
 from itertools import accumulate
 from pathlib import Path
 from typing import Any
@@ -22,9 +23,10 @@ from faasrl.embedded import EmbeddedPlatform
 
 
 def run_job(spec: dict[str, Any], *, label: str, timeout_s: float = 1800,
-            schedulers_dir: Path | None = None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """The finished job and its metrics rows, on a fresh embedded platform; raises if it did
-    not succeed.
+            schedulers_dir: Path | None = None, functions: Iterable[dict[str, Any]] = ()
+            ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The finished job and its metrics rows, on a fresh embedded platform with ``functions``
+    (manifests) deployed beside the built-in ones; raises if it did not succeed.
 
     The job is submitted once the platform has started, its zygote's imports included (a
     platform serves many jobs; a library's ``learn()`` is timed after its imports too): its
@@ -33,6 +35,8 @@ def run_job(spec: dict[str, Any], *, label: str, timeout_s: float = 1800,
         settings = Settings(state_dir=Path(state), port=0, schedulers_dir=schedulers_dir)
         with EmbeddedPlatform(settings) as platform, platform.client() as client:
             wait_for_zygote(client)
+            for manifest in functions:
+                client.deploy(manifest)
             return run_on(client, spec, label=label, timeout_s=timeout_s)
 
 

@@ -57,6 +57,7 @@ class Task:
     sb3: Callable[[VecEnv, int, int], BaseAlgorithm]  # (env, seed, step cap) -> model
     actors: int = 2  # faasrl's fixed controller
     job: dict[str, Any] = field(default_factory=dict)  # more of faasrl's job spec
+    functions: tuple[dict[str, Any], ...] = ()  # manifests deployed before the job (a variant)
     normalize: bool = False  # SB3 trains on VecNormalize'd observations and rewards
     gamma: float = 0.99  # the discount VecNormalize's reward scaling uses (the model's)
     sb3_envs: int = 1  # SB3's vector env's width
@@ -83,7 +84,8 @@ def faasrl_run(task: Task, seed: int, steps: int, wall: float) -> dict[str, Any]
             "evaluation_episodes": EVAL_EPISODES, **task.job,
             "stop": {"target_reward": task.target, "target_window": WINDOW, "max_rounds": None,
                      "max_env_steps": steps, "max_wall_s": wall}}
-    job, rows = run_job(spec, label=f"faasrl {task.name} seed {seed}", timeout_s=wall + 600)
+    job, rows = run_job(spec, label=f"faasrl {task.name} seed {seed}", timeout_s=wall + 600,
+                        functions=task.functions)
     return {"wall_s": job["wall_s"], "env_steps": job["env_steps"],
             # off-policy: gradient steps; PPO: rounds (one update each)
             "updates": job["algorithm_state"].get("learner_steps", len(rows)),

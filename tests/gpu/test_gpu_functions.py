@@ -6,8 +6,10 @@ GPU machine)."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
@@ -115,3 +117,19 @@ def test_an_idle_gpu_container_frees_the_gpu_for_the_next_gpu_function(make_plat
 
 def containers(client: Client, function: str) -> list[dict[str, Any]]:
     return client.cluster()["functions"].get(function, {}).get("containers", [])
+
+
+def test_the_pong_benchmark_runs_both_updates_on_the_gpu(tmp_path):
+    """``bench/atari_peers.py --gpu --quick``: faasrl's job with its learner deployed at
+    ``gpu: 1`` and SB3's model on cuda each reach the quick cap and are evaluated
+    (``bench/gpu_pong.sh`` runs the full comparison)."""
+    pytest.importorskip("stable_baselines3", reason="bench/gpu_wheels.txt brings it")
+    out = tmp_path / "pong.json"
+    bench = subprocess.run([sys.executable, "bench/atari_peers.py", "--gpu", "--quick",
+                            "--out", str(out)], cwd=REPO, timeout=600, capture_output=True,
+                           text=True)
+    assert bench.returncode == 0, bench.stderr[-4000:]
+    pong = json.loads(out.read_text())["ppo-pong"]
+    for side in ("faasrl", "sb3"):
+        (run,) = pong["runs"][side]
+        assert run["env_steps"] >= pong["summary"]["env_step_cap"], run

@@ -14,6 +14,12 @@ from helpers import REPO
 pytest.importorskip("stable_baselines3", reason="the bench extra, which make test installs")
 
 
+def torch_has_cuda() -> bool:
+    import torch  # after the skip: the bench extra brings SB3, torch is the platform's
+
+    return torch.cuda.is_available()
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(("script", "task_name"), [
     (["bench/mujoco_peers.py", "--tasks", "ppo-halfcheetah"], "ppo-halfcheetah"),
@@ -33,3 +39,13 @@ def test_a_peer_benchmarks_quick_mode_runs_both_sides_to_their_cap(tmp_path, scr
         assert run["env_steps"] >= cap and not run["reached"], run
         assert run["eval_mean"] is not None, run
 
+
+
+@pytest.mark.skipif(torch_has_cuda(), reason="CUDA here: tests/gpu runs --gpu")
+def test_the_pong_benchmark_refuses_gpu_where_torch_has_no_cuda():
+    """``--gpu`` on a machine without CUDA says so at once, rather than submitting a job whose
+    GPU learner could never be placed."""
+    bench = subprocess.run([sys.executable, "bench/atari_peers.py", "--gpu", "--quick"],
+                           cwd=REPO, timeout=120, capture_output=True, text=True)
+    assert bench.returncode == 2 and "--gpu: torch finds no CUDA device" in bench.stderr, \
+        bench.stderr[-2000:]
