@@ -4,7 +4,8 @@ head that runs nothing and one-core worker nodes, started once for the module.
 A PPO job's containers spread over the nodes; a node removed mid-job loses nothing; a function
 no node can hold is refused naming the field, at deploy and at a job's submit; a restarted
 gateway reaps its node's actors whose owner is gone and leaves other nodes' alone; containers
-fork from their node's zygote, and start as new interpreters when it is gone.
+fork from their node's zygote with no actor of their own (a placement group holds their memory),
+start as new interpreters when it is gone, and one asked to PACK has an actor of its own.
 """
 
 from __future__ import annotations
@@ -191,11 +192,12 @@ def test_a_job_whose_function_no_node_can_hold_now_is_refused_at_submit(
 FORKABLE_MB = ZYGOTE_HEAP_MB + 512  # holds a fork of the zygote (FORK_HEADROOM_MB beyond it)
 
 
-def started_on_ray(client: Client, name: str) -> dict[str, Any]:
-    """Deploy a test function big enough to fork, invoke it once: its one container."""
+def started_on_ray(client: Client, name: str, **manifest: Any) -> dict[str, Any]:
+    """Deploy a test function big enough to fork (and ``manifest``'s fields), invoke it once:
+    its one container."""
     code = client.upload_code(fn()["code_dir"])
     client.deploy({**fn(name), "code_dir": None, "code_sha256": code,
-                   "memory_mb": FORKABLE_MB})
+                   "memory_mb": FORKABLE_MB, **manifest})
     out = client.invoke(name, {"x": 1})
     assert out["status"] == "success" and out["cold"], out
     [container] = client.cluster()["functions"][name]["containers"]
@@ -216,10 +218,36 @@ def zygote_pids(node: str) -> list[int]:
 
 
 def test_a_container_forks_from_its_nodes_zygote(on_ray: EmbeddedPlatform):
+    """With no actor of its own: its node's zygote actor hosts it, and a placement group holds
+    its memory in Ray until it stops."""
     with on_ray.client() as client:
         container = started_on_ray(client, "forked")
         assert is_zygote(parent(container["pid"])), cmdline(parent(container["pid"]) or 0)
         assert len(zygote_pids("ray-test")) == 3  # one per node with cores, none on the head
+        assert not [n for n in ray.util.list_named_actors() if n.endswith(container["id"])]
+        [group] = groups_of(container["id"])
+        assert group["state"] == "CREATED"
+        assert group["bundles"][0]["memory"] == FORKABLE_MB * 2**20
+        assert group["bundles_to_node_id"][0] == container["node"]
+
+        def memory_mb() -> float | None:  # measured on its node, for the cluster view
+            return client.cluster()["functions"]["forked"]["containers"][0]["memory_mb"]
+
+        assert wait_for(memory_mb, timeout_s=30, what="the container's memory") > 0
+        client.delete("forked")
+        wait_for(lambda: not pid_alive(container["pid"]), timeout_s=30,
+                 what="the deleted function's container to end")
+        wait_for(lambda: groups_of(container["id"]) == [], timeout_s=30,
+                 what="its placement group to be removed")
+
+
+def groups_of(container_id: str) -> list[dict[str, Any]]:
+    """The created placement groups (``placement_group_table``) of a container."""
+    return [g for g in created_groups() if g["name"].endswith(f"/{container_id}")]
+
+
+def created_groups() -> list[dict[str, Any]]:
+    return [g for g in ray.util.placement_group_table().values() if g["state"] == "CREATED"]
 
 
 def test_a_container_starts_as_a_new_interpreter_when_its_zygote_is_gone(
@@ -232,15 +260,19 @@ def test_a_container_starts_as_a_new_interpreter_when_its_zygote_is_gone(
         wait_for(lambda: not pid_alive(first["pid"]), timeout_s=30,
                  what="the forked container to die with its zygote")
         second = started_on_ray(client, "unforked")
-        runtime_parent = parent(second["pid"])
-    assert runtime_parent is not None and not is_zygote(runtime_parent)
-    assert b"RuntimeActor" in cmdline(runtime_parent)  # the container's own Ray worker
+    # Still without an actor of its own: its node's zygote actor started it as its child.
+    hosted_by = parent(second["pid"])
+    assert hosted_by is not None and not is_zygote(hosted_by)
+    assert b"ZygoteActor" in cmdline(hosted_by), cmdline(hosted_by)
 
 
 def test_a_forked_container_whose_actor_is_killed_ends_with_it(on_ray: EmbeddedPlatform):
-    """Its process is the zygote's child, not its actor's: the zygote actor ends it."""
+    """A container with an actor of its own (asked to PACK: an actor's strategy) still forks
+    from its node's zygote; its process is the zygote's child, not its actor's: the zygote
+    actor ends it."""
     with on_ray.client() as client:
-        container = started_on_ray(client, "orphaned")
+        container = started_on_ray(client, "orphaned", ray={"strategy": "PACK"})
+        assert is_zygote(parent(container["pid"])), cmdline(parent(container["pid"]) or 0)
         [name] = [n for n in ray.util.list_named_actors()
                   if n.startswith("ray-test/") and n.endswith(f"/{container['id']}")]
         ray.kill(ray.get_actor(name, namespace="faasrl"), no_restart=True)
@@ -259,9 +291,9 @@ def test_a_restarted_gateway_reaps_its_orphans_and_spares_others(tmp_path, clust
     proc = gateway(state, port, token, *options, **env)
     try:
         with gateway_up(url, token, proc, timeout_s=120) as client:
-            client.prewarm("echo", 2)
-            wait_for(lambda: len(ours(zygotes=False)) == 2, timeout_s=60,
-                     what="two echo actors")
+            client.prewarm("echo", 2)  # hosted by the nodes' zygote actors
+            wait_for(lambda: len(our_groups()) == 2, timeout_s=60,
+                     what="two echo containers' placement groups")
         # An actor of this node whose owner is gone (pid 1 never started at tick 1), and one
         # of another gateway's node: the restarted gateway must reap the first only.
         host = ray.remote(RuntimeActor)
@@ -270,9 +302,10 @@ def test_a_restarted_gateway_reaps_its_orphans_and_spares_others(tmp_path, clust
         ray.get([orphan.logs.remote(1), other.logs.remote(1)], timeout=60)
         proc.send_signal(signal.SIGKILL)
         proc.wait()
-        # Ray kills a gateway's actors with it (they are not detached).
-        wait_for(lambda: ours() == ["restart/1:1/orphan"], timeout_s=60,
-                 what="the killed gateway's actors to go", poll_s=0.2)
+        # Ray kills a gateway's actors and removes its placement groups with it (neither is
+        # detached).
+        wait_for(lambda: ours() == ["restart/1:1/orphan"] and not our_groups(), timeout_s=60,
+                 what="the killed gateway's actors and groups to go", poll_s=0.2)
         proc = gateway(state, port, token, *options, **env)
         with gateway_up(url, token, proc, timeout_s=120) as client:
             wait_for(lambda: "restart/1:1/orphan" not in ours(), timeout_s=30,
@@ -291,8 +324,11 @@ def test_a_restarted_gateway_reaps_its_orphans_and_spares_others(tmp_path, clust
             ray.shutdown()
 
 
-def ours(zygotes: bool = True) -> list[str]:
-    """The named actors of the gateway node ``restart`` (with its nodes' zygote actors or
-    not)."""
-    return sorted(n for n in ray.util.list_named_actors() if n.startswith("restart/")
-                  and (zygotes or f"/{ZYGOTE_PREFIX}" not in n))
+def ours() -> list[str]:
+    """The named actors of the gateway node ``restart`` (its nodes' zygote actors too)."""
+    return sorted(n for n in ray.util.list_named_actors() if n.startswith("restart/"))
+
+
+def our_groups() -> list[str]:
+    """The created placement groups of the gateway node ``restart``."""
+    return [g["name"] for g in created_groups() if g["name"].startswith("restart/")]

@@ -226,7 +226,7 @@ def function_credentials(user: str, python: str) -> tuple[int, int] | None:
 
 
 @dataclass
-class _Exec:
+class Exec:
     """A container started as a new interpreter: the gateway's own child."""
 
     proc: subprocess.Popen[bytes]
@@ -287,7 +287,7 @@ class ProcessBackend(Backend):
         self._layers = None if env_layers_dir is None else \
             env_layers_folder(env_layers_dir, self.credentials)  # made at the first install
         self._owner = {"owner_pid": os.getpid(), "owner_start": process_start_time(os.getpid())}
-        self._children: dict[str, _Exec | Forked] = {}
+        self._children: dict[str, Exec | Forked] = {}
         self._handles: dict[str, ContainerHandle] = {}
         self._tmp: dict[str, Path] = {}  # one HOME/TMPDIR per container, gone with it
         self.zygote: ZygoteClient | None = None
@@ -376,10 +376,10 @@ class ProcessBackend(Backend):
         return handle
 
     def _exec(self, env: dict[str, str], cwd: Path, memory_mb: int,
-              log_path: Path) -> tuple[_Exec, int, str]:
+              log_path: Path) -> tuple[Exec, int, str]:
         proc, port, secret = exec_runtime(self._python, env, cwd, memory_mb, log_path,
                                           **self._user())
-        return _Exec(proc), port, secret
+        return Exec(proc), port, secret
 
     @property
     def _uid(self) -> int:
@@ -487,7 +487,7 @@ class ProcessBackend(Backend):
             self._forget_zygote(zygote)
 
 
-async def end_child(child: _Exec | Forked, grace_s: float) -> None:
+async def end_child(child: Exec | Forked, grace_s: float) -> None:
     """SIGTERM to a container's process group, SIGKILL after ``grace_s``, then reap it."""
     if child.reaped():
         return

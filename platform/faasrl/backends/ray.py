@@ -1,23 +1,28 @@
-"""The Ray backend: every container is a Ray actor that runs ``faasrl.runtime`` on its node.
+"""The Ray backend: every container runs ``faasrl.runtime`` on a Ray node, hosted by that node's
+zygote actor or by an actor of its own.
 
-Ray places the actor (``ray_actor.RuntimeActor``) with the function's ``memory_mb`` as
-``memory``, ``gpu`` as ``num_gpus`` (the actor's GPUs are the ones Ray assigns it) and the
-manifest's ``ray`` section (custom resources, SPREAD or PACK, node labels), all held for the
-actor's life as the pool holds them. Cores are not: an actor reserves only ``PLACEMENT_CPU`` of
-Ray's CPU (enough to keep it off nodes with no cores), and the pool counts a container's
-``cpu`` while it starts or runs, as on one machine. Ray would hold ``num_cpus`` until the actor
-is killed, so a job whose functions together ask more cores than the cluster has (2 actors and
-a learner on 2 cores) would lose its idle learner to eviction every round.
+Ray holds what a container needs on its node for its life, as the pool holds it: its
+``memory_mb`` as ``memory``, ``gpu`` as ``num_gpus`` and the manifest's ``ray`` section (custom
+resources, node labels). Cores are not held: a container reserves only ``PLACEMENT_CPU`` of
+Ray's CPU (enough to keep it off nodes with no cores), and the pool counts a container's ``cpu``
+while it starts or runs, as on one machine. Ray would hold ``num_cpus`` until the container
+ended, so a job whose functions together ask more cores than the cluster has (2 actors and a
+learner on 2 cores) would lose its idle learner to eviction every round.
 
 Cold starts: with ``zygote`` on, the backend places a zygote actor (``ray_zygote``) on every
-node that can hold containers, as nodes join (the poll below); a container's actor asks its
-node's to fork the runtime, as the process backend forks from its zygote. Where there is none,
-it is gone, failed or still importing past ``ZYGOTE_WAIT_S``, or the function is too small to
-hold a fork, the actor starts the runtime as its own child, a new interpreter. A zygote actor
-holds no resources; it goes with its node, and with the gateway as container actors do.
+node that can hold containers, as nodes join (the poll below). A container then has no actor of
+its own (``hosted_by_zygote``): a one-bundle placement group holds its resources (Ray places it
+in milliseconds, spreading groups over the nodes), and the zygote actor of the node it lands on
+hosts it, forked from the node's zygote or, when that cannot be, a new interpreter of its own.
+Nothing waits for Ray to start a worker process, which is most of an actor's start. A GPU
+container (Ray assigns GPUs to actors), one whose manifest asks to PACK (an actor's strategy),
+or any with zygotes off or none on its node yet, gets an actor (``ray_actor.RuntimeActor``),
+placed with the options of ``actor_options``; that actor asks its node's zygote actor to fork
+the runtime, or starts it as its own child. A zygote actor holds no resources; it goes with its
+node, and with the gateway as the containers do.
 
-The actor says where the runtime listens; from then on the invoker
-speaks ``/init`` and ``/run`` to it over HTTP as to any container, and uploaded code arrives
+The host says where the runtime listens; from then on the invoker speaks ``/init`` and ``/run``
+to it over HTTP as to any container, and uploaded code arrives
 through ``/init`` (``code_sha256``), as in Docker: nodes share no filesystem with the gateway.
 Built-in functions are on every node (the runtime image, or this checkout on a local cluster).
 
@@ -25,11 +30,12 @@ The node's capacity is the cluster's: the sum of its alive nodes, polled once a 
 follows nodes joining and leaving. A function that fits no single node is refused at deploy
 (422), at a job's submit (422) and at start, never left pending.
 
-Actors are named ``<node>/<owner>/<container id>`` in one namespace (``faasrl``): ``node`` is
-this gateway's ``node_name`` and ``owner`` its process (pid and start time). They are not
-detached, so Ray kills them with the gateway that made them; a gateway that starts kills any of
-its node's whose owner is gone, and never touches other nodes' or a live owner's. A container
-whose actor or node dies is seen from Ray's own state: the actor's ``wait_exit`` call fails.
+Containers' actors and placement groups are named ``<node>/<owner>/<container id>`` in one
+namespace (``faasrl``): ``node`` is this gateway's ``node_name`` and ``owner`` its process (pid
+and start time). Neither is detached, so Ray removes them with the gateway that made them; a
+gateway that starts kills any actor of its node's whose owner is gone, and never touches other
+nodes' or a live owner's. A container whose host (its actor, or its node's zygote actor) or node
+dies is seen from Ray's own state: the host's ``wait_exit`` call fails.
 """
 
 from __future__ import annotations
@@ -49,10 +55,16 @@ from typing import TYPE_CHECKING, Any
 import ray
 from ray._private import ray_constants
 from ray.exceptions import RayError
+from ray.util.placement_group import (
+    PlacementGroup,
+    placement_group,
+    placement_group_table,
+    remove_placement_group,
+)
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from faasrl.backends.base import Backend, ContainerHandle, ContainerStats, builtin_dir
-from faasrl.backends.process import owner_alive, owner_label
+from faasrl.backends.process import ZYGOTE_WAIT_S, owner_alive, owner_label
 from faasrl.backends.ray_actor import RuntimeActor
 from faasrl.backends.ray_local import LocalRayCluster, loopback_driver
 from faasrl.backends.ray_zygote import ZygoteActor, zygote_name
@@ -107,6 +119,30 @@ def actor_options(spec: FunctionSpec, name: str, namespace: str) -> dict[str, An
     if placement.node_label:
         options["label_selector"] = dict(placement.node_label)
     return options
+
+
+def hosted_by_zygote(spec: FunctionSpec) -> bool:
+    """Whether a container of ``spec`` can do without an actor of its own, its node's zygote
+    actor hosting it (with zygotes on): not a GPU one (Ray assigns devices to actors only), nor
+    one whose manifest asks to PACK (an actor's strategy; a placement group places itself)."""
+    return spec.gpu == 0 and (spec.ray is None or spec.ray.strategy == "SPREAD")
+
+
+def host_bundle(spec: FunctionSpec) -> dict[str, float]:
+    """What the placement group of a container its zygote actor hosts holds: what
+    ``actor_options`` has Ray reserve for an actor."""
+    custom = dict(spec.ray.resources) if spec.ray else {}
+    return {"CPU": PLACEMENT_CPU, "memory": float(spec.memory_mb * _MB), **custom}
+
+
+@dataclass(frozen=True)
+class Hosted:
+    """A container its node's zygote actor hosts (``ZygoteActor.host``): a fork with no actor
+    of its own, its resources held in Ray by a one-bundle placement group."""
+
+    zygote: Any  # the node's zygote actor
+    pid: int
+    group: PlacementGroup
 
 
 def node_shortfall(spec: FunctionSpec, nodes: list[dict[str, Any]]) -> dict[str, str]:
@@ -190,6 +226,7 @@ class RayBackend(Backend):
         self._owner = owner_label()
         self._handles: dict[str, ContainerHandle] = {}
         self._actors: dict[str, Any] = {}  # container id -> actor handle
+        self._hosted: dict[str, Hosted] = {}  # container id -> its zygote actor's fork
         self._exits: dict[str, int] = {}  # container id -> exit status (-1: actor/node died)
         self._stats: dict[str, tuple[float, ContainerStats | None]] = {}
         self._refreshing: set[str] = set()
@@ -271,27 +308,65 @@ class RayBackend(Backend):
         if short := node_shortfall(spec, self._nodes):
             raise RuntimeError("no Ray node can hold it: " + "; ".join(
                 f"{k}: {v}" for k, v in short.items()))
+        config = {"cpu": spec.cpu, "memory_mb": spec.memory_mb, "gpu": spec.gpu,
+                  "workdir": self._workdir(spec), "layers": await self._layers_root()}
+        if self._zygote_class is not None and hosted_by_zygote(spec) \
+                and (hosted := await self._host(spec, container_id, config)) is not None:
+            return hosted
         name = actor_name(self.config.node, self._owner, container_id)
         actor = self._actor_class.options(
             **actor_options(spec, name, self.config.namespace)).remote(container_id)
         self._actors[container_id] = actor
         try:
-            config = {"cpu": spec.cpu, "memory_mb": spec.memory_mb, "gpu": spec.gpu,
-                      "workdir": self._workdir(spec), "layers": await self._layers_root(),
-                      "zygote": None if self._zygote_class is None else self._zygote_prefix}
+            config["zygote"] = None if self._zygote_class is None else self._zygote_prefix
             out = json.loads(await _wait(actor.start.remote(json.dumps(config))))
         except BaseException:  # pending past the start timeout, or failed: it must not linger
             self._actors.pop(container_id, None)
             await self._kill(actor)
             raise
-        if out["unforked"]:
-            log.debug("container %s starts as a new interpreter: %s", container_id,
-                      out["unforked"])
+        _say_unforked(container_id, out["unforked"])
         handle = ContainerHandle(container_id, spec.name, self.name, out["host"], out["port"],
                                  pid=out["pid"], native_id=name, secret=out["secret"],
                                  node=out["node_id"])
         self._handles[container_id] = handle
         actor.wait_exit.remote().future().add_done_callback(
+            lambda done: self._exited(container_id, done))
+        return handle
+
+    async def _host(self, spec: FunctionSpec, container_id: str, config: dict[str, Any]
+                    ) -> ContainerHandle | None:
+        """Start the container on the zygote actor of the node where Ray places its placement
+        group: a cold start without a Ray worker to start. None: it cannot be (no zygote on that
+        node, or it cannot fork this function); the caller starts an actor instead."""
+        labels = dict(spec.ray.node_label) if spec.ray and spec.ray.node_label else None
+        name = actor_name(self.config.node, self._owner, container_id)
+        group = placement_group([host_bundle(spec)], strategy="STRICT_PACK", name=name,
+                                bundle_label_selector=[labels] if labels else None)
+        zygote, answer = None, None
+        try:
+            await _wait(group.ready())
+            node_id = placement_group_table(group)["bundles_to_node_id"][0]
+            if (zygote := self._zygotes.get(node_id)) is None:
+                out = {"error": f"no zygote actor on the Ray node {node_id} yet"}
+            else:
+                answer = zygote.host.remote(container_id, json.dumps(config))
+                out = json.loads(await _wait(answer))
+        except RayError as exc:  # the zygote actor died, or the setup failed
+            out = {"error": str(exc).splitlines()[0] if str(exc) else type(exc).__name__}
+        except BaseException:  # pending past the start timeout: undo whatever comes of it
+            self._pool.submit(_undo_host, group, zygote, answer)
+            raise
+        if "error" in out:
+            log.debug("container %s gets an actor of its own: %s", container_id, out["error"])
+            self._pool.submit(_undo_host, group, None, None)
+            return None
+        _say_unforked(container_id, out["unforked"])
+        self._hosted[container_id] = Hosted(zygote, out["pid"], group)
+        handle = ContainerHandle(container_id, spec.name, self.name, out["host"], out["port"],
+                                 pid=out["pid"], native_id=name, secret=out["secret"],
+                                 node=out["node_id"])
+        self._handles[container_id] = handle
+        zygote.wait_exit.remote(out["pid"]).future().add_done_callback(
             lambda done: self._exited(container_id, done))
         return handle
 
@@ -302,7 +377,7 @@ class RayBackend(Backend):
             return None
 
     def _exited(self, container_id: str, done: Future[int]) -> None:
-        if container_id not in self._actors:
+        if container_id not in self._actors and container_id not in self._hosted:
             return  # stopped by this backend
         try:
             self._exits[container_id] = int(done.result())
@@ -313,8 +388,17 @@ class RayBackend(Backend):
 
     async def stop(self, handle: ContainerHandle, grace_s: float = 2.0) -> None:
         actor = self._actors.pop(handle.id, None)
+        hosted = self._hosted.pop(handle.id, None)
         self._handles.pop(handle.id, None)
         self._stats.pop(handle.id, None)
+        if hosted is not None:  # its files go with it, exited or not
+            try:
+                await asyncio.wait_for(_wait(hosted.zygote.stop.remote(hosted.pid, grace_s)),
+                                       grace_s + 5.0)
+            except (RayError, TimeoutError) as exc:  # its node is gone, and it with it
+                log.debug("container %s did not stop cleanly: %s", handle.id, exc)
+            await asyncio.get_running_loop().run_in_executor(self._pool, _remove, hosted.group)
+            self._exits.pop(handle.id, None)
         if actor is None:
             return
         if handle.id not in self._exits:
@@ -338,7 +422,7 @@ class RayBackend(Backend):
         await asyncio.get_running_loop().run_in_executor(self._pool, _kill, actor)
 
     def exit_code(self, handle: ContainerHandle) -> int | None:
-        if handle.id not in self._actors:
+        if handle.id not in self._actors and handle.id not in self._hosted:
             return -1
         return self._exits.get(handle.id)
 
@@ -363,13 +447,20 @@ class RayBackend(Backend):
     def stats(self, handle: ContainerHandle) -> ContainerStats | None:
         """The latest sample, refreshed in the background when older than 2 s."""
         taken, sample = self._stats.get(handle.id, (0.0, None))
-        actor = self._actors.get(handle.id)
-        if time.monotonic() - taken > _STATS_MAX_AGE_S and actor is not None \
-                and handle.id not in self._refreshing:
+        if time.monotonic() - taken > _STATS_MAX_AGE_S and handle.id not in self._refreshing \
+                and (ref := self._ask(handle.id, "stats")) is not None:
             self._refreshing.add(handle.id)
-            actor.stats.remote().future().add_done_callback(
-                lambda done: self._sampled(handle.id, done))
+            ref.future().add_done_callback(lambda done: self._sampled(handle.id, done))
         return sample
+
+    def _ask(self, container_id: str, method: str, *args: Any) -> Any:
+        """The ObjectRef of ``method`` (``stats``, ``logs``) asked of whoever hosts the
+        container: its actor, or its node's zygote actor (for its pid); None: neither."""
+        if (actor := self._actors.get(container_id)) is not None:
+            return getattr(actor, method).remote(*args)
+        if (hosted := self._hosted.get(container_id)) is not None:
+            return getattr(hosted.zygote, method).remote(hosted.pid, *args)
+        return None
 
     def _sampled(self, container_id: str, done: Future[str]) -> None:
         try:
@@ -381,11 +472,10 @@ class RayBackend(Backend):
         self._refreshing.discard(container_id)
 
     def logs(self, handle: ContainerHandle, tail: int = 50) -> str:
-        actor = self._actors.get(handle.id)
-        if actor is None:
+        if (ref := self._ask(handle.id, "logs", tail)) is None:
             return ""
         try:
-            return str(ray.get(actor.logs.remote(tail), timeout=2.0))
+            return str(ray.get(ref, timeout=2.0))
         except Exception:
             return ""
 
@@ -406,6 +496,27 @@ class RayBackend(Backend):
 async def _wait(ref: Any) -> Any:
     """An ObjectRef's value, awaited without blocking the event loop."""
     return await asyncio.wrap_future(ref.future())
+
+
+def _say_unforked(container_id: str, why: str | None) -> None:
+    if why:
+        log.debug("container %s starts as a new interpreter: %s", container_id, why)
+
+
+def _remove(group: PlacementGroup) -> None:
+    with contextlib.suppress(Exception):  # gone already, or with the cluster
+        remove_placement_group(group)
+
+
+def _undo_host(group: PlacementGroup, zygote: Any, answer: Any) -> None:
+    """A hosted start that will not be used: stop the fork it may still make, free its
+    group (runs on the backend's threads)."""
+    if answer is not None:
+        with contextlib.suppress(Exception):
+            out = json.loads(ray.get(answer, timeout=ZYGOTE_WAIT_S + 60.0))
+            if "pid" in out:
+                ray.get(zygote.stop.remote(out["pid"], 0.0), timeout=10.0)
+    _remove(group)
 
 
 def _kill(actor: Any) -> None:

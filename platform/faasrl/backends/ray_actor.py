@@ -1,5 +1,7 @@
-"""The Ray actor that hosts one function container: the faasrl runtime, forked by its node's
-zygote or started as its own child process.
+"""The Ray actor that hosts one function container that needs an actor of its own (a GPU one:
+Ray assigns an actor its devices; one whose manifest asks to PACK; or any with no zygote actor
+to host it, ``ray.hosted_by_zygote``): the faasrl runtime, forked by its node's zygote or started
+as its own child process.
 
 Ray places the actor on a node that has the function's resources; there the actor asks the
 node's zygote actor (``ray_zygote``, when the gateway placed one) to fork the runtime, and else
@@ -15,24 +17,14 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
-from collections import deque
-from pathlib import Path
 from typing import Any
 
-from faasrl.backends.process import (
-    container_env,
-    exec_runtime,
-    kill_group,
-    owner_label,
-    process_stats,
-)
+from faasrl.backends.process import exec_runtime, kill_group, owner_label, process_stats
+from faasrl.backends.ray_node import NodeSetup, log_tail, set_up
 from faasrl.backends.ray_zygote import zygote_name
-from faasrl.env_layers import LAYERS_ENV
 
 
 class RuntimeActor:
@@ -44,54 +36,44 @@ class RuntimeActor:
 
         no_peeking()  # the function runs as this user: keep it out of this process's memory
         self._id = container_id
-        self._tmp = Path(tempfile.mkdtemp(prefix=f"faasrl-{container_id}-"))
-        self._log = self._tmp.parent / f"faasrl-{container_id}.log"
+        self._setup: NodeSetup | None = None
         self._proc: subprocess.Popen[bytes] | None = None
         self._forked: tuple[int, Any] | None = None  # its pid and the zygote actor's handle
 
     def start(self, config: str) -> str:
-        """Start the runtime; ``config``: JSON with ``cpu``, ``memory_mb``, ``workdir`` (the
-        built-in function's folder on this node, or null) and ``layers`` (the folder of env
-        layers, on a local cluster; else null) and ``zygote`` (the prefix of the node's zygote
-        actor's name, ``zygote_name``; null: none). Answers JSON: ``host``, ``port``, ``pid``,
-        ``node_id``, the runtime's ``secret`` and ``unforked`` (why it was not forked from the
-        zygote but started as a new interpreter; null: it was)."""
+        """Start the runtime; ``config``: JSON with ``cpu``, ``memory_mb``, ``gpu``,
+        ``workdir`` and ``layers`` (``ray_node.set_up``) and ``zygote`` (the prefix of the node's
+        zygote actor's name, ``zygote_name``; null: none). Answers JSON: ``host``, ``port``,
+        ``pid``, ``node_id``, the runtime's ``secret`` and ``unforked`` (why it was not forked
+        from the zygote but started as a new interpreter; null: it was)."""
         import ray
 
         cfg = json.loads(config)
-        host = ray.util.get_node_ip_address()
-        workdir = cfg.get("workdir")
-        if workdir and not Path(workdir).is_dir():
-            raise FileNotFoundError(f"no folder {workdir} on the Ray node {host} (the built-in "
-                                    "functions must be there: FAASRL_RAY_BUILTINS_DIR)")
         gpus = ray.get_runtime_context().get_accelerator_ids().get("GPU", [])
-        env = container_env(cfg["cpu"], self._id, gpus, self._tmp, gpu=cfg["gpu"])
-        if cfg.get("layers"):
-            env[LAYERS_ENV] = cfg["layers"]
-        node_id = ray.get_runtime_context().get_node_id()
-        cwd = Path(workdir or self._tmp)
+        self._setup = setup = set_up(self._id, cfg, gpus)
         forked: tuple[int, int, str] | str = "zygotes are off"
         if cfg.get("zygote"):
-            forked = self._fork(zygote_name(cfg["zygote"], node_id), env, cwd,
-                                cfg["memory_mb"], host)
+            forked = self._fork(zygote_name(cfg["zygote"], setup.node_id), setup,
+                                cfg["memory_mb"])
         if isinstance(forked, tuple):
             pid, port, secret = forked
         else:
-            self._proc, port, secret = exec_runtime(sys.executable, env, cwd, cfg["memory_mb"],
-                                                    self._log, host=host)
+            self._proc, port, secret = exec_runtime(sys.executable, setup.env, setup.cwd,
+                                                    cfg["memory_mb"], setup.log,
+                                                    host=setup.host)
             pid = self._proc.pid
-        return json.dumps({"host": host, "port": port, "pid": pid, "secret": secret,
-                           "node_id": node_id,
+        return json.dumps({"host": setup.host, "port": port, "pid": pid, "secret": secret,
+                           "node_id": setup.node_id,
                            "unforked": None if isinstance(forked, tuple) else forked})
 
-    def _fork(self, name: str, env: dict[str, str], cwd: Path, memory_mb: int,
-              host: str) -> tuple[int, int, str] | str:
+    def _fork(self, name: str, setup: NodeSetup, memory_mb: int) -> tuple[int, int, str] | str:
         """The runtime forked by the node's zygote actor: its pid, port and secret; or why it
         was not (start a new interpreter)."""
         import ray
 
-        request = {"id": self._id, "env": env, "cwd": str(cwd), "memory_mb": memory_mb,
-                   "log": str(self._log), "host": host, "owner": owner_label()}
+        request = {"id": self._id, "env": setup.env, "cwd": str(setup.cwd),
+                   "memory_mb": memory_mb, "log": str(setup.log), "host": setup.host,
+                   "owner": owner_label()}
         try:
             zygote = ray.get_actor(name, namespace=ray.get_runtime_context().namespace)
             out = json.loads(ray.get(zygote.fork.remote(json.dumps(request))))
@@ -136,8 +118,8 @@ class RuntimeActor:
                 self._proc.wait(timeout=grace_s)
             kill_group(self._proc.pid, signal.SIGKILL)  # the rest of its group too
             self._proc.wait()
-        shutil.rmtree(self._tmp, ignore_errors=True)
-        self._log.unlink(missing_ok=True)
+        if self._setup is not None:
+            self._setup.remove()
 
     def stats(self) -> str:
         """JSON ``{"memory_mb", "cpu_s"}`` of the runtime, or null once it is gone."""
@@ -145,8 +127,4 @@ class RuntimeActor:
         return json.dumps(dataclasses.asdict(sample) if sample is not None else None)
 
     def logs(self, tail: int) -> str:
-        try:
-            with open(self._log, errors="replace") as f:
-                return "".join(deque(f, maxlen=tail))
-        except OSError:
-            return ""
+        return log_tail(self._setup.log, tail) if self._setup is not None else ""
