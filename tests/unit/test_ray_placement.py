@@ -1,5 +1,6 @@
-"""How the Ray backend maps a manifest to actor options, fits it to the cluster's nodes and sums
-the cluster's capacity: pure functions of the manifest and ``ray.nodes()``."""
+"""How the Ray backend maps a manifest to actor options and placement-group bundles, fits it to
+the cluster's nodes and sums the cluster's capacity: pure functions of the manifest and
+``ray.nodes()``."""
 
 from __future__ import annotations
 
@@ -37,6 +38,20 @@ def test_actor_options_carry_the_manifest_resources_and_placement():
     assert ray_backend.actor_options(spec(), "x", "ns")["scheduling_strategy"] == "SPREAD"
     packed = ray_backend.actor_options(spec(ray={"strategy": "PACK"}), "x", "ns")
     assert packed["scheduling_strategy"] == "DEFAULT"
+
+
+def test_a_hosted_containers_group_reserves_what_its_actor_would():
+    """Its placement group holds the memory and custom resources, and no cores."""
+    bundle = ray_backend.host_bundle(spec(ray={"resources": {"fast_disk": 1}}))
+    assert bundle == {"CPU": ray_backend.PLACEMENT_CPU, "memory": 512 * MB, "fast_disk": 1}
+
+
+def test_gpu_and_packed_containers_keep_an_actor_of_their_own():
+    """Ray assigns GPUs to actors only, and PACK is an actor's strategy."""
+    assert ray_backend.hosted_by_zygote(spec())
+    assert ray_backend.hosted_by_zygote(spec(ray={"node_label": {"pool": "cpu"}}))
+    assert not ray_backend.hosted_by_zygote(spec(gpu=0.25))
+    assert not ray_backend.hosted_by_zygote(spec(ray={"strategy": "PACK"}))
 
 
 def test_a_function_fits_when_one_alive_node_holds_all_of_it():
