@@ -15,15 +15,14 @@ environment reaches the function. Only JSON strings cross between the gateway an
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 import signal
 import subprocess
 import sys
 from typing import Any
 
-from faasrl.backends.process import exec_runtime, kill_group, owner_label, process_stats
-from faasrl.backends.ray_node import NodeSetup, log_tail, set_up
+from faasrl.backends.process import exec_runtime, kill_group, owner_label
+from faasrl.backends.ray_node import NodeSetup, log_tail, set_up, stats_json
 from faasrl.backends.ray_zygote import zygote_name
 
 
@@ -123,8 +122,7 @@ class RuntimeActor:
 
     def stats(self) -> str:
         """JSON ``{"memory_mb", "cpu_s"}`` of the runtime, or null once it is gone."""
-        sample = process_stats(pid) if (pid := self._pid) is not None else None
-        return json.dumps(dataclasses.asdict(sample) if sample is not None else None)
+        return stats_json(self._pid)
 
     def logs(self, tail: int) -> str:
         return log_tail(self._setup.log, tail) if self._setup is not None else ""

@@ -4,6 +4,8 @@ an actor of its own (``ray_actor.RuntimeActor``) or by its node's zygote actor
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import shutil
 import tempfile
 from collections import deque
@@ -12,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from faasrl.backends.process import container_env
+from faasrl.backends.process import container_env, process_stats
 from faasrl.env_layers import LAYERS_ENV
 
 
@@ -48,6 +50,12 @@ def set_up(container_id: str, config: dict[str, Any], gpus: Sequence[str] = ()) 
         env[LAYERS_ENV] = config["layers"]
     return NodeSetup(host, ray.get_runtime_context().get_node_id(), env, Path(workdir or tmp),
                      tmp, tmp.parent / f"faasrl-{container_id}.log")
+
+
+def stats_json(pid: int | None) -> str:
+    """JSON ``{"memory_mb", "cpu_s"}`` of a container's runtime, or null once it is gone."""
+    sample = process_stats(pid) if pid is not None else None
+    return json.dumps(dataclasses.asdict(sample) if sample is not None else None)
 
 
 def log_tail(log: Path, lines: int) -> str:

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import json
 import os
 import shutil
@@ -47,10 +46,9 @@ from faasrl.backends.process import (
     fits,
     fork_runtime,
     owner_alive,
-    process_stats,
     zygote_env,
 )
-from faasrl.backends.ray_node import NodeSetup, log_tail, set_up
+from faasrl.backends.ray_node import NodeSetup, log_tail, set_up, stats_json
 from faasrl.backends.zygote_client import ZygoteClient, ZygoteGone
 
 SWEEP_S = 1.0  # how often the children of dead container actors are looked for
@@ -179,8 +177,7 @@ class ZygoteActor:
     def stats(self, pid: int) -> str:
         """JSON ``{"memory_mb", "cpu_s"}`` of a hosted container's runtime, or null once it is
         gone."""
-        sample = process_stats(pid) if pid in self._children else None
-        return json.dumps(dataclasses.asdict(sample) if sample is not None else None)
+        return stats_json(pid if pid in self._children else None)
 
     def logs(self, pid: int, tail: int) -> str:
         setup = self._setups.get(pid)
