@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
 import torch
+from helpers import wait_for
 
 from faasrl.algorithms import ppo
 from faasrl.data.codec import (
@@ -120,6 +122,27 @@ def test_a_crashed_learner_loses_nothing(r):
     # the learner dies here, before ack; the next one gets the same batch
     again, _ = stream.read_round(0, [0], SCHEMA, timeout_s=2)
     assert [b.entry_id for b in again] == [b.entry_id for b in first]
+
+
+def test_a_read_whose_reply_was_lost_does_not_stall_the_round(r):
+    """Redis handed slot 1's batch to the learner in a reply that never arrived (it restarted,
+    and the client's retry read nothing new): the round still gets it, without waiting out
+    its timeout."""
+    stream = TrajectoryStream(r, "job1")
+    stream.put(0, 0, 0, batch())
+    with ThreadPoolExecutor(1) as pool:
+        reading = pool.submit(stream.read_round, 0, [0, 1], SCHEMA, timeout_s=30)
+        wait_for(lambda: stream.pending() == 1, what="slot 0 read, the learner waiting")
+        with r.pipeline(transaction=True) as lost:  # delivered before the waiting read wakes
+            lost.xadd(job_key("job1", "trajectories"),
+                      {"round": 0, "slot": 1, "version": 0, "data": encode_arrays(batch(seed=1))})
+            lost.xreadgroup("learners", "learner", {job_key("job1", "trajectories"): ">"})
+            assert lost.execute()[1], "the transaction's read took the entry"
+        started = time.monotonic()
+        batches, rejected = reading.result(timeout=60)
+    assert time.monotonic() - started < 5
+    assert [b.slot for b in batches] == [0, 1] and rejected == []
+    assert np.array_equal(batches[1].arrays["obs"], batch(seed=1)["obs"])
 
 
 def test_missing_batches_wait_then_return_what_came(r):

@@ -149,12 +149,17 @@ class TrajectoryStream:
 
         A slot whose batch for this round was rejected counts as answered: its actor has
         reported, and waiting for a second blob would only stall the round.
+
+        A read whose reply was lost (Redis restarted under it, and the client sent it again)
+        has still handed its entries to this consumer: a wait that finds nothing new looks
+        for them among the consumer's pending entries, so the round does not wait them out.
         """
         self._ensure_group()
         wanted = set(slots)
         found: dict[int, Batch] = {}
         answered: set[int] = set()
         rejected: list[Rejection] = []
+        seen: set[bytes] = set()  # the entries this call has read
         deadline = time.monotonic() + timeout_s
         cursor = "0"  # first what this consumer was given but never acknowledged
         while True:
@@ -165,6 +170,9 @@ class TrajectoryStream:
             entries = reply[0][1] if reply else []
             if cursor == "0" and not entries:
                 cursor = ">"
+            elif cursor == ">" and not entries:
+                entries = self._delivered_unread(consumer, seen)
+            seen.update(entry_id for entry_id, _ in entries)
             for entry_id, fields in entries:
                 batch, why = self._parse(entry_id, fields, schema)
                 if why is None and batch.round != round:
@@ -201,6 +209,19 @@ class TrajectoryStream:
             return int(self._redis.xpending(self._stream, GROUP)["pending"])
         except ResponseError:
             return 0
+
+    def _delivered_unread(self, consumer: str, seen: set[bytes]
+                          ) -> list[tuple[bytes, dict[bytes, bytes]]]:
+        """The entries given to ``consumer`` that it has not read: what a lost reply held."""
+        pending = self._redis.xpending_range(self._stream, GROUP, "-", "+",
+                                             count=len(seen) + 64, consumername=consumer)
+        ids = [p["message_id"] for p in pending if p["message_id"] not in seen]
+        if not ids:
+            return []
+        with self._redis.pipeline(transaction=False) as pipe:
+            for eid in ids:
+                pipe.xrange(self._stream, eid, eid)
+            return [reply[0] for reply in pipe.execute() if reply]
 
     def _ensure_group(self) -> None:
         try:
