@@ -5,7 +5,8 @@ A PPO job's containers spread over the nodes; a node removed mid-job loses nothi
 no node can hold is refused naming the field, at deploy and at a job's submit; a restarted
 gateway reaps its node's actors whose owner is gone and leaves other nodes' alone; containers
 fork from their node's zygote with no actor of their own (a placement group holds their memory),
-start as new interpreters when it is gone, and one asked to PACK has an actor of its own.
+start as new interpreters when it is gone, and one asked to PACK has an actor of its own; a
+killed zygote actor is placed again.
 """
 
 from __future__ import annotations
@@ -264,6 +265,37 @@ def test_a_container_starts_as_a_new_interpreter_when_its_zygote_is_gone(
     hosted_by = parent(second["pid"])
     assert hosted_by is not None and not is_zygote(hosted_by)
     assert b"ZygoteActor" in cmdline(hosted_by), cmdline(hosted_by)
+
+
+def test_a_killed_zygote_actor_is_placed_again_and_containers_fork_from_it(
+        on_ray: EmbeddedPlatform):
+    """Its node lives on: the gateway places another zygote actor there, under the same name,
+    rather than giving every later container on that node an actor of its own."""
+    with on_ray.client() as client:
+        first = started_on_ray(client, "zygote-killed")
+        [name] = [n for n in ray.util.list_named_actors() if n.startswith("ray-test/")
+                  and n.endswith(f"/{ZYGOTE_PREFIX}{first['node']}")]
+        old = zygote_state(name)
+        ray.kill(ray.get_actor(name, namespace="faasrl"), no_restart=True)
+        wait_for(lambda: not pid_alive(first["pid"]), timeout_s=30,
+                 what="the hosted container to end with its zygote actor")
+
+        def placed_again() -> dict[str, Any] | None:
+            with contextlib.suppress(ValueError, ray.exceptions.RayActorError):
+                state = zygote_state(name)
+                return state if state["pid"] != old["pid"] else None
+            return None
+
+        wait_for(placed_again, timeout_s=60, what="a new zygote actor on the node")
+        second = started_on_ray(client, "after-the-kill")
+        assert is_zygote(parent(second["pid"])), cmdline(parent(second["pid"]) or 0)
+        assert not [n for n in ray.util.list_named_actors() if n.endswith(second["id"])]
+
+
+def zygote_state(name: str) -> dict[str, Any]:
+    """What the zygote actor ``name`` says of its zygote (``pid``...)."""
+    return json.loads(ray.get(ray.get_actor(name, namespace="faasrl").state.remote(),
+                              timeout=60))
 
 
 def test_a_forked_container_whose_actor_is_killed_ends_with_it(on_ray: EmbeddedPlatform):

@@ -19,7 +19,8 @@ container (Ray assigns GPUs to actors), one whose manifest asks to PACK (an acto
 or any with zygotes off or none on its node yet, gets an actor (``ray_actor.RuntimeActor``),
 placed with the options of ``actor_options``; that actor asks its node's zygote actor to fork
 the runtime, or starts it as its own child. A zygote actor holds no resources; it goes with its
-node, and with the gateway as the containers do.
+node, and with the gateway as the containers do. One that dies while its node lives is placed
+again at the next poll (its containers are lost with it; until then, new ones get actors).
 
 The host says where the runtime listens; from then on the invoker speaks ``/init`` and ``/run``
 to it over HTTP as to any container, and uploaded code arrives
@@ -54,7 +55,7 @@ from typing import TYPE_CHECKING, Any
 
 import ray
 from ray._private import ray_constants
-from ray.exceptions import RayError
+from ray.exceptions import RayActorError, RayError
 from ray.util.placement_group import (
     PlacementGroup,
     placement_group,
@@ -269,7 +270,15 @@ class RayBackend(Backend):
                 scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False),
             ).remote()
         for node_id in self._zygotes.keys() - hosts:
-            del self._zygotes[node_id]
+            self._zygotes.pop(node_id, None)
+
+    def _forget_zygote(self, zygote: Any) -> None:
+        """A zygote actor died (its node did not): the next poll of the nodes places another,
+        so that the node's containers fork again rather than each get an actor of its own."""
+        for node_id, placed in list(self._zygotes.items()):
+            if placed is zygote and self._zygotes.pop(node_id, None) is not None:
+                log.warning("the zygote actor on the Ray node %s died: placing another",
+                            node_id)
 
     def check(self, spec: FunctionSpec) -> dict[str, str]:
         fields: dict[str, str] = {}
@@ -352,6 +361,8 @@ class RayBackend(Backend):
                 answer = zygote.host.remote(container_id, json.dumps(config))
                 out = json.loads(await _wait(answer))
         except RayError as exc:  # the zygote actor died, or the setup failed
+            if isinstance(exc, RayActorError):
+                self._forget_zygote(zygote)
             out = {"error": str(exc).splitlines()[0] if str(exc) else type(exc).__name__}
         except BaseException:  # pending past the start timeout: undo whatever comes of it
             self._pool.submit(_undo_host, group, zygote, answer)
@@ -385,6 +396,8 @@ class RayBackend(Backend):
             log.warning("container %s is lost: %s", container_id,
                         str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
             self._exits[container_id] = -1
+            if isinstance(exc, RayActorError) and (hosted := self._hosted.get(container_id)):
+                self._forget_zygote(hosted.zygote)
 
     async def stop(self, handle: ContainerHandle, grace_s: float = 2.0) -> None:
         actor = self._actors.pop(handle.id, None)
