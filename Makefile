@@ -6,9 +6,11 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 BENCH_STAMP := $(VENV)/.installed-bench
+RLLIB_VENV  := .venv-rllib
+RLLIB_STAMP := $(RLLIB_VENV)/.installed
 
 .PHONY: install run test lint bench clean docker-engine images image-runtime image-platform \
-	image-runtime-gpu up down bench-docker docs-schemas docs docs-build
+	image-runtime-gpu up down bench-docker docs-schemas docs docs-build rllib-env
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -19,12 +21,20 @@ $(BENCH_STAMP): $(STAMP)
 	$(BIN)/pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[dev,bench]'
 	touch $@
 
+# RLlib for the MuJoCo peers' third side, apart: its gymnasium pin is not the platform's.
+$(RLLIB_STAMP): bench/rllib_requirements.txt
+	$(PYTHON) -m venv $(RLLIB_VENV)
+	$(RLLIB_VENV)/bin/pip install --quiet --disable-pip-version-check -r $<
+	touch $@
+
+rllib-env: $(RLLIB_STAMP)
+
 install: $(STAMP)
 
 run: $(STAMP)
 	$(BIN)/faasrl run examples/cartpole.yaml
 
-test: lint $(BENCH_STAMP)
+test: lint $(BENCH_STAMP) $(RLLIB_STAMP)
 	$(BIN)/pytest
 
 lint: $(STAMP)
@@ -73,4 +83,4 @@ down:
 	deploy/cluster.sh down
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache bench/results site
+	rm -rf $(VENV) $(RLLIB_VENV) .pytest_cache .ruff_cache bench/results site

@@ -39,33 +39,46 @@ learner makes 320 minibatch steps per 4,096 env steps where the zoo's SB3 makes 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import subprocess
 from pathlib import Path
 from typing import Any
 
 import torch
 from jobrun import write_results
-from peer_runs import Task, add_peer_options, compare, peer_seeds
+from peer_runs import EVAL_EPISODES, WINDOW, Task, add_peer_options, compare, peer_seeds
 from rich.console import Console
 from stable_baselines3 import PPO, SAC
 from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.vec_env import VecEnv
 
 from faasrl.user_input import load_yaml
+from faasrl.workflow.job import CONFIRM_GAP
 
 ZOO_HOPPER_GAMMA, ZOO_HALFCHEETAH_GAMMA = 0.999, 0.98
 
 
+# The network both zoo PPO entries here use, in faasrl's words (its job's ``model``).
+ZOO_NET = {"hidden": [256, 256], "activation": "relu", "log_std_init": -2.0}
+
+
 def _zoo_policy() -> dict[str, Any]:
-    """The network both zoo PPO entries here use."""
-    return {"log_std_init": -2, "ortho_init": False, "activation_fn": torch.nn.ReLU,
-            "net_arch": {"pi": [256, 256], "vf": [256, 256]}}
+    """``ZOO_NET`` in SB3's words."""
+    return {"log_std_init": ZOO_NET["log_std_init"], "ortho_init": False,
+            "activation_fn": torch.nn.ReLU,
+            "net_arch": {"pi": ZOO_NET["hidden"], "vf": ZOO_NET["hidden"]}}
+
+
+# The zoo's Hopper entry, in SB3's words (RLlib's side reads them too).
+ZOO_HOPPER = {"n_steps": 512, "batch_size": 32, "n_epochs": 5, "learning_rate": 9.80828e-5,
+              "gamma": ZOO_HOPPER_GAMMA, "gae_lambda": 0.99, "clip_range": 0.2,
+              "ent_coef": 0.00229519, "vf_coef": 0.835671, "max_grad_norm": 0.7}
 
 
 def _sb3_ppo_hopper(env: VecEnv, seed: int, cap: int) -> BaseAlgorithm:
-    return PPO("MlpPolicy", env, n_steps=512, batch_size=32, n_epochs=5,
-               learning_rate=9.80828e-5, gamma=ZOO_HOPPER_GAMMA, gae_lambda=0.99, clip_range=0.2,
-               ent_coef=0.00229519, vf_coef=0.835671, max_grad_norm=0.7,
-               policy_kwargs=_zoo_policy(), seed=seed, device="cpu")
+    return PPO("MlpPolicy", env, **ZOO_HOPPER, policy_kwargs=_zoo_policy(), seed=seed,
+               device="cpu")
 
 
 # The zoo's HalfCheetah entry, in SB3's words; faasrl's job says the same in its own.
@@ -93,8 +106,7 @@ def _faasrl_halfcheetah() -> tuple[int, dict[str, Any]]:
             "gamma": hp["gamma"], "gae_lambda": hp["gae_lambda"], "clip_range": hp["clip_coef"],
             "ent_coef": hp["ent_coef"], "vf_coef": hp["vf_coef"],
             "max_grad_norm": hp["max_grad_norm"]}
-    if ours != zoo or hp["model"] != {"hidden": [256, 256], "activation": "relu",
-                                      "log_std_init": -2.0}:
+    if ours != zoo or hp["model"] != ZOO_NET:
         raise SystemExit(f"{HALFCHEETAH_JOB} is not the zoo's HalfCheetah entry: {ours}")
     return actors, {k: spec[k] for k in ("envs_per_actor", "steps_per_actor", "hyperparameters")}
 
@@ -117,6 +129,26 @@ TASKS = {
                 max_env_steps=1_000_000, quick_env_steps=2_000, sb3=_sb3_sac_hopper),
 }
 MAX_WALL_S, QUICK_WALL_S = 3600.0, 300.0
+REPO = Path(__file__).resolve().parents[1]
+RLLIB_PYTHON = REPO / ".venv-rllib" / "bin" / "python"  # make .venv-rllib
+RLLIB_ZOO = {"ppo": ZOO_HOPPER, "ppo-halfcheetah": ZOO_HALFCHEETAH}  # the tasks it runs
+
+
+def rllib_run(task: Task, seed: int, steps: int, wall: float) -> dict[str, Any]:
+    """RLlib's PPO with the task's zoo entry (``rllib_ppo.py``, in its own environment)."""
+    spec = {"env_id": task.env_id, "seed": seed, "target": task.target, "window": WINDOW,
+            "episodes": EVAL_EPISODES, "confirm_gap": CONFIRM_GAP, "max_env_steps": steps,
+            "max_wall_s": wall, "log_std_init": ZOO_NET["log_std_init"],
+            "hidden": ZOO_NET["hidden"], "activation": ZOO_NET["activation"],
+            "zoo": RLLIB_ZOO[task.name]}
+    # The bench folder is the script's; the platform's, for the evaluation seeds alone.
+    env = {**os.environ, "PYTHONPATH": str(REPO / "platform")}
+    done = subprocess.run([str(RLLIB_PYTHON), str(REPO / "bench" / "rllib_ppo.py"),
+                           json.dumps(spec)], env=env, capture_output=True, text=True,
+                          timeout=wall + 600, check=False)
+    if done.returncode:
+        raise RuntimeError(f"RLlib's run failed ({done.returncode}): {done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def main() -> None:
@@ -125,8 +157,14 @@ def main() -> None:
     parser.add_argument("--tasks", nargs="+", choices=list(TASKS), default=["ppo"])
     parser.add_argument("--max-env-steps", type=int, help="lower every task's env-step cap")
     parser.add_argument("--max-wall-s", type=float, help="lower the wall cap of every run")
+    parser.add_argument("--rllib", action="store_true",
+                        help="RLlib's PPO as a third side of the PPO tasks (make .venv-rllib)")
     parser.add_argument("--out", type=Path, default=Path("bench/results/mujoco_peers.json"))
     args = parser.parse_args()
+    if args.rllib and not RLLIB_PYTHON.exists():
+        parser.error(f"--rllib: {RLLIB_PYTHON} is missing: run make .venv-rllib")
+    if args.rllib and (others := set(args.tasks) - set(RLLIB_ZOO)):
+        parser.error(f"--rllib runs the PPO tasks only, not {sorted(others)}")
     seeds = peer_seeds(args)
     console = Console()
     results: dict[str, Any] = {"seeds": seeds, "quick": args.quick}
@@ -134,7 +172,8 @@ def main() -> None:
         task = TASKS[name]
         steps = task.quick_env_steps if args.quick else args.max_env_steps or task.max_env_steps
         wall = QUICK_WALL_S if args.quick else args.max_wall_s or MAX_WALL_S
-        results[name] = compare(task, seeds, steps, wall, console)
+        peers = {"rllib": rllib_run} if args.rllib else {}
+        results[name] = compare(task, seeds, steps, wall, console, peers)
         write_results(args.out, results)
     console.print(f"wrote {args.out}")
 

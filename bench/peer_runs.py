@@ -20,7 +20,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -164,22 +164,31 @@ def _fmt(value: float | None) -> str:
     return "-" if value is None else f"{value:.1f}"
 
 
-def compare(task: Task, seeds: list[int], steps: int, wall: float, console: Console
-            ) -> dict[str, Any]:
-    """Both systems per seed, interleaved so that drift in the machine's load hits both."""
-    runs: dict[str, list[dict[str, Any]]] = {"faasrl": [], "sb3": []}
+# A peer's side of a comparison: (task, seed, env-step cap, wall cap) -> sb3_run's figures.
+Side = Callable[[Task, int, int, float], dict[str, Any]]
+
+
+def compare(task: Task, seeds: list[int], steps: int, wall: float, console: Console,
+            peers: Mapping[str, Side] | None = None) -> dict[str, Any]:
+    """faasrl against SB3 (and any other ``peers``) per seed, interleaved so that drift in
+    the machine's load hits every side."""
+    sides: dict[str, Side] = {"sb3": sb3_run, **(peers or {})}
+    runs: dict[str, list[dict[str, Any]]] = {"faasrl": [], **{name: [] for name in sides}}
     for seed in seeds:
         runs["faasrl"].append({"seed": seed, **faasrl_run(task, seed, steps, wall)})
-        with console.status(f"SB3 {task.name} seed {seed}"):
-            runs["sb3"].append({"seed": seed, **sb3_run(task, seed, steps, wall)})
+        for name, side in sides.items():
+            with console.status(f"{name} {task.name} seed {seed}"):
+                runs[name].append({"seed": seed, **side(task, seed, steps, wall)})
     keys = ("wall_s", "env_steps", "updates", "window_mean", "eval_mean")
     mean = {system: {**{k: _mean([r[k] for r in rows]) for k in keys},
                      "reached": sum(r["reached"] for r in rows)}
             for system, rows in runs.items()}
-    summary = {"mean": mean, "env_step_cap": steps, "wall_cap_s": wall,
-               "wall_ratio_faasrl_over_sb3": mean["faasrl"]["wall_s"] / mean["sb3"]["wall_s"],
-               "steps_ratio_faasrl_over_sb3":
-                   mean["faasrl"]["env_steps"] / mean["sb3"]["env_steps"]}
+    summary: dict[str, Any] = {"mean": mean, "env_step_cap": steps, "wall_cap_s": wall}
+    for name in sides:
+        summary[f"wall_ratio_faasrl_over_{name}"] = \
+            mean["faasrl"]["wall_s"] / mean[name]["wall_s"]
+        summary[f"steps_ratio_faasrl_over_{name}"] = \
+            mean["faasrl"]["env_steps"] / mean[name]["env_steps"]
 
     table = Table("system", "seed", f"reached {task.target:g}", "env steps", "updates",
                   "wall s", f"last {WINDOW} train", "eval mean", title=task.title)
@@ -192,8 +201,10 @@ def compare(task: Task, seeds: list[int], steps: int, wall: float, console: Cons
                           _fmt(r["window_mean"]), _fmt(r["eval_mean"]),
                           style="bold" if r["seed"] == "mean" else None)
     console.print(table)
-    capped = "" if mean["faasrl"]["reached"] == mean["sb3"]["reached"] == len(seeds) else \
+    capped = "" if all(m["reached"] == len(seeds) for m in mean.values()) else \
         " (a run that missed the target counts at its cap)"
-    console.print(f"faasrl / SB3, means: wall time {summary['wall_ratio_faasrl_over_sb3']:.2f}x, "
-                  f"env steps {summary['steps_ratio_faasrl_over_sb3']:.2f}x{capped}")
+    for name in sides:
+        console.print(f"faasrl / {name}, means: wall time "
+                      f"{summary[f'wall_ratio_faasrl_over_{name}']:.2f}x, env steps "
+                      f"{summary[f'steps_ratio_faasrl_over_{name}']:.2f}x{capped}")
     return {"runs": runs, "summary": summary}

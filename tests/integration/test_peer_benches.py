@@ -21,20 +21,24 @@ def torch_has_cuda() -> bool:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("script", "task_name"), [
-    (["bench/mujoco_peers.py", "--tasks", "ppo-halfcheetah"], "ppo-halfcheetah"),
-    (["bench/atari_peers.py"], "ppo-pong"),  # its learner lent the actors' cores
+@pytest.mark.parametrize(("script", "task_name", "sides"), [
+    # RLlib's side runs in make test's .venv-rllib
+    (["bench/mujoco_peers.py", "--tasks", "ppo-halfcheetah", "--rllib"], "ppo-halfcheetah",
+     ("faasrl", "sb3", "rllib")),
+    (["bench/atari_peers.py"], "ppo-pong", ("faasrl", "sb3")),  # its learner lent the cores
 ])
-def test_a_peer_benchmarks_quick_mode_runs_both_sides_to_their_cap(tmp_path, script, task_name):
-    """faasrl's job and SB3's zoo model each take the quick cap of env steps (nobody reaches
-    the target in it) and are evaluated on held-out episodes."""
+def test_a_peer_benchmarks_quick_mode_runs_every_side_to_its_cap(tmp_path, script, task_name,
+                                                                 sides):
+    """faasrl's job and each peer's zoo-configured model take the quick cap of env steps
+    (nobody reaches the target in it) and are evaluated on held-out episodes."""
     out = tmp_path / "peers.json"
     bench = subprocess.run([sys.executable, *script, "--quick", "--out", str(out)], cwd=REPO,
                            timeout=600, capture_output=True, text=True)
     assert bench.returncode == 0, bench.stderr[-4000:]
     task = json.loads(out.read_text())[task_name]
     cap = task["summary"]["env_step_cap"]
-    for side in ("faasrl", "sb3"):
+    assert set(task["runs"]) == set(sides)
+    for side in sides:
         (run,) = task["runs"][side]
         assert run["env_steps"] >= cap and not run["reached"], run
         assert run["eval_mean"] is not None, run
