@@ -130,7 +130,7 @@ TASKS = {
 }
 MAX_WALL_S, QUICK_WALL_S = 3600.0, 300.0
 REPO = Path(__file__).resolve().parents[1]
-RLLIB_PYTHON = REPO / ".venv-rllib" / "bin" / "python"  # make .venv-rllib
+RLLIB_PYTHON = REPO / ".venv-rllib" / "bin" / "python"  # make rllib-env
 RLLIB_ZOO = {"ppo": ZOO_HOPPER, "ppo-halfcheetah": ZOO_HALFCHEETAH}  # the tasks it runs
 
 
@@ -158,11 +158,11 @@ def main() -> None:
     parser.add_argument("--max-env-steps", type=int, help="lower every task's env-step cap")
     parser.add_argument("--max-wall-s", type=float, help="lower the wall cap of every run")
     parser.add_argument("--rllib", action="store_true",
-                        help="RLlib's PPO as a third side of the PPO tasks (make .venv-rllib)")
+                        help="RLlib's PPO as a third side of the PPO tasks (make rllib-env)")
     parser.add_argument("--out", type=Path, default=Path("bench/results/mujoco_peers.json"))
     args = parser.parse_args()
     if args.rllib and not RLLIB_PYTHON.exists():
-        parser.error(f"--rllib: {RLLIB_PYTHON} is missing: run make .venv-rllib")
+        parser.error(f"--rllib: {RLLIB_PYTHON} is missing: run make rllib-env")
     if args.rllib and (others := set(args.tasks) - set(RLLIB_ZOO)):
         parser.error(f"--rllib runs the PPO tasks only, not {sorted(others)}")
     seeds = peer_seeds(args)

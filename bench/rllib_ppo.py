@@ -1,5 +1,5 @@
 """RLlib's PPO on a MuJoCo task by ``peer_runs.py``'s rule: the third side of
-``mujoco_peers.py --rllib``. It runs in its own virtual environment (``make .venv-rllib``: RLlib
+``mujoco_peers.py --rllib``. It runs in its own virtual environment (``make rllib-env``: RLlib
 2.60 pins gymnasium 1.2.2, the platform's is 1.4.0; Hopper-v5 and HalfCheetah-v5 step alike
 in both), imports no platform beyond the evaluation seeds, and prints one JSON line with what
 ``peer_runs.sb3_run`` reports.

@@ -13,6 +13,7 @@ import json
 import time
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from redis import Redis
@@ -116,11 +117,7 @@ class TrajectoryStream:
         does not match the schema, is rejected with the reason."""
         batches: list[Batch] = []
         rejected: list[Rejection] = []
-        with self._redis.pipeline(transaction=False) as pipe:
-            for eid in entry_ids:
-                pipe.xrange(self._stream, eid, eid)
-            replies = pipe.execute()
-        for eid, reply in zip(entry_ids, replies, strict=True):
+        for eid, reply in zip(entry_ids, self._ranges(entry_ids), strict=True):
             if not reply:
                 rejected.append(Rejection(eid, -1, -1, "entry not in the stream"))
                 continue
@@ -216,12 +213,16 @@ class TrajectoryStream:
         pending = self._redis.xpending_range(self._stream, GROUP, "-", "+",
                                              count=len(seen) + 64, consumername=consumer)
         ids = [p["message_id"] for p in pending if p["message_id"] not in seen]
-        if not ids:
+        return [reply[0] for reply in self._ranges(ids) if reply]
+
+    def _ranges(self, entry_ids: Collection[str | bytes]) -> list[list[Any]]:
+        """Per id, ``XRANGE`` of that one entry: ``[]`` where it is gone. One round trip."""
+        if not entry_ids:
             return []
         with self._redis.pipeline(transaction=False) as pipe:
-            for eid in ids:
+            for eid in entry_ids:
                 pipe.xrange(self._stream, eid, eid)
-            return [reply[0] for reply in pipe.execute() if reply]
+            return pipe.execute()
 
     def _ensure_group(self) -> None:
         try:
