@@ -135,7 +135,8 @@ def train(run: dict[str, Any]) -> dict[str, Any]:
         result = algo.train()
         env_steps = int(result["num_env_steps_sampled_lifetime"])
         updates += 1
-        window.extend(result["env_runners"].get(RAW_RETURN, []))
+        ended = result["env_runners"].get(RAW_RETURN, [])
+        window.extend([] if isinstance(ended, float) else ended)  # NaN: an iteration without one
         checks += 1  # once per train batch: SB3's check_every is the zoo's n_steps too
         if len(window) == window_size and np.mean(window) >= target and checks >= next_confirm:
             reached = greedy_mean("confirmation") >= target

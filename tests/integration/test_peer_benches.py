@@ -26,6 +26,7 @@ def torch_has_cuda() -> bool:
     (["bench/mujoco_peers.py", "--tasks", "ppo-halfcheetah", "--rllib"], "ppo-halfcheetah",
      ("faasrl", "sb3", "rllib")),
     (["bench/atari_peers.py"], "ppo-pong", ("faasrl", "sb3")),  # its learner lent the cores
+    (["bench/atari_peers.py", "--algorithm", "dqn"], "dqn-pong", ("faasrl", "sb3")),
 ])
 def test_a_peer_benchmarks_quick_mode_runs_every_side_to_its_cap(tmp_path, script, task_name,
                                                                  sides):
