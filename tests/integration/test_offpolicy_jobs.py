@@ -51,6 +51,23 @@ def test_a_dqn_job_keeps_the_replay_ratio_and_sends_only_samples_to_the_learner(
     assert rows[-1]["bytes_per_transition"] == 4 * 4 * 2 + 8 + 3 * 4
 
 
+@pytest.mark.parametrize("stop", [{"max_env_steps": 512}, {"max_wall_s": 2.0}])
+def test_a_job_capped_within_its_warm_up_ends_at_its_cap(client: Client, stop):
+    """A round is steps_per_round gradient steps and none come before learning_starts: a job
+    whose env-step or time cap falls in the warm-up ends at the cap, not after the warm-up."""
+    hp = {**HP, "memory_size": 200_000, "learning_starts": 200_000}
+    job = client.submit({**DQN, "hyperparameters": hp, "stop": stop})
+    done = finished(client, job["id"], timeout_s=120)
+    assert done["status"] == "succeeded", done
+    assert done["stop_reason"].startswith(next(iter(stop))), done
+    (row,) = client.job_metrics(job["id"])
+    assert row["gradient_steps"] == 0 and done["env_steps"] == row["total_env_steps"]
+    if "max_env_steps" in stop:  # no actor starts past the cap: 2 actors x 64 steps at most
+        assert 512 <= done["env_steps"] <= 512 + 2 * 64, done
+    else:
+        assert done["env_steps"] < 200_000, done
+
+
 def test_a_killed_buffer_container_is_replaced_and_its_losses_counted(client: Client):
     job = client.submit({**DQN, "stop": {"max_rounds": 12}})
     wait_for(lambda: client.job(job["id"])["round"] >= 4, timeout_s=180, what="round 4")

@@ -732,6 +732,17 @@ class JobRun:
         await asyncio.to_thread(write_checkpoint, self.folder, rec.model_dump_json(), weights,
                                 optimizer)
 
+    def past_limit(self, env_steps: int, round_s: float) -> bool:
+        """Whether a round still running has taken the job to its ``max_env_steps``
+        (``env_steps``: the job's, the round's included) or its ``max_wall_s`` (``round_s``:
+        the round so far, on the workflow's clock). An off-policy round asks, as its length is
+        gradient steps, and a warm-up before ``learning_starts`` can outlast either."""
+        stop = self.record.spec.stop
+        seconds = self.wall() if self.record.spec.virtual is None else \
+            self._spent()[0] + round_s
+        return ((stop.max_env_steps is not None and env_steps >= stop.max_env_steps)
+                or (stop.max_wall_s is not None and seconds >= stop.max_wall_s))
+
     def _spent(self) -> tuple[float, float]:
         """The job's time and cost so far, which its stops and its controller's budget go by:
         measured, or on a virtual clock the modeled cluster's (its rows' sums)."""

@@ -15,7 +15,10 @@
 Actors and learner keep the replay ratio (``updates_per_step`` gradient steps per env step):
 whichever runs ahead waits. A round, for metrics and the controller, is ``steps_per_round``
 gradient steps (whole learner calls; the warm-up before ``learning_starts`` falls into round
-0); actors, buffer and learner calls in flight carry over into the next round.
+0); actors, buffer and learner calls in flight carry over into the next round. A round also
+ends early where the job reaches its ``max_env_steps`` or ``max_wall_s``: no actor starts past
+them, and the round closes once the actors running have returned (a job capped below its
+``learning_starts`` ends there, rather than after its whole warm-up).
 
 On a virtual clock (``clock: virtual``, docs/virtual-clock.md) the engine starts invocations
 when the modeled cluster has a core for them and hands results over in virtual order. Buffer
@@ -131,6 +134,7 @@ class OffPolicyWorkflow:
         self._priorities: str | None = None  # the learner's last |δ|, for the next sample
         self._learner_free_at: float | None = None
         self._failures: dict[str, int] = {}
+        self._round_start = 0.0  # on the workflow's clock
 
     # ---------------------------------------------------------------- lifecycle
     async def start(self) -> None:
@@ -195,8 +199,14 @@ class OffPolicyWorkflow:
         run.prewarm(spec.actor_function, self._n, placement=spec.placement.actors)
         self.buffer.publish(POLICY, rec.version or 0)
         t0, start = time.monotonic(), mark(self.engine)
-        await self.engine.run(finished=lambda: len(self._round.trained) >= self._calls)
+        self._round_start = self._now()
+        await self.engine.run(finished=lambda: len(self._round.trained) >= self._calls
+                              or (self._past_limit() and not self._actors))
         await self._close(t0, start)
+
+    def _past_limit(self) -> bool:
+        """The job's env-step or time limit reached (see the module docstring)."""
+        return self.run.past_limit(self._env_steps, self._now() - self._round_start)
 
     def _now(self) -> float:
         """The workflow's clock: the virtual one's, else real time."""
@@ -215,17 +225,17 @@ class OffPolicyWorkflow:
 
     # -------------------------------------------------------------------- actors
     def _actor_may_run(self) -> bool:
-        """An idle slot, and the actors not ahead of the learner by more than the ratio (or
-        the memory below ``learning_starts``: warming up, or refilling after a restore that
-        lost it)."""
+        """An idle slot, the job short of its limits, and the actors not ahead of the learner
+        by more than the ratio (or the memory below ``learning_starts``: warming up, or
+        refilling after a restore that lost it)."""
         cfg, spec = self.cfg, self.run.record.spec
         batch = spec.envs_per_actor * spec.steps_per_actor
         lead = max(batch * self._n, 2 * cfg.publish_every / cfg.updates_per_step)
         allowed = cfg.learning_starts + self._learner_steps / cfg.updates_per_step + lead
         memory = self.buffer.pending(MEMORY)
         warming = not memory or memory[0].size < cfg.learning_starts
-        return (warming or self._env_steps < allowed) and any(s not in self._actors
-                                                              for s in range(self._n))
+        return ((warming or self._env_steps < allowed) and not self._past_limit()
+                and any(s not in self._actors for s in range(self._n)))
 
     def _explore(self, message: Message) -> None:
         run, rec, spec = self.run, self.run.record, self.run.record.spec
