@@ -373,14 +373,11 @@ class JobRun:
             return reached
         if stop.max_rounds is not None and rec.round >= stop.max_rounds:
             return f"max_rounds ({stop.max_rounds}) done"
-        if stop.max_env_steps is not None and rec.env_steps >= stop.max_env_steps:
-            return f"max_env_steps ({stop.max_env_steps}) reached"
-        seconds, cost = self._spent()
+        if (limit := self._limit_reached(rec.env_steps, 0.0)) is not None:
+            return limit
         on = "" if rec.spec.virtual is None else " on the virtual clock"
-        if stop.budget_usd is not None and cost >= stop.budget_usd:
+        if stop.budget_usd is not None and self._spent()[1] >= stop.budget_usd:
             return f"budget (${stop.budget_usd:g}) spent{on}"
-        if stop.max_wall_s is not None and seconds >= stop.max_wall_s:
-            return f"max_wall_s ({stop.max_wall_s:g}) reached{on}"
         if self.actors_for_round() == 0:
             return "the controller ended the job: the budget left cannot pay for another round"
         return None
@@ -737,11 +734,22 @@ class JobRun:
         (``env_steps``: the job's, the round's included) or its ``max_wall_s`` (``round_s``:
         the round so far, on the workflow's clock). An off-policy round asks, as its length is
         gradient steps, and a warm-up before ``learning_starts`` can outlast either."""
-        stop = self.record.spec.stop
-        seconds = self.wall() if self.record.spec.virtual is None else \
-            self._spent()[0] + round_s
-        return ((stop.max_env_steps is not None and env_steps >= stop.max_env_steps)
-                or (stop.max_wall_s is not None and seconds >= stop.max_wall_s))
+        return self._limit_reached(env_steps, round_s) is not None
+
+    def _limit_reached(self, env_steps: int, round_s: float) -> str | None:
+        """Why the job is at its env-step or time limit (None: it is not); ``round_s`` is the
+        time of a round still running, which a virtual clock's rows do not hold yet."""
+        rec, stop = self.record, self.record.spec.stop
+        if stop.max_env_steps is not None and env_steps >= stop.max_env_steps:
+            return f"max_env_steps ({stop.max_env_steps}) reached"
+        if stop.max_wall_s is None:  # spare the virtual clock's sum over the rows
+            return None
+        if rec.spec.virtual is None:
+            seconds, on = self.wall(), ""
+        else:
+            seconds, on = self._spent()[0] + round_s, " on the virtual clock"
+        return f"max_wall_s ({stop.max_wall_s:g}) reached{on}" \
+            if seconds >= stop.max_wall_s else None
 
     def _spent(self) -> tuple[float, float]:
         """The job's time and cost so far, which its stops and its controller's budget go by:
