@@ -104,7 +104,8 @@ LEARNER_PHASE_S = _column("learner_phase_s", W, "from the last batch to the roun
 LEARNER_S = _column("learner_s", W, "learner run time, summed over its invocations", "s", host=True)
 LEARNER_DEVICE = _column("learner_device", W, "where the learner ran (cpu, cuda)")
 LEARNER_CORES = _column("learner_cores", W, "cores the learner ran with: its own and those "
-                        "lent from its idle actors (sync)", host=True)
+                        "lent from its idle actors (sync; offpolicy: the mean of its calls)",
+                        host=True)
 PREWARM_FORECAST = _column("prewarm_forecast", W, "actor containers pre-warmed for the next "
                            "round while the learner ran (sync)")
 SAMPLES = _column("samples", W, "samples the learner trained on")

@@ -302,10 +302,11 @@ class JobSpec(BaseModel):
                                                  "tensorboard")
     compress_trajectories: bool | None = Field(None, description="lz4; default on for Atari")
     lend_actor_cores: bool | None = Field(
-        None, description="synchronous rounds: the learner also runs on its actors' cores, idle "
-        "while it learns (lent where the node has them free, up to the learner manifest's "
-        "cpu_max); it pays for a conv net's update, not for a small MLP's, whose ops are too "
-        "small to split; None: on for Atari")
+        None, description="the learner also runs on its actors' cores while they wait for it "
+        "(synchronous rounds: while it learns; off-policy: while the replay ratio holds them "
+        "back), lent where the node has them free, up to the learner manifest's cpu_max; it "
+        "pays for a conv net's update, not for a small MLP's, whose ops are too small to "
+        "split; None: on for Atari")
     placement: Placement = Field(default_factory=Placement)
     # The job's namespace's function of the name, else default's built-in (job_manager.py
     # resolves them at submit; the record keeps the platform's name, the API shows it bare).

@@ -39,6 +39,7 @@ from faasrl.data.keys import env_code_key, latest_key, optimizer_keys, params_ke
 from faasrl.data.ops import put_weights
 from faasrl.invoker import InvocationRecord, Invoker, InvokerError
 from faasrl.invoker.errors import QuotaExceeded
+from faasrl.invoker.invoker import placement_of
 from faasrl.invoker.registry import CodeStore
 from faasrl.invoker.tenant import Tenant
 from faasrl.jobs import videos
@@ -594,6 +595,18 @@ class JobRun:
         """Start containers ahead for the job: a job of a higher priority may preempt them
         while they serve nobody yet."""
         self.invoker.prewarm(function, n, placement=placement, tenant=self.tenant)
+
+    def learner_cores(self, actors: int) -> float:
+        """What the learner may ask for where the job lends it its actors' cores: its own and
+        ``actors`` actors', which wait for it (lent where free, up to its manifest's
+        ``cpu_max``); 0: its own. Not where the actors run elsewhere (Lambda), nor on the
+        virtual clock, whose learner has its own cores."""
+        spec = self.record.spec
+        actor = self.invoker.spec(spec.actor_function)
+        if (not spec.lends_actor_cores or spec.virtual is not None
+                or placement_of(actor, spec.placement.actors) != "local"):
+            return 0.0
+        return self.invoker.spec(spec.learner_function).cpu + actors * actor.cpu
 
     async def invoke(self, function: str, args: dict[str, Any], affinity: str | None = None,
                      cores: float = 0.0) -> InvocationRecord:

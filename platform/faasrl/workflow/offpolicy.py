@@ -353,6 +353,7 @@ class OffPolicyWorkflow:
         self.buffer.take(SAMPLES, [item])
         last = len(self._round.trained) + 1 >= self._calls
         args = train_args(rec, run.credentials.to_args(), rec.version or 0, item.entry, last)
+        cores = run.learner_cores(self._n)
 
         def work() -> Awaitable[InvocationRecord]:
             """On a virtual clock: it publishes while actors that started earlier (in virtual
@@ -365,7 +366,7 @@ class OffPolicyWorkflow:
                 pinned = args.model_copy(update={"keep": max(KEEP_VERSIONS,
                                                              args.version + 2 - oldest)})
             return run.invoke(spec.learner_function, pinned.model_dump(mode="json"),
-                              affinity=f"{rec.id}:learner")
+                              affinity=f"{rec.id}:learner", cores=cores)
 
         self.engine.start("learner", work, lambda r: self._trained(r, item))
 
@@ -405,6 +406,7 @@ class OffPolicyWorkflow:
             rr.LOST: st.lost, rr.BUFFER_RESTORES: st.restores, rr.SNAPSHOT_S: st.snapshot_s,
             rr.REJECTED: len(st.rejected), rr.LEARNER_IDLE_S: st.learner_idle_s,
             rr.LEARNER_S: sum(r.run_s for r in st.learners),
+            rr.LEARNER_CORES: mean([r.cores for r in st.learners if r.cores is not None]),
             rr.LEARNER_DEVICE: st.trained[-1].device if st.trained else None,
             rr.BUFFER_S: sum(r.run_s for r in st.buffer),
             rr.ACTOR_ROLLOUTS: len(st.actors),

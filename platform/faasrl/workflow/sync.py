@@ -37,7 +37,6 @@ from faasrl.controllers.nitro import convexity_ratio
 from faasrl.data.keys import optimizer_keys
 from faasrl.data.ops import roll_back
 from faasrl.invoker import InvocationRecord
-from faasrl.invoker.invoker import placement_of
 from faasrl.jobs.contract_args import result, rollout_args, update_args
 from faasrl.jobs.cost import actor_cost, learner_cost
 from faasrl.workflow.engine import Engine
@@ -191,22 +190,10 @@ class SyncWorkflow:
                     placement=spec.placement.actors)
         args = update_args(rec, run.credentials.to_args(), rec.round,
                            sorted(i.slot for i in items), run.controller.learner_requests())
-        cores = self._learner_cores()
+        cores = run.learner_cores(self._n)
         self.engine.start("learner", lambda: run.invoke_until_done(
             spec.learner_function, args.model_dump(mode="json"), affinity=f"{rec.id}:learner",
             cores=cores), self._learned)
-
-    def _learner_cores(self) -> float:
-        """What the learner may use where the job lends it its actors' cores: its own and its
-        round's actors', idle while it learns (lent where free, up to its manifest's
-        ``cpu_max``). Not where the actors ran elsewhere (Lambda), nor on the virtual clock,
-        whose learner has its own cores."""
-        run, spec = self.run, self.run.record.spec
-        actor = run.invoker.spec(spec.actor_function)
-        if (not spec.lends_actor_cores or self.virtual
-                or placement_of(actor, spec.placement.actors) != "local"):
-            return 0.0
-        return run.invoker.spec(spec.learner_function).cpu + self._n * actor.cpu
 
     def _learned(self, learners: list[InvocationRecord]) -> None:
         if learners[-1].status != "success":
