@@ -94,7 +94,7 @@ ZOO_DQN = {"buffer_size": 100_000, "learning_starts": 100_000, "batch_size": 32,
 BUFFER_MB = 8_192
 
 
-def _sb3_dqn_atari(env: VecEnv, seed: int, cap: int, device: str = "cpu") -> BaseAlgorithm:
+def sb3_dqn_atari(env: VecEnv, seed: int, cap: int, device: str = "cpu") -> BaseAlgorithm:
     return DQN("CnnPolicy", env, **ZOO_DQN, exploration_fraction=0.1,
                exploration_final_eps=0.01, optimize_memory_usage=False, seed=seed, device=device)
 
@@ -116,7 +116,7 @@ def _zoo_dqn_job() -> tuple[dict[str, Any], dict[str, Any]]:
 
 PONG_DQN_JOB, PONG_DQN_BUFFER = _zoo_dqn_job()
 PONG_DQN = Task("dqn-pong", "DQN ALE/Pong-v5 to 18", ENV_ID, "dqn", 18.0, check_every=1_024,
-                max_env_steps=ZOO_STEPS, quick_env_steps=2_048, sb3=_sb3_dqn_atari,
+                max_env_steps=ZOO_STEPS, quick_env_steps=2_048, sb3=sb3_dqn_atari,
                 make_env=functools.partial(make_env, ENV_ID), job=PONG_DQN_JOB,
                 functions=(PONG_DQN_BUFFER,))
 TASKS = {"ppo": PONG, "dqn": PONG_DQN}
