@@ -99,8 +99,8 @@ class FunctionSpec(BaseModel):
     cpu: float = Field(1.0, gt=0, le=1024, description="cores reserved per container")
     cpu_max: float | None = Field(
         None, gt=0, le=1024, description="cores one invocation may use when its caller asks for "
-        "more than cpu and the node has them free (a synchronous job's learner takes its idle "
-        "actors' cores); needs max_concurrency 1; None: cpu")
+        "more than cpu and the node has them free (a job's learner takes its actors' cores "
+        "while they wait for it); needs max_concurrency 1; None: cpu")
     memory_mb: int = Field(512, ge=32, le=1 << 20, description="memory limit per container")
     gpu: float = Field(
         0, ge=0, le=64, description="GPUs per container: a whole number of devices, each its "
