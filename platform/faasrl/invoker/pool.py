@@ -42,11 +42,11 @@ Policy in brief:
   only while it starts or runs an invocation: an idle container uses memory, not CPU. So an idle
   learner does not block a round's actors, and an idle actor needs free cores to run again.
 - Lent cores: an invocation may ask for more cores than its function's ``cpu`` (a job's
-  learner asks for its actors' cores, as they wait for it), up to its manifest's ``cpu_max``. It gets the
-  whole cores that are free when it takes a warm container and nothing else waits, as far as
-  its tenant's part of the node among the tenants running now and its namespace's quota allow;
-  they are held with its container's own until the run ends, and the runtime sizes its thread
-  pools to them.
+  learner asks for its actors' cores, as they wait for it), up to its manifest's ``cpu_max``.
+  It gets the whole cores that are free when it takes a warm container and nothing else
+  waits, as far as its tenant's part of the node among the tenants running now and its
+  namespace's quota allow; they are held with its container's own until the run ends, and
+  the runtime sizes its thread pools to them.
 - GPUs: a function of ``gpu: n`` (whole) takes n devices nothing else holds any of; one of
   ``gpu: f`` (f < 1) takes f of one device that fractional containers share while their
   fractions sum to at most 1 (packed: the fullest device that still fits goes first, so that
