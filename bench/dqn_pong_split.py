@@ -36,7 +36,15 @@ from typing import Any
 
 import psutil
 import torch
-from atari_peers import ENV_ID, PONG_DQN_BUFFER, PONG_DQN_JOB, ZOO_DQN, ZOO_STEPS, sb3_dqn_atari
+from atari_peers import (
+    ENV_ID,
+    FRAME_SKIP,
+    PONG_DQN_BUFFER,
+    PONG_DQN_JOB,
+    ZOO_DQN,
+    ZOO_STEPS,
+    sb3_dqn_atari,
+)
 from jobrun import wait_for_zygote, write_results
 from rich.console import Console
 from rich.table import Table
@@ -188,8 +196,9 @@ def _table(title: str, sides: dict[str, dict[str, Any]]) -> Table:
             table.add_row(side, part, f"{cpu * per_k:.2f}", f"{cpu / total:.0%}")
         table.add_row(side, "total", f"{total * per_k:.2f}",
                       f"{total / phase['wall_s']:.2f} cores", style="bold")
+        frames_per_s = FRAME_SKIP * phase["env_steps"] / phase["wall_s"]
         table.add_row(side, "wall", f"{phase['wall_s'] * per_k:.2f}",
-                      f"{4 * phase['env_steps'] / phase['wall_s']:,.0f} frames/s", style="bold")
+                      f"{frames_per_s:,.0f} frames/s", style="bold")
     return table
 
 
